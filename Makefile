@@ -1,0 +1,59 @@
+# sdpshim build. `make` builds the interposer, the Go core and the CLI;
+# `make test` runs every test that can run on this machine; `make bench`
+# the benchmarks; `make demo` the kernel-TCP vs sdpshim comparison.
+
+GO      ?= go
+CC      ?= gcc
+BUILD   := build
+CFLAGS  ?= -O2 -g
+PRELOAD_CFLAGS := $(CFLAGS) -fPIC -Wall -Wextra -Werror -fvisibility=hidden -D_GNU_SOURCE
+PRELOAD_SRC := $(wildcard preload/c/*.c)
+PRELOAD_HDR := $(wildcard preload/c/*.h)
+GO_SRC  := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
+
+# Unit tests of the concurrent packages run with the race detector.
+RACE_PKGS := ./core/... ./flowcontrol/...
+TEST_FLAGS ?= -count=1 -shuffle=on -timeout=15m
+
+.PHONY: all test unit integration bench demo clean vet
+
+all: $(BUILD)/libsdpshim.so $(BUILD)/libsdpshim-core.so $(BUILD)/sdpshim
+
+$(BUILD):
+	mkdir -p $(BUILD)
+
+$(BUILD)/libsdpshim.so: $(PRELOAD_SRC) $(PRELOAD_HDR) preload/c/libsdpshim.map | $(BUILD)
+	$(CC) $(PRELOAD_CFLAGS) -shared -o $@ $(PRELOAD_SRC) \
+		-Wl,--version-script=preload/c/libsdpshim.map -Wl,-z,now -ldl -lpthread
+
+$(BUILD)/libsdpshim-core.so: $(GO_SRC) preload/entry/exports.map | $(BUILD)
+	$(GO) build -buildmode=c-shared -trimpath \
+		-ldflags='-extldflags=-Wl,--version-script=$(CURDIR)/preload/entry/exports.map' \
+		-o $@ ./preload/entry
+	rm -f $(BUILD)/libsdpshim-core.h
+
+$(BUILD)/sdpshim: $(GO_SRC) | $(BUILD)
+	$(GO) build -trimpath -o $@ ./cmd/sdpshim
+
+vet:
+	$(GO) vet ./...
+
+unit: vet
+	$(GO) test -race $(TEST_FLAGS) $(RACE_PKGS)
+	$(GO) test $(TEST_FLAGS) $$($(GO) list ./... | grep -v -e /core -e /flowcontrol -e /tests)
+
+integration: all
+	SDPSHIM_BUILD=$(CURDIR)/$(BUILD) $(GO) test $(TEST_FLAGS) ./tests/...
+
+test: unit integration
+
+bench: all
+	$(GO) test -run='^$$' -bench=. -benchtime=1x ./... > /dev/null
+	$(GO) run ./cmd/sdpshim bench
+
+demo: all
+	@echo "make demo: runs the bundled C ping-pong and streaming programs over kernel TCP"
+	@echo "and under sdpshim, and prints one table (filled in by the preload issue)."
+
+clean:
+	rm -rf $(BUILD)

@@ -6,4 +6,4 @@ toolchain go1.26.8
 
 require golang.org/x/sys v0.49.0
 
-require github.com/sirupsen/logrus v1.10.2 // indirect
+require github.com/sirupsen/logrus v1.10.2

@@ -28,10 +28,13 @@ type Doorbell interface {
 // belongs to one waiter and is not safe for concurrent use.
 type WaitPolicy interface {
 	// Budget returns how many polls to make before sleeping; a negative
-	// value means never sleep (poll until ready or the deadline).
+	// value means never sleep (poll until ready or the deadline). Each
+	// Budget call is followed by exactly one Observe of the same wait, so
+	// a policy may count the waits in progress between the two.
 	Budget(now time.Time) int
 	// Observe reports one finished wait: how many polls it made, whether
-	// polling found the condition (hit) or it had to sleep, and how many
-	// events (messages, blocks) it consumed, the traffic sample.
+	// it found the condition without sleeping (hit: by polling or by the
+	// check after Arm) or had to sleep or gave up, and how many events
+	// (messages, blocks) it consumed, the traffic sample.
 	Observe(now time.Time, polls int, hit bool, events int)
 }

@@ -51,9 +51,10 @@ bench: all
 	$(GO) test -run='^$$' -bench=. -benchtime=1x ./... > /dev/null
 	$(GO) run ./cmd/sdpshim bench
 
+# The bundled plain-sockets programs (demo/*.c) over kernel TCP, then under
+# the shim, side by side. DEMO_ARGS passes flags (see `sdpshim help demo`).
 demo: all
-	@echo "make demo: runs the bundled C ping-pong and streaming programs over kernel TCP"
-	@echo "and under sdpshim, and prints one table (filled in by the preload issue)."
+	$(BUILD)/sdpshim demo $(DEMO_ARGS)
 
 clean:
 	rm -rf $(BUILD)

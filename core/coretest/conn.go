@@ -1,0 +1,161 @@
+package coretest
+
+import (
+	"fmt"
+
+	"github.com/sdpshim/sdpshim/core"
+)
+
+// conn is one side's queue pair with its completion queues.
+type conn struct {
+	qp       core.QueuePair
+	scq, rcq core.CompletionQueue
+	cfg      core.QPConfig
+	closer   *owned // the queue pair's, for cases that close it early
+}
+
+// Defaults for queue pairs and completion queues of the suite; a case
+// overrides what it tests.
+const (
+	defaultMaxSend   = 64
+	defaultMaxRecv   = 64
+	defaultMaxInline = 64
+	defaultMaxSGE    = 4
+	defaultCQDepth   = 512
+)
+
+// newConn creates a queue pair in QPInit with its own completion queues
+// (unless cfg names them); zero limits in cfg get the suite's defaults.
+func (s *side) newConn(cfg core.QPConfig) *conn {
+	if cfg.MaxSend == 0 {
+		cfg.MaxSend = defaultMaxSend
+	}
+	if cfg.MaxRecv == 0 {
+		cfg.MaxRecv = defaultMaxRecv
+	}
+	if cfg.MaxInline == 0 {
+		cfg.MaxInline = defaultMaxInline
+	}
+	if cfg.MaxSGE == 0 {
+		cfg.MaxSGE = defaultMaxSGE
+	}
+	if cfg.SendCQ == nil {
+		cfg.SendCQ = s.newCQ(defaultCQDepth)
+	}
+	if cfg.RecvCQ == nil {
+		cfg.RecvCQ = s.newCQ(defaultCQDepth)
+	}
+	qp, err := s.p.CreateQP(cfg)
+	s.must(err, "CreateQP(%+v)", limits(cfg))
+	c := &conn{qp: qp, scq: cfg.SendCQ, rcq: cfg.RecvCQ, cfg: cfg}
+	c.closer = s.own(fmt.Sprintf("queue pair %d", qp.Number()), qp)
+	if st := qp.State(); st != core.QPInit {
+		s.fatalf("new queue pair is in state %v, want %v", st, core.QPInit)
+	}
+	return c
+}
+
+func (s *side) newCQ(depth int) core.CompletionQueue {
+	cq, err := s.p.CreateCQ(depth)
+	s.must(err, "CreateCQ(%d)", depth)
+	s.own("completion queue", cq)
+	return cq
+}
+
+// swapEndpoints sends c's endpoint to the other side and returns the
+// other side's. Both sides call it; the messages are small enough that
+// sending first never blocks.
+func (s *side) swapEndpoints(c *conn) core.Endpoint {
+	ep, err := c.qp.LocalEndpoint()
+	s.must(err, "LocalEndpoint")
+	s.must(s.link.sendEndpoint(ep), "send endpoint")
+	remote, err := s.link.recvEndpoint()
+	s.must(err, "receive endpoint")
+	return remote
+}
+
+// connectTo connects c to the remote endpoint and checks it is ready.
+func (s *side) connectTo(c *conn, remote core.Endpoint) {
+	s.must(c.qp.Connect(remote), "Connect")
+	if st := c.qp.State(); st != core.QPReady {
+		s.fatalf("queue pair is in state %v after Connect, want %v", st, core.QPReady)
+	}
+}
+
+// connect creates a queue pair and connects it to the one the other side
+// creates with its matching connect call. It returns once both sides have
+// checked their queue pair is ready, so that nothing either side does next
+// (close it, fail it with a bad request) can race the other's check.
+func (s *side) connect(cfg core.QPConfig) *conn {
+	c := s.newConn(cfg)
+	s.connectTo(c, s.swapEndpoints(c))
+	s.step("connected")
+	s.await("connected")
+	return c
+}
+
+// region registers size bytes with access; the side closes it at the end.
+func (s *side) region(size int, access core.Access) core.Region {
+	r, err := s.p.RegisterRegion(size, access)
+	s.must(err, "RegisterRegion(%d, %s)", size, accessString(access))
+	s.own(fmt.Sprintf("region of %d bytes", size), r)
+	if got := len(r.Bytes()); got != size {
+		s.fatalf("RegisterRegion(%d): Bytes() has %d bytes", size, got)
+	}
+	return r
+}
+
+// postSend posts wr and fails the side if any of its chain is refused.
+func (s *side) postSend(c *conn, wr *core.SendRequest) {
+	if bad, err := c.qp.PostSend(wr); err != nil {
+		id := uint64(0)
+		if bad != nil {
+			id = bad.ID
+		}
+		s.fatalf("PostSend (request %d, %v): %v", id, wr.Op, err)
+	}
+}
+
+// postRecv posts wr and fails the side if any of its chain is refused.
+func (s *side) postRecv(c *conn, wr *core.RecvRequest) {
+	if bad, err := c.qp.PostRecv(wr); err != nil {
+		id := uint64(0)
+		if bad != nil {
+			id = bad.ID
+		}
+		s.fatalf("PostRecv (request %d): %v", id, err)
+	}
+}
+
+// sge names bytes [off, off+n) of r.
+func sge(r core.Region, off, n int) core.SGE {
+	return core.SGE{Key: r.LocalKey(), Offset: uint64(off), Length: uint32(n)}
+}
+
+func limits(c core.QPConfig) string {
+	return fmt.Sprintf("send %d, recv %d, inline %d, sge %d", c.MaxSend, c.MaxRecv, c.MaxInline, c.MaxSGE)
+}
+
+func accessString(a core.Access) string {
+	s := ""
+	for _, f := range []struct {
+		bit  core.Access
+		name string
+	}{{core.AccessLocalWrite, "local-write"}, {core.AccessRemoteWrite, "remote-write"}, {core.AccessRemoteRead, "remote-read"}} {
+		if a&f.bit != 0 {
+			if s != "" {
+				s += "|"
+			}
+			s += f.name
+		}
+	}
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+const (
+	accessAll              = core.AccessLocalWrite | core.AccessRemoteWrite | core.AccessRemoteRead
+	accessNone core.Access = 0
+)

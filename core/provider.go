@@ -28,11 +28,14 @@ type Provider interface {
 	// returns, by one-sided operations from the peer of every queue pair of
 	// this provider that is or later becomes connected. size must be > 0
 	// and at most MaxRegionSize; otherwise the error wraps ErrInvalid.
+	// Bytes() of the region has exactly size bytes; the mapping behind it
+	// starts on a page boundary and ends on one, so the aligned-word
+	// helpers of sharedmem_unsafe.go may be used on any of its bytes.
 	RegisterRegion(size int, access Access) (Region, error)
 
-	// CreateCQ creates a completion queue holding up to depth completions
-	// (ibv_create_comp_channel + ibv_create_cq). Completions beyond depth
-	// are an overrun: the queue reports ErrCQOverrun from Poll and the
+	// CreateCQ creates a completion queue holding at least depth
+	// completions (ibv_create_comp_channel + ibv_create_cq; real queues
+	// round the depth up). Completions beyond its capacity are an overrun: the queue reports ErrCQOverrun from Poll and the
 	// queue pairs using it move to QPError.
 	CreateCQ(depth int) (CompletionQueue, error)
 
@@ -160,13 +163,19 @@ type QueuePair interface {
 
 	// PostSend posts a chain of send-queue work requests linked by Next
 	// (ibv_post_send). Requests are validated in order; on the first one
-	// that cannot be posted (queue full, bad opcode, too many SGEs, inline
-	// payload over MaxInline, QP not ready) PostSend returns it with an
-	// error and none from it on is posted; the ones before it are posted.
+	// that cannot be posted (queue full: ErrQueueFull; bad opcode, too many
+	// SGEs, inline payload over MaxInline: ErrInvalid; QP still in QPInit:
+	// ErrNotReady) PostSend returns it with an error and none from it on is
+	// posted; the ones before it are posted. On a queue pair in QPError,
+	// posting succeeds and every request completes with StatusFlushed, as
+	// on a NIC.
 	// Errors found later (a bad local or remote key, an out-of-range
 	// offset or length, the peer gone) become error completions, never a
 	// crash: the first failed request completes with its status, every
 	// later one with StatusFlushed, and the queue pair moves to QPError.
+	// When the peer dies, the request in progress completes with
+	// StatusRetryExceeded or StatusFlushed, and all later ones with
+	// StatusFlushed. Completions of one send queue arrive in post order.
 	// A signaled request produces one completion on SendCQ; an unsignaled
 	// one produces none when it succeeds but does on error. SGEs of a
 	// request without SendInline are read when the request executes, which

@@ -1,0 +1,177 @@
+package shm
+
+import (
+	"fmt"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core"
+)
+
+// completionQueue is a bounded ring of completions with an eventfd as its
+// completion channel. Producers are posting goroutines and NIC goroutines;
+// Poll is called by one consumer at a time.
+type completionQueue struct {
+	p   *Provider
+	efd int // notification eventfd (non-blocking); owned
+
+	mu      sync.Mutex
+	ring    []core.Completion // +checklocks:mu
+	head    int               // oldest entry; +checklocks:mu
+	n       int               // entries queued; +checklocks:mu
+	armed   bool              // next push notifies; +checklocks:mu
+	overrun bool              // sticky; +checklocks:mu
+	closed  bool              // +checklocks:mu
+
+	qpMu sync.Mutex
+	qps  map[*queuePair]struct{} // queue pairs using the queue; +checklocks:qpMu
+}
+
+func newCompletionQueue(p *Provider, depth int) (*completionQueue, error) {
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("shm: create CQ: eventfd: %w", err)
+	}
+	return &completionQueue{
+		p:    p,
+		efd:  efd,
+		ring: make([]core.Completion, depth),
+		qps:  make(map[*queuePair]struct{}),
+	}, nil
+}
+
+// push appends c. On overrun the completion is lost, Poll reports
+// ErrCQOverrun from then on, and every queue pair using the queue is asked
+// to move to QPError (asynchronously: the caller may hold its locks).
+func (cq *completionQueue) push(c core.Completion) {
+	cq.mu.Lock()
+	if cq.closed || cq.overrun {
+		cq.mu.Unlock()
+		return
+	}
+	if cq.n == len(cq.ring) {
+		cq.overrun = true
+		cq.notifyLocked()
+		cq.mu.Unlock()
+		cq.qpMu.Lock()
+		for q := range cq.qps {
+			q.requestFail()
+		}
+		cq.qpMu.Unlock()
+		return
+	}
+	i := cq.head + cq.n
+	if i >= len(cq.ring) {
+		i -= len(cq.ring)
+	}
+	cq.ring[i] = c
+	cq.n++
+	cq.notifyLocked()
+	cq.mu.Unlock()
+}
+
+// notifyLocked fires a pending Arm.
+func (cq *completionQueue) notifyLocked() {
+	if cq.armed {
+		cq.armed = false
+		ringEventfd(cq.efd)
+	}
+}
+
+// Poll moves up to len(out) completions into out, oldest first. After an
+// overrun it still returns what was queued, together with ErrCQOverrun.
+func (cq *completionQueue) Poll(out []core.Completion) (int, error) {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.closed {
+		return 0, fmt.Errorf("shm: poll CQ: %w", core.ErrClosed)
+	}
+	k := 0
+	for k < len(out) && cq.n > 0 {
+		out[k] = cq.ring[cq.head]
+		k++
+		cq.head++
+		if cq.head == len(cq.ring) {
+			cq.head = 0
+		}
+		cq.n--
+	}
+	if cq.overrun {
+		return k, core.ErrCQOverrun
+	}
+	return k, nil
+}
+
+// Arm requests one notification; with completions already queued (or after
+// an overrun) NotifyFD becomes readable at once.
+func (cq *completionQueue) Arm() error {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.closed {
+		return fmt.Errorf("shm: arm CQ: %w", core.ErrClosed)
+	}
+	cq.armed = true
+	if cq.n > 0 || cq.overrun {
+		cq.notifyLocked()
+	}
+	return nil
+}
+
+// NotifyFD returns the eventfd that becomes readable on notification.
+func (cq *completionQueue) NotifyFD() int { return cq.efd }
+
+// AckNotify consumes a pending notification without blocking.
+func (cq *completionQueue) AckNotify() error {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.closed {
+		return fmt.Errorf("shm: ack CQ notification: %w", core.ErrClosed)
+	}
+	drainEventfd(cq.efd)
+	return nil
+}
+
+// Close destroys the queue; it returns ErrBusy while queue pairs use it.
+func (cq *completionQueue) Close() error {
+	cq.qpMu.Lock()
+	if n := len(cq.qps); n > 0 {
+		cq.qpMu.Unlock()
+		return fmt.Errorf("shm: close CQ: %d queue pairs use it: %w", n, core.ErrBusy)
+	}
+	cq.mu.Lock()
+	wasClosed := cq.closed
+	cq.closed = true
+	cq.mu.Unlock()
+	cq.qpMu.Unlock()
+	if wasClosed {
+		return fmt.Errorf("shm: close CQ: %w", core.ErrClosed)
+	}
+	cq.p.forgetCQ(cq)
+	unix.Close(cq.efd)
+	return nil
+}
+
+// release frees a queue that was never published.
+func (cq *completionQueue) release() { unix.Close(cq.efd) }
+
+// attach records that q uses the queue; false when the queue is closed.
+// Lock order: qpMu before mu.
+func (cq *completionQueue) attach(q *queuePair) bool {
+	cq.qpMu.Lock()
+	defer cq.qpMu.Unlock()
+	cq.mu.Lock()
+	closed := cq.closed
+	cq.mu.Unlock()
+	if !closed {
+		cq.qps[q] = struct{}{}
+	}
+	return !closed
+}
+
+// detach forgets q; after it returns the queue no longer calls into q.
+func (cq *completionQueue) detach(q *queuePair) {
+	cq.qpMu.Lock()
+	delete(cq.qps, q)
+	cq.qpMu.Unlock()
+}

@@ -1,0 +1,198 @@
+package shm
+
+import (
+	"fmt"
+
+	"github.com/sdpshim/sdpshim/core"
+)
+
+// recvEntry is a posted receive; its SGEs are a copy of the request's.
+type recvEntry struct {
+	id     uint64
+	sges   []core.SGE
+	sgeBuf []core.SGE
+}
+
+// recvQueue is the FIFO of posted receives.
+type recvQueue struct {
+	ents       []recvEntry
+	head, tail uint64
+	waiting    bool // the NIC found a record and no receive for it
+}
+
+func (r *recvQueue) init(lim qpLimits) {
+	r.ents = make([]recvEntry, lim.maxRecv)
+	sges := make([]core.SGE, lim.maxRecv*lim.maxSGE)
+	for i := range r.ents {
+		r.ents[i].sgeBuf = sges[i*lim.maxSGE : (i+1)*lim.maxSGE : (i+1)*lim.maxSGE]
+	}
+}
+
+func (r *recvQueue) at(i uint64) *recvEntry { return &r.ents[i%uint64(len(r.ents))] }
+func (r *recvQueue) empty() bool            { return r.head == r.tail }
+func (r *recvQueue) full() bool             { return r.tail-r.head == uint64(len(r.ents)) }
+
+// PostRecv posts a chain of receives. It is allowed in QPInit and
+// QPReady; in QPError the receives complete at once with StatusFlushed.
+func (q *queuePair) PostRecv(wr *core.RecvRequest) (*core.RecvRequest, error) {
+	if q.failPending.Load() {
+		q.fail(core.StatusFlushed)
+	}
+	q.rqMu.Lock()
+	defer q.rqMu.Unlock()
+	st := core.QPState(q.state.Load())
+	if st == core.QPClosed {
+		return wr, fmt.Errorf("shm: post recv on QP %d: %w", q.num, core.ErrClosed)
+	}
+	for ; wr != nil; wr = wr.Next {
+		if len(wr.SGEs) > q.lim.maxSGE {
+			return wr, fmt.Errorf("shm: post recv: %d SGEs over %d: %w", len(wr.SGEs), q.lim.maxSGE, core.ErrInvalid)
+		}
+		if st == core.QPError {
+			q.recvCQ.push(core.Completion{ID: wr.ID, QP: q.num, Op: core.OpRecv, Status: core.StatusFlushed})
+			continue
+		}
+		if q.rq.full() {
+			return wr, fmt.Errorf("shm: post recv: %d receives outstanding: %w", len(q.rq.ents), core.ErrQueueFull)
+		}
+		e := q.rq.at(q.rq.tail)
+		e.id = wr.ID
+		e.sges = e.sgeBuf[:copy(e.sgeBuf, wr.SGEs)]
+		q.rq.tail++
+		q.rqCount.Add(1)
+		if q.rq.waiting && st == core.QPReady {
+			q.rq.waiting = false
+			q.kickNIC()
+		}
+	}
+	return nil, nil
+}
+
+// flushRecv completes every posted receive with StatusFlushed.
+func (q *queuePair) flushRecv() {
+	q.rqMu.Lock()
+	for ; !q.rq.empty(); q.rq.head++ {
+		e := q.rq.at(q.rq.head)
+		q.recvCQ.push(core.Completion{ID: e.id, QP: q.num, Op: core.OpRecv, Status: core.StatusFlushed})
+	}
+	q.rqCount.Store(0)
+	q.rq.waiting = false
+	q.rqMu.Unlock()
+}
+
+// inbound is the NIC goroutine's private view of the inbound ring.
+type inbound struct {
+	cons    uint64 // bytes consumed; the shared copy is only ever written
+	blocked bool   // the head record waits for a receive
+}
+
+// processInbound matches records in the inbound ring to posted receives,
+// in order, completing each receive and acknowledging each record. It
+// stops at a record that finds no receive (receiver not ready). Every value
+// read from the ring is validated; a violation fails the queue pair.
+func (q *queuePair) processInbound() {
+	start := q.in.cons
+	for core.QPState(q.state.Load()) == core.QPReady {
+		p := q.my.prod.Load()
+		avail := p - q.in.cons
+		if avail == 0 {
+			break
+		}
+		off := q.in.cons % ringSize
+		if avail > ringSize || p%recAlign != 0 {
+			q.peerViolation()
+			return
+		}
+		length, kind, imm := loadRecordHeader(q.my.ring, off)
+		var size uint64
+		switch kind {
+		case recPad:
+			size = ringSize - off
+		case recSend, recSendImm:
+			if length > MaxMessageSize {
+				q.peerViolation()
+				return
+			}
+			size = recordSize(uint64(length))
+		case recWriteImm:
+			size = recordSize(0)
+		default:
+			q.peerViolation()
+			return
+		}
+		if size > avail || off+size > ringSize {
+			q.peerViolation()
+			return
+		}
+		if kind == recPad {
+			q.in.cons += size
+			continue
+		}
+		st, consumed := q.deliver(off, length, kind, imm)
+		if !consumed {
+			q.in.blocked = true
+			break
+		}
+		q.in.blocked = false
+		if st != core.StatusSuccess {
+			q.my.nack.Store(q.in.cons + 1)
+			q.publishCons(start)
+			q.fail(core.StatusFlushed)
+			return
+		}
+		q.in.cons += size
+	}
+	q.publishCons(start)
+}
+
+// deliver consumes the oldest posted receive for the record at ring
+// offset off and completes it; consumed is false when none is posted.
+func (q *queuePair) deliver(off uint64, length, kind, imm uint32) (st core.Status, consumed bool) {
+	q.rqMu.Lock()
+	defer q.rqMu.Unlock()
+	if q.rq.empty() {
+		q.rq.waiting = true
+		return core.StatusSuccess, false
+	}
+	e := q.rq.at(q.rq.head)
+	q.rq.head++
+	q.rqCount.Add(-1)
+	c := core.Completion{ID: e.id, QP: q.num, Op: core.OpRecv, ByteLen: length, Imm: imm}
+	switch kind {
+	case recWriteImm:
+		c.Op, c.HasImm = core.OpRecvWithImm, true
+	case recSendImm:
+		c.HasImm = true
+		fallthrough
+	default:
+		var room uint64
+		for _, s := range e.sges {
+			room += uint64(s.Length)
+		}
+		if uint64(length) > room {
+			c.Status = core.StatusLocalLength
+		} else {
+			c.Status = q.scatterLocal(q.my.ring[off+recHeader:off+recHeader+uint64(length)], e.sges)
+		}
+	}
+	if !c.HasImm {
+		c.Imm = 0
+	}
+	q.recvCQ.push(c)
+	return c.Status, true
+}
+
+// publishCons acknowledges consumed records to the peer when the consumer
+// position moved since start.
+func (q *queuePair) publishCons(start uint64) {
+	if q.in.cons != start {
+		q.my.cons.Store(q.in.cons)
+		q.ringPeer()
+	}
+}
+
+// peerViolation fails the queue pair after the peer broke the ring
+// protocol (garbage in shared memory).
+func (q *queuePair) peerViolation() {
+	q.fail(core.StatusRemoteInvalid)
+}

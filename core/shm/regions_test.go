@@ -1,0 +1,97 @@
+package shm
+
+import (
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core"
+)
+
+// TestRegionAfterConnect: a region registered after Connect is reachable
+// by the peer as soon as RegisterRegion returns; once closed, the peer's
+// access fails with StatusRemoteAccess.
+func TestRegionAfterConnect(t *testing.T) {
+	a, b := newPair(t, core.QPConfig{}, 4096)
+	late, err := b.p.RegisterRegion(100, core.AccessRemoteWrite|core.AccessRemoteRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(a.mr.Bytes(), "late region")
+	rl := late.Remote()
+	if rl.Addr != 0 || rl.Len != 100 || rl.Key == 0 {
+		t.Fatalf("remote %+v", rl)
+	}
+	wr := &core.SendRequest{ID: 1, Op: core.OpWrite, Flags: core.SendSignaled, SGEs: sge(a.mr, 0, 11),
+		RemoteKey: rl.Key, RemoteAddr: rl.At(89)}
+	if _, err := a.qp.PostSend(wr); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, waitCQ(t, a.cq, 1)[0], 1, core.OpWrite, core.StatusSuccess)
+	if got := string(late.Bytes()[89:]); got != "late region" {
+		t.Fatalf("late region holds %q", got)
+	}
+	if err := late.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wr.ID = 2
+	if _, err := a.qp.PostSend(wr); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, waitCQ(t, a.cq, 1)[0], 2, core.OpWrite, core.StatusRemoteAccess)
+}
+
+// TestManyRegionsBeforeConnect: more announcements than the side channel
+// holds are made before the peer connects; RegisterRegion never blocks and
+// the peer still reaches every region.
+func TestManyRegionsBeforeConnect(t *testing.T) {
+	a, b := newSide(t, core.QPConfig{}, 4096), newSide(t, core.QPConfig{}, 4096)
+	const n = 1500
+	regions := make([]core.Region, n)
+	for i := range regions {
+		r, err := b.p.RegisterRegion(64, core.AccessRemoteWrite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		regions[i] = r
+	}
+	// Close some while their announcements may still be backlogged.
+	for i := 0; i < n; i += 3 {
+		if err := regions[i].Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	connect(t, a, b)
+	for _, i := range []int{1, n/2 + 1, n - 1} {
+		rr := regions[i].Remote()
+		wr := &core.SendRequest{ID: uint64(i), Op: core.OpWrite, Flags: core.SendSignaled,
+			SGEs: sge(a.mr, 0, 8), RemoteKey: rr.Key}
+		if _, err := a.qp.PostSend(wr); err != nil {
+			t.Fatal(err)
+		}
+		wantStatus(t, waitCQ(t, a.cq, 1)[0], uint64(i), core.OpWrite, core.StatusSuccess)
+	}
+	for i := 1; i < n; i++ {
+		if i%3 != 0 {
+			regions[i].Close()
+		}
+	}
+	a.close(t)
+	b.close(t)
+}
+
+// TestRegionsAreSealed: a peer holding a region's memfd cannot shrink it
+// under the owner's mapping.
+func TestRegionsAreSealed(t *testing.T) {
+	p, _ := Open()
+	r, err := p.RegisterRegion(100, core.AccessRemoteWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	defer r.Close()
+	fd := r.(*region).fd
+	if err := unix.Ftruncate(fd, 0); err == nil {
+		t.Fatal("a region's memfd could be truncated")
+	}
+}

@@ -1,0 +1,194 @@
+package rendezvous
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Entry is a live listener process that Lookup found for a destination.
+type Entry struct {
+	// Listen is the registered listen address that matched (possibly a
+	// wildcard).
+	Listen netip.AddrPort
+	// PID and Start identify the process (Start: field 22 of
+	// /proc/PID/stat, so a reused pid is told apart).
+	PID   int
+	Start uint64
+	// UID is the uid the entry was written by.
+	UID uint32
+	// Socket is the path of the process's rendezvous socket.
+	Socket string
+}
+
+// An entry file lives in the run directory under the name
+// l<port>-<pid>-<start> (one per listening port and process), is replaced
+// atomically (written as .t<pid>-<random>, then renamed) and holds:
+//
+//	sdpshim-rendezvous 1
+//	pid 1234
+//	start 5678
+//	uid 1000
+//	pidns pid:[4026531836]
+//	socket /run/user/1000/sdpshim/p1234-0a1b2c3d.sock
+//	listen 0.0.0.0:8080
+//	listen [::1]:8080
+//
+// Any deviation (unknown line, missing key, a name that disagrees with the
+// content, a socket outside the run directory) makes the file garbage.
+type entryFile struct {
+	port    uint16
+	pid     int
+	start   uint64
+	uid     uint32
+	pidns   string
+	socket  string
+	listens []netip.AddrPort
+}
+
+const (
+	entryHeader     = "sdpshim-rendezvous 1"
+	maxEntryFile    = 8 << 10
+	maxEntryListens = 64
+)
+
+func entryName(port uint16, pid int, start uint64) string {
+	return fmt.Sprintf("l%d-%d-%d", port, pid, start)
+}
+
+// parseEntryName splits l<port>-<pid>-<start>.
+func parseEntryName(name string) (port uint16, pid int, start uint64, ok bool) {
+	rest, found := strings.CutPrefix(name, "l")
+	if !found {
+		return 0, 0, 0, false
+	}
+	f := strings.Split(rest, "-")
+	if len(f) != 3 {
+		return 0, 0, 0, false
+	}
+	p, err1 := strconv.ParseUint(f[0], 10, 16)
+	id, err2 := strconv.ParseUint(f[1], 10, 31)
+	st, err3 := strconv.ParseUint(f[2], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || p == 0 || id == 0 {
+		return 0, 0, 0, false
+	}
+	return uint16(p), int(id), st, true
+}
+
+// sockName is the rendezvous socket's name: p<pid>-<8 hex digits>.sock.
+func sockName(pid int, random uint32) string {
+	return fmt.Sprintf("p%d-%08x.sock", pid, random)
+}
+
+// parseSockName returns the pid a socket name was made for.
+func parseSockName(name string) (pid int, ok bool) {
+	rest, found := strings.CutPrefix(name, "p")
+	rest, found2 := strings.CutSuffix(rest, ".sock")
+	if !found || !found2 {
+		return 0, false
+	}
+	p, hex, found := strings.Cut(rest, "-")
+	if !found || len(hex) != 8 {
+		return 0, false
+	}
+	if _, err := strconv.ParseUint(hex, 16, 32); err != nil {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(p, 10, 31)
+	if err != nil || id == 0 {
+		return 0, false
+	}
+	return int(id), true
+}
+
+// tempName is a file being written: .t<pid>-<random>.
+func tempName(pid int, random uint32) string {
+	return fmt.Sprintf(".t%d-%08x", pid, random)
+}
+
+func parseTempName(name string) (pid int, ok bool) {
+	rest, found := strings.CutPrefix(name, ".t")
+	if !found {
+		return 0, false
+	}
+	p, hex, found := strings.Cut(rest, "-")
+	if !found || len(hex) != 8 {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(p, 10, 31)
+	if err != nil || id == 0 {
+		return 0, false
+	}
+	return int(id), true
+}
+
+func (e *entryFile) encode() []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s\npid %d\nstart %d\nuid %d\npidns %s\nsocket %s\n", entryHeader, e.pid, e.start, e.uid, e.pidns, e.socket)
+	for _, l := range e.listens {
+		fmt.Fprintf(&b, "listen %s\n", l)
+	}
+	return b.Bytes()
+}
+
+// parseEntryFile parses the file called name in rundir.
+func parseEntryFile(rundir, name string, b []byte) (entryFile, error) {
+	port, pid, start, ok := parseEntryName(name)
+	if !ok {
+		return entryFile{}, fmt.Errorf("entry name %q", name)
+	}
+	e := entryFile{port: port}
+	lines := strings.Split(string(b), "\n")
+	if len(lines) < 2 || lines[0] != entryHeader || lines[len(lines)-1] != "" {
+		return entryFile{}, fmt.Errorf("entry %s: bad header or ending", name)
+	}
+	seen := map[string]bool{}
+	for _, line := range lines[1 : len(lines)-1] {
+		key, val, found := strings.Cut(line, " ")
+		if !found || (key != "listen" && seen[key]) {
+			return entryFile{}, fmt.Errorf("entry %s: line %q", name, line)
+		}
+		seen[key] = true
+		var err error
+		switch key {
+		case "pid":
+			e.pid, err = strconv.Atoi(val)
+		case "start":
+			e.start, err = strconv.ParseUint(val, 10, 64)
+		case "uid":
+			var u uint64
+			u, err = strconv.ParseUint(val, 10, 32)
+			e.uid = uint32(u)
+		case "pidns":
+			e.pidns = val
+		case "socket":
+			e.socket = val
+		case "listen":
+			var ap netip.AddrPort
+			ap, err = netip.ParseAddrPort(val)
+			if err == nil && (ap.Port() != port || len(e.listens) == maxEntryListens) {
+				err = fmt.Errorf("listen %s on port %d", ap, port)
+			}
+			e.listens = append(e.listens, ap)
+		default:
+			err = fmt.Errorf("unknown key %q", key)
+		}
+		if err != nil {
+			return entryFile{}, fmt.Errorf("entry %s: %w", name, err)
+		}
+	}
+	switch {
+	case !seen["pid"] || !seen["start"] || !seen["uid"] || !seen["socket"] || len(e.listens) == 0:
+		return entryFile{}, fmt.Errorf("entry %s: missing keys", name)
+	case e.pid != pid || e.start != start:
+		return entryFile{}, fmt.Errorf("entry %s: content names pid %d start %d", name, e.pid, e.start)
+	}
+	dir, base := filepath.Split(e.socket)
+	if sp, ok := parseSockName(base); !ok || sp != pid || filepath.Clean(dir) != rundir {
+		return entryFile{}, fmt.Errorf("entry %s: socket %q", name, e.socket)
+	}
+	return e, nil
+}

@@ -1,0 +1,113 @@
+package rendezvous
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// sendFrame writes an encoded frame (message.encode) with files as
+// SCM_RIGHTS on its first bytes, waiting at most until deadline. The
+// caller keeps ownership of files.
+func sendFrame(fd int, frame []byte, files []int, deadline time.Time) error {
+	var oob []byte
+	if len(files) > 0 {
+		oob = unix.UnixRights(files...)
+	}
+	for sent := 0; sent < len(frame); {
+		n, err := unix.SendmsgN(fd, frame[sent:], oob, nil, unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			if err := waitFD(fd, unix.POLLOUT, deadline); err != nil {
+				return err
+			}
+			continue
+		case err != nil:
+			return err
+		}
+		if n > 0 {
+			oob = nil // the rights went with the first bytes
+		}
+		sent += n
+	}
+	return nil
+}
+
+// recvFrame reads one frame, waiting at most until deadline. The length
+// prefix is checked before the body is allocated; more than MaxFiles
+// files, a truncated control message, a short frame or an error close
+// every file that arrived. On success the caller owns files.
+func recvFrame(fd int, deadline time.Time) (body []byte, files []int, err error) {
+	defer func() {
+		if err != nil {
+			closeFiles(files)
+			files = nil
+		}
+	}()
+	var hdr [4]byte
+	if files, err = recvFull(fd, hdr[:], files, deadline); err != nil {
+		return nil, files, err
+	}
+	n := binary.LittleEndian.Uint32(hdr[:])
+	if err := checkBodyLen(n); err != nil {
+		return nil, files, err
+	}
+	body = make([]byte, n)
+	files, err = recvFull(fd, body, files, deadline)
+	return body, files, err
+}
+
+// errEOF: the peer closed before a whole frame arrived.
+var errEOF = fmt.Errorf("connection closed mid-frame: %w", errMessage)
+
+func recvFull(fd int, p []byte, files []int, deadline time.Time) ([]int, error) {
+	oob := make([]byte, unix.CmsgSpace(4*MaxFiles))
+	for got := 0; got < len(p); {
+		n, oobn, flags, _, err := unix.Recvmsg(fd, p[got:], oob, unix.MSG_CMSG_CLOEXEC|unix.MSG_DONTWAIT)
+		if oobn > 0 {
+			fds, perr := parseRights(oob[:oobn])
+			files = append(files, fds...)
+			if perr != nil {
+				return files, perr
+			}
+		}
+		if flags&unix.MSG_CTRUNC != 0 || len(files) > MaxFiles {
+			return files, fmt.Errorf("more than %d files: %w", MaxFiles, errMessage)
+		}
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			if err := waitFD(fd, unix.POLLIN, deadline); err != nil {
+				return files, err
+			}
+			continue
+		case err != nil:
+			return files, err
+		case n == 0:
+			return files, errEOF
+		}
+		got += n
+	}
+	return files, nil
+}
+
+func parseRights(oob []byte) ([]int, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, fmt.Errorf("control message: %v: %w", err, errMessage)
+	}
+	var files []int
+	for i := range msgs {
+		fds, err := unix.ParseUnixRights(&msgs[i])
+		if err != nil {
+			return files, fmt.Errorf("control message: %v: %w", err, errMessage)
+		}
+		files = append(files, fds...)
+	}
+	return files, nil
+}

@@ -1,0 +1,123 @@
+package rendezvous
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Offer runs the connector's side of the rendezvous, after its TCP socket
+// is bound (t.Client known) and before its connect(): it connects to the
+// entry's socket, checks the listener's SO_PEERCRED uid against the
+// allowed set, sends t, its pid and offer, and waits for the answer until
+// ctx's deadline (Config.OfferTimeout when ctx has none). The caller keeps
+// ownership of offer.Files.
+//
+// On success the caller owns the returned Answer (and its Payload.Files)
+// and must call exactly one of Commit (then connect()) or Abort (then a
+// plain connect()). Every error is a *FallbackError: ReasonRefused (uid,
+// or a refusal), ReasonTimeout, ReasonProtocol, ReasonPeerGone (the
+// listener process died), ReasonNotShimmed (its listener closed), or the
+// reason of the Handler's refusal; files that arrived are closed.
+func (n *Node) Offer(ctx context.Context, e Entry, t Tuple, offer Payload) (*Answer, error) {
+	n.stats.offers.Add(1)
+	a, err := n.offer(ctx, e, t, offer)
+	if err != nil {
+		n.stats.fallback(err)
+		return nil, err
+	}
+	n.stats.offersAnswered.Add(1)
+	return a, nil
+}
+
+func (n *Node) offer(ctx context.Context, e Entry, t Tuple, offer Payload) (*Answer, error) {
+	if !t.valid() || !offer.fits() || len(e.Socket) > maxSockPath {
+		return nil, &FallbackError{ReasonProtocol, fmt.Errorf("offer %s: invalid tuple, payload or entry", t)}
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(n.cfg.OfferTimeout)
+	}
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, &FallbackError{ReasonPeerGone, fmt.Errorf("offer: socket: %w", err)}
+	}
+	g := newGuardedFD(fd)
+	stop := context.AfterFunc(ctx, g.shutdown)
+	a, err := n.exchange(fd, e, t, offer, deadline)
+	if !stop() && err == nil {
+		// ctx ended while the answer came: the socket may be shut down.
+		a.Payload.CloseFiles()
+		err = ctx.Err()
+	}
+	if err != nil {
+		g.close()
+		if ctx.Err() != nil {
+			err = &FallbackError{ReasonTimeout, fmt.Errorf("offer %s: %w", t, ctx.Err())}
+		}
+		return nil, err
+	}
+	a.g = g
+	return a, nil
+}
+
+// exchange connects, sends the offer and reads the answer on fd.
+func (n *Node) exchange(fd int, e Entry, t Tuple, offer Payload, deadline time.Time) (*Answer, error) {
+	err := unix.Connect(fd, &unix.SockaddrUnix{Name: e.Socket})
+	switch err {
+	case nil:
+	case unix.EAGAIN:
+		return nil, &FallbackError{ReasonTimeout, fmt.Errorf("offer: %s backlog full", e.Socket)}
+	case unix.ENOENT, unix.ECONNREFUSED:
+		return nil, &FallbackError{ReasonPeerGone, fmt.Errorf("offer: connect %s: %w", e.Socket, err)}
+	default:
+		return nil, &FallbackError{ReasonPeerGone, fmt.Errorf("offer: connect %s: %w", e.Socket, err)}
+	}
+	cred, err := peerCred(fd)
+	if err != nil {
+		return nil, &FallbackError{ReasonPeerGone, fmt.Errorf("offer: SO_PEERCRED: %w", err)}
+	}
+	if !n.allowed(cred.Uid) {
+		return nil, &FallbackError{ReasonRefused, fmt.Errorf("offer: listener uid %d: %w", cred.Uid, ErrUIDNotAllowed)}
+	}
+	m := message{kind: kindOffer, nfiles: len(offer.Files), tuple: t, pid: uint32(n.pid), data: offer.Data}
+	if err := sendFrame(fd, m.encode(), offer.Files, deadline); err != nil {
+		return nil, ioFallback("send offer", err)
+	}
+	body, files, err := recvFrame(fd, deadline)
+	if err != nil {
+		return nil, ioFallback("receive answer", err)
+	}
+	r, err := decodeMessage(body)
+	switch {
+	case err != nil:
+	case r.kind == kindRefusal:
+		err = &FallbackError{r.reason, &RefusedError{Reason: r.reason, Text: string(r.data)}}
+	case r.kind != kindAnswer:
+		err = fmt.Errorf("kind %d, want answer: %w", r.kind, errMessage)
+	case r.nfiles != len(files):
+		err = fmt.Errorf("%d files announced, %d received: %w", r.nfiles, len(files), errMessage)
+	case r.tuple.canon() != t.canon():
+		err = fmt.Errorf("answer for %s, offered %s: %w", r.tuple, t, errMessage)
+	}
+	if err != nil {
+		closeFiles(files)
+		return nil, fallback(ReasonProtocol, err)
+	}
+	return &Answer{Payload: Payload{Data: r.data, Files: files}}, nil
+}
+
+// ioFallback classifies a send or receive failure.
+func ioFallback(what string, err error) error {
+	err = fmt.Errorf("offer: %s: %w", what, err)
+	switch {
+	case errors.Is(err, errTimeout):
+		return &FallbackError{ReasonTimeout, err}
+	case errors.Is(err, errMessage) && !errors.Is(err, errEOF):
+		return &FallbackError{ReasonProtocol, err}
+	}
+	return &FallbackError{ReasonPeerGone, err} // EOF, EPIPE, ECONNRESET
+}

@@ -1,0 +1,168 @@
+package rendezvous
+
+import (
+	"net/netip"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// pendingTable holds accepted offers until accept() claims them, keyed by
+// the canonical 4-tuple. An entry leaves the table exactly once (take);
+// whoever takes it, or the server whose answer failed, finishes it under
+// its lock: verdict byte, close, and OnDrop unless claimed.
+//
+// A 4-tuple offered again while an entry for it waits replaces that entry
+// (DropReplaced): the newer offer is the one whose connect() comes next.
+// The kernel does not reuse a 4-tuple while the old connection exists, so
+// the older entry belongs to a connect that failed or was never made.
+type pendingTable struct {
+	n      *Node
+	mu     sync.Mutex
+	closed bool
+	m      map[Tuple]*pendingEntry
+}
+
+// pendingEntry is one accepted offer. fd is the rendezvous connection,
+// kept to read the connector's commit byte and to send the verdict.
+type pendingEntry struct {
+	mu    sync.Mutex
+	fd    int
+	match Match
+	key   Tuple
+	timer *time.Timer
+	done  bool // finished: fd closed
+}
+
+func (p *pendingTable) init(n *Node) {
+	p.n = n
+	p.m = map[Tuple]*pendingEntry{}
+}
+
+// insert files e under key and arms its expiry. It returns the entry it
+// replaced, and false when the table is closed or full.
+func (p *pendingTable) insert(key Tuple, e *pendingEntry) (old *pendingEntry, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old = p.m[key]
+	if p.closed || (old == nil && len(p.m) >= p.n.cfg.MaxPending) {
+		return nil, false
+	}
+	e.key = key
+	p.m[key] = e
+	e.timer = time.AfterFunc(p.n.cfg.PendingTimeout, func() {
+		if p.take(key, e) {
+			p.finish(e, DropExpired)
+		}
+	})
+	return old, true
+}
+
+// take removes e if it is still filed under key.
+func (p *pendingTable) take(key Tuple, e *pendingEntry) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m[key] != e {
+		return false
+	}
+	delete(p.m, key)
+	return true
+}
+
+func (p *pendingTable) takeKey(key Tuple) *pendingEntry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.m[key]
+	if e != nil {
+		delete(p.m, key)
+	}
+	return e
+}
+
+// finish drops e with cause unless it is already finished.
+func (p *pendingTable) finish(e *pendingEntry, cause DropCause) {
+	e.mu.Lock()
+	now := e.finishLocked(verdictDeclined)
+	e.mu.Unlock()
+	if now {
+		p.dropped(e.match, cause)
+	}
+}
+
+// dropped counts a drop and tells the caller's OnDrop.
+func (p *pendingTable) dropped(m Match, cause DropCause) {
+	p.n.stats.drops[cause].Add(1)
+	if f := p.n.cfg.OnDrop; f != nil {
+		f(m, cause)
+	}
+}
+
+// finishLocked sends the verdict (best effort: the connector may be gone),
+// closes the connection and stops the timer. It reports whether e was
+// finished now (false: already finished). e.mu held.
+func (e *pendingEntry) finishLocked(verdict byte) bool {
+	if e.done {
+		return false
+	}
+	e.done = true
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+	sendByte(e.fd, verdict)
+	unix.Close(e.fd)
+	e.fd = -1
+	return true
+}
+
+func (p *pendingTable) closeAll() {
+	p.mu.Lock()
+	p.closed = true
+	all := p.m
+	p.m = map[Tuple]*pendingEntry{}
+	p.mu.Unlock()
+	for _, e := range all {
+		p.finish(e, DropClosed)
+	}
+}
+
+// Claim is called by accept() with the accepted connection's local and
+// remote addresses. It takes the pending offer for that 4-tuple (filed by
+// the connector's exact address, or by its port alone when it bound a
+// wildcard) and returns it when the connector committed: the connection
+// is then accelerated, and the connector hears "accepted". Otherwise
+// (no offer: a plain client; or an offer the connector gave up on) it
+// reports false and the connection stays plain TCP; a given-up offer is
+// dropped (OnDrop with DropAborted). Claim never blocks on the network; it
+// may wait for an answer still being written (bounded by ReadTimeout).
+func (n *Node) Claim(local, remote netip.AddrPort) (Match, bool) {
+	key := Tuple{Client: remote, Server: local}.canon()
+	e := n.pend.takeKey(key)
+	if e == nil && !key.Client.Addr().IsUnspecified() {
+		e = n.pend.takeKey(key.withAnyClient())
+	}
+	if e == nil {
+		n.stats.claimMisses.Add(1)
+		return Match{}, false
+	}
+	e.mu.Lock()
+	if e.done {
+		e.mu.Unlock()
+		n.stats.claimMisses.Add(1)
+		return Match{}, false
+	}
+	// The connector writes the commit byte before its connect(), so when
+	// accept() returns the connection the byte is already queued: absent
+	// means the connector aborted (closed: EOF) or broke the protocol.
+	b, ok, _ := recvByte(e.fd)
+	if ok && b == commitByte {
+		e.finishLocked(verdictAccepted)
+		e.mu.Unlock()
+		n.stats.claims.Add(1)
+		return e.match, true
+	}
+	e.finishLocked(verdictDeclined)
+	e.mu.Unlock()
+	n.pend.dropped(e.match, DropAborted)
+	return Match{}, false
+}

@@ -1,0 +1,264 @@
+package rendezvous
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// server is a Node's rendezvous socket and the goroutines serving it: one
+// accept loop, and one goroutine per connection (at most MaxConns), each
+// bounded by ReadTimeout plus the Handler's time.
+type server struct {
+	n       *Node
+	fd      int // listening socket, blocking
+	path    string
+	closing atomic.Bool
+	active  atomic.Int32 // connections being served
+	loop    sync.WaitGroup
+	conns   sync.WaitGroup
+}
+
+// startServer binds <rundir>/p<pid>-<random>.sock (mode 0600) and starts
+// serving it. Called with n.mu held.
+func startServer(n *Node) (*server, error) {
+	var srv *server
+	err := n.withRunDir(true, func(dirfd int) error {
+		n.sweep(dirfd)
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		// The socket inode's mode becomes the file's mode at bind (less
+		// the umask), so no moment exists where others may connect.
+		unix.Fchmod(fd, 0o600)
+		for try := 0; ; try++ {
+			path := filepath.Join(n.cfg.RunDir, sockName(n.pid, random32()))
+			err = unix.Bind(fd, &unix.SockaddrUnix{Name: path})
+			if err == unix.EADDRINUSE && try < 8 {
+				continue
+			}
+			if err == nil {
+				srv = &server{n: n, fd: fd, path: path}
+			}
+			break
+		}
+		if err == nil {
+			if err = unix.Chmod(srv.path, 0o600); err == nil {
+				err = unix.Listen(fd, 128)
+			}
+			if err != nil {
+				unix.Unlink(srv.path)
+			}
+		}
+		if err != nil {
+			unix.Close(fd)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fallback(ReasonRunDir, fmt.Errorf("rendezvous server: %w", err))
+	}
+	srv.loop.Add(1)
+	go srv.acceptLoop()
+	return srv, nil
+}
+
+// stop closes the socket and waits for the accept loop and every
+// connection goroutine.
+func (s *server) stop() {
+	s.closing.Store(true)
+	// shutdown wakes the blocked accept (it returns EINVAL); the fd stays
+	// valid until the loop has returned.
+	unix.Shutdown(s.fd, unix.SHUT_RDWR)
+	s.loop.Wait()
+	unix.Close(s.fd)
+	unix.Unlink(s.path)
+	s.conns.Wait()
+}
+
+func (s *server) acceptLoop() {
+	defer s.loop.Done()
+	for {
+		fd, _, err := unix.Accept4(s.fd, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
+		if s.closing.Load() {
+			if err == nil {
+				unix.Close(fd)
+			}
+			return
+		}
+		switch {
+		case err == unix.EINTR || err == unix.ECONNABORTED:
+			continue
+		case err != nil:
+			// Out of fds or memory: the connection waits in the backlog;
+			// back off instead of spinning on the same failure.
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		s.n.stats.conns.Add(1)
+		if int(s.active.Add(1)) > s.n.cfg.MaxConns {
+			s.active.Add(-1)
+			s.n.stats.overloaded.Add(1)
+			unix.Close(fd)
+			continue
+		}
+		s.conns.Add(1)
+		go s.serve(fd)
+	}
+}
+
+// serve handles one rendezvous connection: credentials, one request, the
+// Handler, the answer. On success the fd passes to the pending entry,
+// which closes it; otherwise it is closed here.
+func (s *server) serve(fd int) {
+	defer s.conns.Done()
+	defer s.active.Add(-1)
+	n := s.n
+	deadline := time.Now().Add(n.cfg.ReadTimeout)
+	cred, err := peerCred(fd)
+	if err != nil {
+		unix.Close(fd)
+		return
+	}
+	if !n.allowed(cred.Uid) {
+		n.stats.uidRejected.Add(1)
+		s.refuse(fd, ReasonRefused, ErrUIDNotAllowed.Error())
+		return
+	}
+	req, err := readRequest(fd, deadline)
+	if err != nil {
+		if errors.Is(err, errTimeout) {
+			n.stats.readTimeouts.Add(1)
+			unix.Close(fd)
+			return
+		}
+		n.stats.badRequests.Add(1)
+		s.refuse(fd, ReasonProtocol, err.Error())
+		return
+	}
+	req.Cred = *cred
+	if !n.listening(req.Tuple.Server) {
+		closeFiles(req.Payload.Files)
+		s.refuse(fd, ReasonNotShimmed, "no listener on "+req.Tuple.Server.String())
+		return
+	}
+	answer, prepared, err := s.callHandler(req)
+	if err != nil {
+		r := ReasonRefused
+		var fe *FallbackError
+		if errors.As(err, &fe) && fe.Reason != ReasonNone && fe.Reason.Valid() {
+			r = fe.Reason
+		}
+		s.refuse(fd, r, err.Error())
+		return
+	}
+	req.Payload.Files = nil
+	match := Match{Request: req, Prepared: prepared}
+	if !answer.fits() {
+		n.pend.dropped(match, DropUndelivered)
+		s.refuse(fd, ReasonProtocol, "answer too large")
+		return
+	}
+	s.answer(fd, match, answer)
+}
+
+// answer files the pending entry, then sends the answer. The entry is in
+// the table before the connector can see the answer, so its accept()
+// cannot miss it; the entry's lock is held while sending, so a Claim waits
+// for the send to finish.
+func (s *server) answer(fd int, match Match, answer Payload) {
+	n := s.n
+	key := match.Request.Tuple.canon()
+	e := &pendingEntry{fd: fd, match: match}
+	e.mu.Lock()
+	old, ok := n.pend.insert(key, e)
+	if !ok {
+		e.mu.Unlock()
+		n.pend.dropped(match, DropUndelivered)
+		s.refuse(fd, ReasonRefused, "too many pending offers")
+		return
+	}
+	m := message{kind: kindAnswer, nfiles: len(answer.Files), tuple: match.Request.Tuple, pid: uint32(n.pid), data: answer.Data}
+	err := sendFrame(fd, m.encode(), answer.Files, time.Now().Add(n.cfg.ReadTimeout))
+	if err != nil {
+		n.pend.take(key, e)
+		now := e.finishLocked(verdictDeclined)
+		e.mu.Unlock()
+		if now {
+			n.pend.dropped(match, DropUndelivered)
+		}
+	} else {
+		n.stats.answered.Add(1)
+		e.mu.Unlock()
+	}
+	if old != nil {
+		n.pend.finish(old, DropReplaced)
+	}
+}
+
+func (s *server) callHandler(req Request) (answer Payload, prepared any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.n.stats.handlerPanics.Add(1)
+			answer, prepared, err = Payload{}, nil, fmt.Errorf("handler panic: %v", p)
+		}
+	}()
+	return s.n.cfg.Handler(req)
+}
+
+// refuse sends a refusal without waiting long, then closes fd.
+func (s *server) refuse(fd int, r Reason, text string) {
+	s.n.stats.refused.Add(1)
+	if len(text) > maxText {
+		text = text[:maxText]
+	}
+	m := message{kind: kindRefusal, reason: r, pid: uint32(s.n.pid), data: []byte(text)}
+	sendFrame(fd, m.encode(), nil, time.Now().Add(10*time.Millisecond))
+	unix.Close(fd)
+}
+
+// readRequest reads and checks one offer. On error every received file is
+// closed; on success the request owns them.
+func readRequest(fd int, deadline time.Time) (Request, error) {
+	body, files, err := recvFrame(fd, deadline)
+	if err != nil {
+		return Request{}, err
+	}
+	m, err := decodeMessage(body)
+	switch {
+	case err != nil:
+	case m.kind != kindOffer:
+		err = fmt.Errorf("kind %d, want offer: %w", m.kind, errMessage)
+	case m.nfiles != len(files):
+		err = fmt.Errorf("%d files announced, %d received: %w", m.nfiles, len(files), errMessage)
+	case !m.tuple.valid():
+		err = fmt.Errorf("tuple %s: %w", m.tuple, errMessage)
+	}
+	if err != nil {
+		closeFiles(files)
+		return Request{}, err
+	}
+	return Request{Tuple: m.tuple, PID: int(m.pid), Payload: Payload{Data: m.data, Files: files}}, nil
+}
+
+// listening reports whether a registered address accepts connections to
+// server (the listener may have closed since the connector's Lookup).
+func (n *Node) listening(server netip.AddrPort) bool {
+	dst := netip.AddrPortFrom(server.Addr().Unmap().WithZone(""), server.Port())
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for l := range n.regs[dst.Port()] {
+		if listenMatches(l, dst, func() bool { return true }) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,116 @@
+package rendezvous
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Every rendezvous socket is nonblocking; a wait goes through poll(2) with
+// the remaining time to a deadline, so no read or write outlives it.
+
+var errTimeout = errors.New("rendezvous deadline exceeded")
+
+// waitFD waits until fd is ready for events or the deadline passes. It
+// returns nil also on POLLHUP and POLLERR: the next read or write reports
+// what happened.
+func waitFD(fd int, events int16, deadline time.Time) error {
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return errTimeout
+		}
+		ms := int((left + time.Millisecond - 1) / time.Millisecond)
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: events}}
+		n, err := unix.Poll(pfd, ms)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			continue // the deadline check at the top decides
+		}
+		if pfd[0].Revents&unix.POLLNVAL != 0 {
+			return unix.EBADF
+		}
+		return nil
+	}
+}
+
+// peerCred returns the credentials of the process at the other end of the
+// unix socket fd (SO_PEERCRED: pid and effective uid at connect or listen
+// time).
+func peerCred(fd int) (*unix.Ucred, error) {
+	return unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
+}
+
+func closeFiles(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// guardedFD is a socket that another goroutine (a context's AfterFunc) may
+// shut down to wake a waiter, without ever touching a closed, reused fd
+// number.
+type guardedFD struct {
+	mu     sync.Mutex
+	fd     int // -1 once closed
+	closed bool
+}
+
+func newGuardedFD(fd int) *guardedFD { return &guardedFD{fd: fd} }
+
+// shutdown wakes every poll on the socket; a no-op once closed.
+func (g *guardedFD) shutdown() {
+	g.mu.Lock()
+	if !g.closed {
+		unix.Shutdown(g.fd, unix.SHUT_RDWR)
+	}
+	g.mu.Unlock()
+}
+
+// close closes the socket once; later calls are no-ops.
+func (g *guardedFD) close() {
+	g.mu.Lock()
+	if !g.closed {
+		g.closed = true
+		unix.Close(g.fd)
+		g.fd = -1
+	}
+	g.mu.Unlock()
+}
+
+// sendByte writes one byte without waiting; it reports whether it went.
+func sendByte(fd int, b byte) bool {
+	for {
+		_, err := unix.SendmsgN(fd, []byte{b}, nil, nil, unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT)
+		if err == unix.EINTR {
+			continue
+		}
+		return err == nil
+	}
+}
+
+// recvByte reads one byte without waiting. ok is false when nothing is
+// there yet (EAGAIN); eof is true when the peer closed or the socket
+// failed.
+func recvByte(fd int) (b byte, ok, eof bool) {
+	var buf [1]byte
+	for {
+		n, _, err := unix.Recvfrom(fd, buf[:], unix.MSG_DONTWAIT)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return 0, false, false
+		case err != nil || n == 0:
+			return 0, false, true
+		}
+		return buf[0], true, false
+	}
+}

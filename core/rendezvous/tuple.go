@@ -1,0 +1,48 @@
+package rendezvous
+
+import "net/netip"
+
+// Tuple is a TCP connection's 4-tuple as the connector sees it: Client is
+// the connector's local address after its bind (getsockname), Server the
+// destination it is about to connect to. The acceptor sees the same
+// connection as local = Server, remote = Client.
+//
+// Client.Addr() may be unspecified when the connector bound a wildcard
+// address: the port alone identifies it then, because a wildcard bind
+// reserves the port on every address.
+type Tuple struct {
+	Client, Server netip.AddrPort
+}
+
+// canon returns the form used for comparisons: v4-mapped v6 addresses
+// unmapped, zones dropped, and every unspecified address (0.0.0.0 or ::)
+// written as ::.
+func canon(ap netip.AddrPort) netip.AddrPort {
+	a := ap.Addr().Unmap().WithZone("")
+	if a.IsUnspecified() {
+		a = netip.IPv6Unspecified()
+	}
+	return netip.AddrPortFrom(a, ap.Port())
+}
+
+func (t Tuple) canon() Tuple {
+	return Tuple{Client: canon(t.Client), Server: canon(t.Server)}
+}
+
+// withAnyClient returns t with the client address replaced by the
+// wildcard, the key a connector that bound a wildcard address files under.
+func (t Tuple) withAnyClient() Tuple {
+	return Tuple{Client: netip.AddrPortFrom(netip.IPv6Unspecified(), t.Client.Port()), Server: t.Server}
+}
+
+// valid reports whether t can name a connection: both ports set, a server
+// address given.
+func (t Tuple) valid() bool {
+	return t.Client.Port() != 0 && t.Server.Port() != 0 &&
+		t.Client.Addr().IsValid() && t.Server.Addr().IsValid() &&
+		!t.Server.Addr().IsUnspecified()
+}
+
+func (t Tuple) String() string {
+	return t.Client.String() + "->" + t.Server.String()
+}

@@ -5,10 +5,6 @@
 GO      ?= go
 CC      ?= gcc
 BUILD   := build
-CFLAGS  ?= -O2 -g
-PRELOAD_CFLAGS := $(CFLAGS) -fPIC -Wall -Wextra -Werror -fvisibility=hidden -D_GNU_SOURCE
-PRELOAD_SRC := $(wildcard preload/c/*.c)
-PRELOAD_HDR := $(wildcard preload/c/*.h)
 GO_SRC  := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 
 # Unit tests of the concurrent packages run with the race detector.
@@ -22,9 +18,8 @@ all: $(BUILD)/libsdpshim.so $(BUILD)/libsdpshim-core.so $(BUILD)/sdpshim
 $(BUILD):
 	mkdir -p $(BUILD)
 
-$(BUILD)/libsdpshim.so: $(PRELOAD_SRC) $(PRELOAD_HDR) preload/c/libsdpshim.map | $(BUILD)
-	$(CC) $(PRELOAD_CFLAGS) -shared -o $@ $(PRELOAD_SRC) \
-		-Wl,--version-script=preload/c/libsdpshim.map -Wl,-z,now -ldl -lpthread
+# $(BUILD)/libsdpshim.so, the C interposer (flags in preload/c/build.sh).
+include preload/c/Makefile.inc
 
 $(BUILD)/libsdpshim-core.so: $(GO_SRC) preload/entry/exports.map | $(BUILD)
 	$(GO) build -buildmode=c-shared -trimpath \

@@ -70,6 +70,11 @@ type Config struct {
 	LogLevel LogLevel
 	// LogFile is SDPSHIM_LOG_FILE: an absolute path, or "" for stderr.
 	LogFile string
+	// CorePath is SDPSHIM_CORE: the Go core library the interposer loads,
+	// or "" for the one beside libsdpshim.so. The C interposer reads the
+	// variable itself; it is here so that it is validated and documented
+	// with every other knob.
+	CorePath string
 	// Stats is SDPSHIM_STATS: whether the process serves its stats socket.
 	Stats bool
 }

@@ -255,6 +255,21 @@ var knobs = []Knob{
 		},
 	},
 	{
+		Name: "SDPSHIM_CORE", DefaultText: "libsdpshim-core.so beside libsdpshim.so",
+		Expected: "an absolute path of the Go core library",
+		Meaning:  "the core the interposer loads on the first TCP socket (read by the C interposer; ignored in setuid programs)",
+		set: func(c *Config, v string, _ *loader) error {
+			if v == "" {
+				return nil
+			}
+			if !filepath.IsAbs(v) {
+				return errBad
+			}
+			c.CorePath = filepath.Clean(v)
+			return nil
+		},
+	},
+	{
 		Name: "SDPSHIM_STATS", Default: "1", Expected: expectBool,
 		Meaning: "serve per-process stats on a unix socket in the run directory (for sdpshim stats)",
 		set: func(c *Config, v string, _ *loader) error {

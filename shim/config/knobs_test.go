@@ -48,6 +48,7 @@ var fields = map[string]func(Config) any{
 	"SDPSHIM_LOG_LEVEL":   func(c Config) any { return c.LogLevel },
 	"SDPSHIM_LOG_FILE":    func(c Config) any { return c.LogFile },
 	"SDPSHIM_STATS":       func(c Config) any { return c.Stats },
+	"SDPSHIM_CORE":        func(c Config) any { return c.CorePath },
 }
 
 // bad marks a value the knob must reject.
@@ -112,6 +113,8 @@ var knobCases = map[string][]struct {
 	"SDPSHIM_LOG_FILE": {{"", ""}, {"stderr", ""}, {"/var/log/sdpshim.log", "/var/log/sdpshim.log"},
 		{"/tmp//x/../y.log", "/tmp/y.log"}, {"sdpshim.log", bad{}}, {"-", bad{}}},
 	"SDPSHIM_STATS": {{"", true}, {"0", false}, {"no", false}, {"maybe", bad{}}},
+	"SDPSHIM_CORE": {{"", ""}, {"/opt/sdpshim/libsdpshim-core.so", "/opt/sdpshim/libsdpshim-core.so"},
+		{"/opt//x/../core.so", "/opt/core.so"}, {"libsdpshim-core.so", bad{}}},
 }
 
 // TestKnobValues loads each case alone and checks the field, or that the

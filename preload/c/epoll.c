@@ -1,0 +1,150 @@
+/*
+ * epoll.c - epoll_create, epoll_create1, epoll_ctl, epoll_wait, epoll_pwait,
+ * epoll_pwait2.
+ *
+ * epoll_ctl goes to the core when the epoll fd or the target fd is
+ * CANDIDATE or MANAGED: the core tracks interest lists that hold its
+ * sockets (a CANDIDATE registered now may be MANAGED later) and marks the
+ * epoll fd MANAGED when its waits need emulating. epoll_wait on an epoll fd
+ * that is not MANAGED is the kernel's, untouched. On a MANAGED one:
+ *   1. the core reports what is ready now (no sleeping beyond its spin
+ *      budget); if anything is, that is the result;
+ *   2. otherwise the kernel epoll_pwait(2) sleeps on the epoll fd (where the
+ *      core registered its doorbells) with the caller's timeout and mask;
+ *   3. the core rewrites what the kernel returned (doorbells into socket
+ *      events); nothing left means sleep again for the time left.
+ */
+#include "shim.h"
+
+SDP_EXPORT int epoll_create(int size)
+{
+	int fd = sdp_real.epoll_create(size);
+	if (fd >= 0)
+		sdp_fd_fresh(fd, SDPSHIM_FD_UNMANAGED);
+	return fd;
+}
+
+SDP_EXPORT int epoll_create1(int flags)
+{
+	int fd = sdp_real.epoll_create1(flags);
+	if (fd >= 0)
+		sdp_fd_fresh(fd, SDPSHIM_FD_UNMANAGED);
+	return fd;
+}
+
+static SDP_COLD int epoll_ctl_slow(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	if (sdp_passthrough())
+		return sdp_real.epoll_ctl(epfd, op, fd, ev);
+	int se = sdp_fd_state(epfd), sf = sdp_fd_state(fd);
+	if (se == SDPSHIM_FD_PROTECTED || sf == SDPSHIM_FD_PROTECTED)
+		return (int)sdp_fail(EBADF);
+	if (!sdp_core_ready())
+		return sdp_real.epoll_ctl(epfd, op, fd, ev);
+	int r = SDP_CORE_CALL(sdp_core.epoll_ctl(epfd, op, fd, ev));
+	return r == SDPSHIM_PASS ? sdp_real.epoll_ctl(epfd, op, fd, ev) : (int)sdp_result(r, 0);
+}
+
+SDP_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	if (likely(sdp_fd_plain(epfd) && sdp_fd_plain(fd)))
+		return sdp_real.epoll_ctl(epfd, op, fd, ev);
+	return epoll_ctl_slow(epfd, op, fd, ev);
+}
+
+/* One kernel wait of the emulation loop: epoll_pwait2 with the time left
+ * when the caller used it (nanoseconds), else epoll_pwait in milliseconds
+ * rounded up. */
+static int sdp_epoll_kernel(int epfd, struct epoll_event *ev, int max, int64_t deadline, int forever, int ns,
+			    const sigset_t *mask)
+{
+	int64_t left = 0;
+	if (!forever) {
+		left = deadline - sdp_now_ns();
+		if (left < 0)
+			left = 0;
+	}
+	if (ns) {
+		struct timespec ts = {left / 1000000000LL, left % 1000000000LL};
+		return sdp_real.epoll_pwait2(epfd, ev, max, forever ? NULL : &ts, mask);
+	}
+	int64_t ms = (left + 999999) / 1000000;
+	return sdp_real.epoll_pwait(epfd, ev, max, forever ? -1 : (int)(ms > 0x7fffffff ? 0x7fffffff : ms), mask);
+}
+
+/* epoll_wait on a MANAGED epoll fd. timeout_ns < 0 waits forever. */
+static SDP_COLD int epoll_engine(int epfd, struct epoll_event *ev, int max, int64_t timeout_ns, int ns,
+				 const sigset_t *mask)
+{
+	int forever = timeout_ns < 0;
+	int64_t deadline = forever ? 0 : sdp_now_ns() + timeout_ns;
+	int r = SDP_CORE_CALL(sdp_core.epoll_wait(epfd, ev, max, -1));
+	if (r == SDPSHIM_PASS)
+		return sdp_epoll_kernel(epfd, ev, max, deadline, forever, ns, mask);
+	if (r != 0)
+		return (int)sdp_result(r, 0);
+	for (;;) {
+		int k = sdp_epoll_kernel(epfd, ev, max, deadline, forever, ns, mask);
+		if (k < 0)
+			return k;
+		r = SDP_CORE_CALL(sdp_core.epoll_wait(epfd, ev, max, k));
+		if (r == SDPSHIM_PASS)
+			return k;
+		if (r != 0)
+			return (int)sdp_result(r, 0);
+		if (!forever && sdp_now_ns() >= deadline)
+			return 0;
+	}
+}
+
+/* Route for a wait on epfd: 0 kernel, 1 engine, -1 EBADF. */
+static int sdp_epoll_route(int epfd, int max)
+{
+	int s = sdp_fd_state(epfd);
+	if (s == SDPSHIM_FD_UNMANAGED || sdp_passthrough())
+		return 0;
+	if (s == SDPSHIM_FD_PROTECTED)
+		return -1;
+	return s == SDPSHIM_FD_MANAGED && max > 0 && sdp_core_ready();
+}
+
+SDP_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
+{
+	if (likely(sdp_fd_plain(epfd)))
+		return sdp_real.epoll_wait(epfd, ev, max, timeout);
+	switch (sdp_epoll_route(epfd, max)) {
+	case 0:
+		return sdp_real.epoll_wait(epfd, ev, max, timeout);
+	case -1:
+		return (int)sdp_fail(EBADF);
+	}
+	return epoll_engine(epfd, ev, max, timeout < 0 ? -1 : timeout * 1000000LL, 0, NULL);
+}
+
+SDP_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
+{
+	if (likely(sdp_fd_plain(epfd)))
+		return sdp_real.epoll_pwait(epfd, ev, max, timeout, mask);
+	switch (sdp_epoll_route(epfd, max)) {
+	case 0:
+		return sdp_real.epoll_pwait(epfd, ev, max, timeout, mask);
+	case -1:
+		return (int)sdp_fail(EBADF);
+	}
+	return epoll_engine(epfd, ev, max, timeout < 0 ? -1 : timeout * 1000000LL, 0, mask);
+}
+
+SDP_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *t, const sigset_t *mask)
+{
+	if (likely(sdp_fd_plain(epfd)))
+		return sdp_real.epoll_pwait2(epfd, ev, max, t, mask);
+	switch (sdp_epoll_route(epfd, max)) {
+	case 0:
+		return sdp_real.epoll_pwait2(epfd, ev, max, t, mask);
+	case -1:
+		return (int)sdp_fail(EBADF);
+	}
+	if (t != NULL && (t->tv_sec < 0 || t->tv_nsec < 0 || t->tv_nsec >= 1000000000L))
+		return (int)sdp_fail(EINVAL);
+	return epoll_engine(epfd, ev, max, t == NULL ? -1 : (int64_t)t->tv_sec * 1000000000LL + t->tv_nsec, 1, mask);
+}

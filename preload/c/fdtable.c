@@ -1,0 +1,82 @@
+/*
+ * fdtable.c - one state byte per fd (enum sdpshim_fd_state).
+ *
+ * Readers (every interposed call) load a directory slot and a byte: no lock.
+ * Writers store the byte atomically; a chunk is created by the first writer
+ * of its range and published with a compare-and-swap (a loser unmaps its
+ * own). Nothing is ever moved or freed, so a reader holding a chunk pointer
+ * stays valid forever, a signal handler may write at any point, and a fork
+ * child inherits a consistent table without any lock to reset.
+ */
+#include "shim.h"
+
+#include <sys/mman.h>
+
+unsigned char *sdp_fd_dir[SDP_FD_DIR];
+unsigned long sdp_fd_special;
+int sdp_fd_hi = -1;
+
+static unsigned char *sdp_fd_chunk(unsigned int i)
+{
+	unsigned char *c = __atomic_load_n(&sdp_fd_dir[i], __ATOMIC_ACQUIRE);
+	if (c != NULL)
+		return c;
+	void *m = mmap(NULL, SDP_FD_CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return NULL;
+	unsigned char *expected = NULL;
+	if (__atomic_compare_exchange_n(&sdp_fd_dir[i], &expected, (unsigned char *)m, 0, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE))
+		return m;
+	munmap(m, SDP_FD_CHUNK);
+	return expected;
+}
+
+int sdp_fd_set(int fd, int state)
+{
+	if (fd < 0)
+		return -EBADF;
+	if (state < SDPSHIM_FD_UNMANAGED || state > SDPSHIM_FD_PROTECTED)
+		return -EINVAL;
+	/* A vfork child shares its parent's memory but not its fd table. */
+	if (sdp_vfork_child)
+		return 0;
+	unsigned int i = (unsigned int)fd >> SDP_FD_CHUNK_SHIFT;
+	unsigned char *c;
+	if (state == SDPSHIM_FD_UNMANAGED) {
+		c = __atomic_load_n(&sdp_fd_dir[i], __ATOMIC_ACQUIRE);
+		if (c == NULL)
+			return 0;
+	} else if ((c = sdp_fd_chunk(i)) == NULL) {
+		return -ENOMEM;
+	}
+	unsigned char old = __atomic_exchange_n(&c[(unsigned int)fd & (SDP_FD_CHUNK - 1)], (unsigned char)state,
+						 __ATOMIC_ACQ_REL);
+	int delta = sdp_fd_is_special(state) - sdp_fd_is_special(old);
+	if (delta > 0)
+		__atomic_add_fetch(&sdp_fd_special, 1, __ATOMIC_RELAXED);
+	else if (delta < 0)
+		__atomic_sub_fetch(&sdp_fd_special, 1, __ATOMIC_RELAXED);
+	if (state != SDPSHIM_FD_UNMANAGED) {
+		int hi = __atomic_load_n(&sdp_fd_hi, __ATOMIC_RELAXED);
+		while (fd > hi && !__atomic_compare_exchange_n(&sdp_fd_hi, &hi, fd, 1, __ATOMIC_RELAXED,
+							       __ATOMIC_RELAXED))
+			;
+	}
+	return 0;
+}
+
+unsigned long sdp_fd_forget_all(void)
+{
+	unsigned long n = 0;
+	int hi = __atomic_load_n(&sdp_fd_hi, __ATOMIC_RELAXED);
+	for (int fd = 0; fd <= hi; fd++) {
+		int s = sdp_fd_state(fd);
+		if (s == SDPSHIM_FD_UNMANAGED)
+			continue;
+		if (s != SDPSHIM_FD_PROTECTED)
+			n++;
+		sdp_fd_set(fd, SDPSHIM_FD_UNMANAGED);
+	}
+	return n;
+}

@@ -1,0 +1,340 @@
+/*
+ * poll.c - poll, ppoll, __poll_chk, __ppoll_chk, select, pselect.
+ *
+ * When no fd of the process is MANAGED or PROTECTED (sdp_fd_special == 0),
+ * these go straight to the kernel without looking at the set; otherwise the
+ * set is scanned and still goes straight to the kernel when none of its fds
+ * is. CANDIDATE fds are kernel fds here (see sdpshim_core.h).
+ *
+ * A set with MANAGED fds runs sdp_poll_engine(): the core reports the
+ * MANAGED entries' readiness and the fds to sleep on (doorbells), the
+ * kernel ppoll()s the other entries plus those, with the caller's timeout
+ * and signal mask; a wake-up that readied nothing the caller asked for goes
+ * round again with the time left. PROTECTED fds read POLLNVAL (poll) or fail
+ * the call with EBADF (select), as fds that are not open do.
+ */
+#include "shim.h"
+
+#include <string.h>
+#include <sys/mman.h>
+
+/* glibc 2.36 declares poll's and ppoll's fds write_only (it is read and
+ * written; fixed in later glibc): do not warn about reading it. */
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+/* Scratch for the kernel set: on the stack up to this many entries, else
+ * mmap (poll is async-signal-safe: no malloc). */
+#define SDP_POLL_STACK 128
+
+struct sdp_scratch {
+	void *mem;
+	size_t len;
+};
+
+static void *sdp_scratch_get(struct sdp_scratch *s, void *stack, size_t stack_len, size_t len)
+{
+	s->mem = NULL;
+	s->len = 0;
+	if (len <= stack_len)
+		return stack;
+	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return NULL;
+	s->mem = m;
+	s->len = len;
+	return m;
+}
+
+static void sdp_scratch_put(struct sdp_scratch *s)
+{
+	if (s->mem != NULL)
+		munmap(s->mem, s->len);
+}
+
+static int sdp_ts_valid(const struct timespec *t)
+{
+	return t == NULL || (t->tv_sec >= 0 && t->tv_nsec >= 0 && t->tv_nsec < 1000000000L);
+}
+
+static struct timespec sdp_ts_left(int64_t deadline, int64_t now)
+{
+	int64_t left = deadline > now ? deadline - now : 0;
+	struct timespec ts = {left / 1000000000LL, left % 1000000000LL};
+	return ts;
+}
+
+/* What a poll set holds: MANAGED fds (with the core running) and PROTECTED. */
+static void sdp_poll_census(const struct pollfd *fds, nfds_t n, nfds_t *managed, nfds_t *protected)
+{
+	int ready = sdp_core_ready();
+	*managed = *protected = 0;
+	for (nfds_t i = 0; i < n; i++) {
+		int s = sdp_fd_state(fds[i].fd);
+		if (s == SDPSHIM_FD_PROTECTED)
+			(*protected)++;
+		else if (s == SDPSHIM_FD_MANAGED && ready)
+			(*managed)++;
+	}
+}
+
+/* poll over fds with MANAGED or PROTECTED entries. timeout: NULL waits
+ * forever. Returns the poll result, -1 with errno on failure. */
+static int sdp_poll_engine(struct pollfd *fds, nfds_t n, nfds_t managed, const struct timespec *timeout,
+			   const sigset_t *sigmask)
+{
+	if (!sdp_ts_valid(timeout))
+		return (int)sdp_fail(EINVAL);
+	int64_t deadline = timeout ? sdp_now_ns() + (int64_t)timeout->tv_sec * 1000000000LL + timeout->tv_nsec : 0;
+	nfds_t wcap = 2 * managed + 1;
+	struct pollfd kstack[SDP_POLL_STACK];
+	unsigned int istack[SDP_POLL_STACK];
+	struct sdp_scratch ks, is;
+	struct pollfd *k = sdp_scratch_get(&ks, kstack, sizeof kstack, (n + wcap) * sizeof(struct pollfd));
+	unsigned int *idx = sdp_scratch_get(&is, istack, sizeof istack, n * sizeof(unsigned int));
+	int result;
+	if (k == NULL || idx == NULL) {
+		result = (int)sdp_fail(ENOMEM);
+		goto out;
+	}
+	for (;;) {
+		int ready = 0, managed_here = 0;
+		nfds_t u = 0, nwait = 0;
+		for (nfds_t i = 0; i < n; i++) {
+			fds[i].revents = 0;
+			if (fds[i].fd < 0)
+				continue;
+			int s = sdp_fd_state(fds[i].fd);
+			if (s == SDPSHIM_FD_PROTECTED) {
+				fds[i].revents = POLLNVAL;
+				ready++;
+			} else if (s == SDPSHIM_FD_MANAGED && sdp_core_ready()) {
+				managed_here = 1;
+			} else {
+				k[u] = (struct pollfd){.fd = fds[i].fd, .events = fds[i].events};
+				idx[u++] = (unsigned int)i;
+			}
+		}
+		if (managed_here) {
+			int r = SDP_CORE_CALL(sdp_core.poll(fds, n, k + u, wcap, &nwait));
+			if (r == SDPSHIM_PASS) { /* the whole set, in the kernel */
+				for (nfds_t i = 0; i < n; i++)
+					if (fds[i].fd >= 0 && sdp_fd_state(fds[i].fd) == SDPSHIM_FD_MANAGED) {
+						k[u] = (struct pollfd){.fd = fds[i].fd, .events = fds[i].events};
+						idx[u++] = (unsigned int)i;
+					}
+				nwait = 0;
+			} else if (r < 0) {
+				result = (int)sdp_result(r, 0);
+				goto out;
+			} else {
+				ready += r;
+				if (nwait > wcap)
+					nwait = wcap;
+			}
+		}
+		int64_t now = ready > 0 || timeout == NULL ? 0 : sdp_now_ns();
+		struct timespec left = ready > 0 ? (struct timespec){0, 0} : sdp_ts_left(deadline, now);
+		int kr = sdp_real.ppoll(k, u + nwait, ready > 0 || timeout ? &left : NULL, sigmask);
+		if (kr < 0 && ready == 0) {
+			result = -1;
+			goto out;
+		}
+		for (nfds_t j = 0; kr > 0 && j < u; j++)
+			if (k[j].revents != 0) {
+				fds[idx[j]].revents = k[j].revents;
+				ready++;
+			}
+		if (ready > 0 || (timeout != NULL && sdp_now_ns() >= deadline)) {
+			result = ready;
+			goto out;
+		}
+	}
+out:
+	sdp_scratch_put(&ks);
+	sdp_scratch_put(&is);
+	return result;
+}
+
+/* 1 when the set needs the engine (and how many MANAGED it holds). */
+static int sdp_poll_needs_engine(const struct pollfd *fds, nfds_t n, nfds_t *managed)
+{
+	if (likely(!sdp_fd_any_special()) || sdp_passthrough())
+		return 0;
+	nfds_t protected;
+	sdp_poll_census(fds, n, managed, &protected);
+	return *managed + protected > 0;
+}
+
+static SDP_COLD int poll_slow(struct pollfd *fds, nfds_t n, int timeout_ms, nfds_t managed)
+{
+	struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000};
+	return sdp_poll_engine(fds, n, managed, timeout_ms < 0 ? NULL : &ts, NULL);
+}
+
+SDP_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	nfds_t managed;
+	if (likely(!sdp_poll_needs_engine(fds, n, &managed)))
+		return sdp_real.poll(fds, n, timeout);
+	return poll_slow(fds, n, timeout, managed);
+}
+
+SDP_EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
+{
+	nfds_t managed;
+	if (likely(!sdp_poll_needs_engine(fds, n, &managed)) || fdslen / sizeof(*fds) < n)
+		return sdp_real.__poll_chk(fds, n, timeout, fdslen);
+	return poll_slow(fds, n, timeout, managed);
+}
+
+SDP_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *mask)
+{
+	nfds_t managed;
+	if (likely(!sdp_poll_needs_engine(fds, n, &managed)))
+		return sdp_real.ppoll(fds, n, t, mask);
+	return sdp_poll_engine(fds, n, managed, t, mask);
+}
+
+SDP_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *mask,
+			   size_t fdslen)
+{
+	nfds_t managed;
+	if (likely(!sdp_poll_needs_engine(fds, n, &managed)) || fdslen / sizeof(*fds) < n)
+		return sdp_real.__ppoll_chk(fds, n, t, mask, fdslen);
+	return sdp_poll_engine(fds, n, managed, t, mask);
+}
+
+/* ---- select ------------------------------------------------------------------------------- */
+
+/* The kernel's select <-> poll event sets (fs/select.c). */
+#define SDP_POLLIN_SET (POLLRDNORM | POLLRDBAND | POLLIN | POLLHUP | POLLERR)
+#define SDP_POLLOUT_SET (POLLWRBAND | POLLWRNORM | POLLOUT | POLLERR)
+#define SDP_POLLEX_SET (POLLPRI)
+
+#define SDP_WORD_BITS (8 * sizeof(unsigned long))
+
+static int sdp_bit(const fd_set *s, int fd)
+{
+	return s != NULL && ((const unsigned long *)s)[fd / SDP_WORD_BITS] >> (fd % SDP_WORD_BITS) & 1;
+}
+
+static void sdp_bit_set(fd_set *s, int fd) { ((unsigned long *)s)[fd / SDP_WORD_BITS] |= 1UL << (fd % SDP_WORD_BITS); }
+
+/* 1 when one of the fds in the sets (below nfds) is MANAGED or PROTECTED. */
+static int sdp_select_needs_engine(int nfds, const fd_set *r, const fd_set *w, const fd_set *e)
+{
+	if (likely(!sdp_fd_any_special()) || sdp_passthrough() || nfds <= 0)
+		return 0;
+	int ready = sdp_core_ready();
+	for (int base = 0; base < nfds; base += SDP_WORD_BITS) {
+		unsigned long word = 0;
+		if (r)
+			word |= ((const unsigned long *)r)[base / SDP_WORD_BITS];
+		if (w)
+			word |= ((const unsigned long *)w)[base / SDP_WORD_BITS];
+		if (e)
+			word |= ((const unsigned long *)e)[base / SDP_WORD_BITS];
+		while (word) {
+			int fd = base + __builtin_ctzl(word);
+			word &= word - 1;
+			if (fd >= nfds)
+				break;
+			int s = sdp_fd_state(fd);
+			if (s == SDPSHIM_FD_PROTECTED || (s == SDPSHIM_FD_MANAGED && ready))
+				return 1;
+		}
+	}
+	return 0;
+}
+
+/* select through the poll engine; the sets change only on success. */
+static SDP_COLD int select_slow(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *timeout,
+				const sigset_t *mask)
+{
+	size_t cap = 0;
+	for (int fd = 0; fd < nfds; fd++)
+		cap += sdp_bit(r, fd) | sdp_bit(w, fd) | sdp_bit(e, fd);
+	struct pollfd pstack[SDP_POLL_STACK];
+	struct sdp_scratch ps;
+	struct pollfd *p = sdp_scratch_get(&ps, pstack, sizeof pstack, (cap ? cap : 1) * sizeof(struct pollfd));
+	if (p == NULL)
+		return (int)sdp_fail(ENOMEM);
+	nfds_t n = 0, managed = 0;
+	for (int fd = 0; fd < nfds; fd++) {
+		short ev = (short)((sdp_bit(r, fd) ? POLLIN | POLLRDNORM | POLLRDBAND : 0) |
+				   (sdp_bit(w, fd) ? POLLOUT | POLLWRNORM | POLLWRBAND : 0) |
+				   (sdp_bit(e, fd) ? POLLPRI : 0));
+		if (ev == 0)
+			continue;
+		p[n++] = (struct pollfd){.fd = fd, .events = ev};
+		managed += sdp_fd_state(fd) == SDPSHIM_FD_MANAGED;
+	}
+	int rc = sdp_poll_engine(p, n, managed, timeout, mask);
+	if (rc >= 0) {
+		for (nfds_t i = 0; i < n; i++)
+			if (p[i].revents & POLLNVAL) {
+				rc = (int)sdp_fail(EBADF);
+				goto out;
+			}
+		size_t words = ((size_t)nfds + SDP_WORD_BITS - 1) / SDP_WORD_BITS;
+		if (r)
+			memset(r, 0, words * sizeof(unsigned long));
+		if (w)
+			memset(w, 0, words * sizeof(unsigned long));
+		if (e)
+			memset(e, 0, words * sizeof(unsigned long));
+		rc = 0;
+		for (nfds_t i = 0; i < n; i++) {
+			int fd = p[i].fd;
+			short re = p[i].revents, ev = p[i].events;
+			if ((re & SDP_POLLIN_SET) && (ev & POLLIN)) {
+				sdp_bit_set(r, fd);
+				rc++;
+			}
+			if ((re & SDP_POLLOUT_SET) && (ev & POLLOUT)) {
+				sdp_bit_set(w, fd);
+				rc++;
+			}
+			if ((re & SDP_POLLEX_SET) && (ev & POLLPRI)) {
+				sdp_bit_set(e, fd);
+				rc++;
+			}
+		}
+	}
+out:
+	sdp_scratch_put(&ps);
+	return rc;
+}
+
+SDP_EXPORT int select(int nfds, fd_set *restrict r, fd_set *restrict w, fd_set *restrict e,
+		      struct timeval *restrict tv)
+{
+	if (likely(!sdp_select_needs_engine(nfds, r, w, e)))
+		return sdp_real.select(nfds, r, w, e, tv);
+	if (tv != NULL && (tv->tv_sec < 0 || tv->tv_usec < 0 || tv->tv_usec >= 1000000))
+		return (int)sdp_fail(EINVAL);
+	struct timespec ts, *tp = NULL;
+	int64_t deadline = 0;
+	if (tv != NULL) {
+		ts = (struct timespec){tv->tv_sec, tv->tv_usec * 1000};
+		tp = &ts;
+		deadline = sdp_now_ns() + (int64_t)tv->tv_sec * 1000000000LL + tv->tv_usec * 1000LL;
+	}
+	int rc = select_slow(nfds, r, w, e, tp, NULL);
+	if (tv != NULL) { /* Linux reports the time not slept */
+		int saved = errno;
+		struct timespec left = sdp_ts_left(deadline, sdp_now_ns());
+		tv->tv_sec = left.tv_sec;
+		tv->tv_usec = left.tv_nsec / 1000;
+		errno = saved;
+	}
+	return rc;
+}
+
+SDP_EXPORT int pselect(int nfds, fd_set *restrict r, fd_set *restrict w, fd_set *restrict e,
+		       const struct timespec *restrict t, const sigset_t *restrict mask)
+{
+	if (likely(!sdp_select_needs_engine(nfds, r, w, e)))
+		return sdp_real.pselect(nfds, r, w, e, t, mask);
+	return select_slow(nfds, r, w, e, t, mask);
+}

@@ -1,0 +1,91 @@
+/*
+ * proc.c - fork, posix_spawn, posix_spawnp, and vfork where there is no
+ * assembly version (vfork_x86_64.S).
+ *
+ * The core's fork hooks run only when the core is running. The child of a
+ * fork never enters the core's Go runtime again (its other threads are gone
+ * and it hangs): sdp_core_atfork_child() calls the core's C-only fork_child
+ * hook, forgets every fd state and turns the core off for that process.
+ * posix_spawn children exec at once and run none of our code.
+ *
+ * vfork: the child borrows its parent's memory and thread (TLS included)
+ * until it execs or exits. vfork sets sdp_vfork_child in the child and
+ * restores it in the parent, and every interposed call in the child only
+ * passes through: no core, no table write. It must not be a C function that
+ * calls the real vfork, since the child would return through, and the next
+ * call would overwrite, the frame the parent still has to return through.
+ */
+#include "shim.h"
+
+SDP_EXPORT pid_t fork(void)
+{
+	if (sdp_passthrough())
+		return sdp_real.fork();
+	int ready = sdp_core_ready();
+	if (ready) {
+		int saved = errno;
+		SDP_CORE_DO(sdp_core.fork_prepare(SDPSHIM_FORK));
+		errno = saved;
+	}
+	pid_t pid = sdp_real.fork();
+	if (pid == 0) {
+		sdp_core_atfork_child();
+		return 0;
+	}
+	if (ready) {
+		int saved = errno;
+		SDP_CORE_DO(sdp_core.fork_parent(SDPSHIM_FORK, pid < 0 ? -saved : pid));
+		errno = saved;
+	}
+	return pid;
+}
+
+typedef int spawn_fn(pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *,
+		     char *const[], char *const[]);
+
+static int spawn(spawn_fn *real, pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+		 const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	if (sdp_passthrough() || !sdp_core_ready())
+		return real(pid, path, fa, attr, argv, envp);
+	int saved = errno;
+	SDP_CORE_DO(sdp_core.fork_prepare(SDPSHIM_SPAWN));
+	pid_t child = 0;
+	int r = real(&child, path, fa, attr, argv, envp);
+	if (r == 0 && pid != NULL)
+		*pid = child;
+	SDP_CORE_DO(sdp_core.fork_parent(SDPSHIM_SPAWN, r == 0 ? child : -r));
+	errno = saved;
+	return r;
+}
+
+SDP_EXPORT int posix_spawn(pid_t *restrict pid, const char *restrict path, const posix_spawn_file_actions_t *fa,
+			   const posix_spawnattr_t *restrict attr, char *const argv[restrict],
+			   char *const envp[restrict])
+{
+	return spawn(sdp_real.posix_spawn, pid, path, fa, attr, argv, envp);
+}
+
+SDP_EXPORT int posix_spawnp(pid_t *restrict pid, const char *restrict file, const posix_spawn_file_actions_t *fa,
+			    const posix_spawnattr_t *restrict attr, char *const argv[restrict],
+			    char *const envp[restrict])
+{
+	return spawn(sdp_real.posix_spawnp, pid, file, fa, attr, argv, envp);
+}
+
+#if defined(__x86_64__)
+/* Error exit of vfork_x86_64.S (no child exists then). */
+SDP_HIDDEN long sdp_vfork_error(int err);
+long sdp_vfork_error(int err) { return sdp_fail(err); }
+#else
+/* Elsewhere vfork is a fork whose child only passes through: the same
+ * contract for the child (exec or _exit), at the cost of copying the page
+ * tables. */
+SDP_EXPORT pid_t vfork(void)
+{
+	pid_t pid = sdp_real.fork();
+	if (pid == 0)
+		sdp_vfork_child = 1;
+	return pid;
+}
+#endif

@@ -1,0 +1,307 @@
+/*
+ * sdpshim_core.h - the C ABI between libsdpshim.so (the C interposer) and
+ * libsdpshim-core.so (the Go core, -buildmode=c-shared).
+ *
+ * Direction of calls
+ *   - The interposer dlopen()s the core (RTLD_NOW|RTLD_LOCAL) on the first
+ *     TCP socket of a process and looks up every entry point listed in
+ *     SDPSHIM_CORE_ENTRY_POINTS with dlsym(). A missing one disables the
+ *     core for the life of the process (reason SDPSHIM_REASON_CORE_SYMBOL).
+ *   - The core calls back only through the function pointers of struct
+ *     sdpshim_host, handed to sdpshim_core_init(); libsdpshim.so exports
+ *     nothing but the interposed libc names.
+ *
+ * Rules every entry point follows
+ *   - Called with the interposer's thread-local guard held: libc calls the
+ *     core makes on the calling thread (cgo) go straight to libc. Goroutines
+ *     on other threads are not guarded: the core makes its own system calls
+ *     directly (Go's syscall package), or brackets a libc call with
+ *     host->guard_enter()/guard_leave().
+ *   - Called only for fds whose state is CANDIDATE or MANAGED (or, for
+ *     dup2/dup3 targets, PROTECTED: sdpshim_core_evict). UNMANAGED fds never
+ *     reach the core; the interposer calls libc for them.
+ *   - Results: a count or 0 on success, -errno on failure (the interposer
+ *     sets errno), or one of two special values:
+ *       SDPSHIM_PASS  the interposer performs the original libc call itself,
+ *                     unchanged (the core declines this one call);
+ *       SDPSHIM_WAIT  (only hooks taking a struct sdpshim_wait *) the call
+ *                     would block: the core filled *w, the interposer sleeps
+ *                     in the kernel as described there and calls the hook
+ *                     again for what is left. w->done is how many bytes this
+ *                     call moved before it had to wait (a blocking send
+ *                     larger than the free blocks, recv with MSG_WAITALL):
+ *                     the next call gets buf + done and len - done (iovecs
+ *                     advanced likewise, no control data; sendfile and
+ *                     splice get count - done and keep their offsets up to
+ *                     date themselves), and the interposer adds the counts
+ *                     up. After progress, an error or a signal ends the call
+ *                     with the progress, as the kernel does; the error is
+ *                     the core's to report again on the next call.
+ *     The data path is one C->Go call per operation; the interposer adds no
+ *     system call of its own unless the core returns SDPSHIM_WAIT or
+ *     SDPSHIM_PASS.
+ *   - SIGPIPE: the core never raises it; it sends with MSG_NOSIGNAL and
+ *     returns -EPIPE. The interposer raises SIGPIPE when the caller did not
+ *     pass MSG_NOSIGNAL (write, writev, sendfile and splice never do).
+ *   - A hook may get an fd the core does not know: one closed behind the
+ *     interposer's back (fclose() of an fdopen()ed socket, a raw close
+ *     system call) whose number was reused. It sets the fd UNMANAGED and
+ *     returns SDPSHIM_PASS.
+ *   - fd states change only through host->fd_set_state() or the state a hook
+ *     returns. CANDIDATE -> MANAGED happens inside the connect, accept,
+ *     sendmsg (MSG_FASTOPEN) hooks, never behind the program's back, so
+ *     poll/select can treat CANDIDATE fds as plain kernel fds.
+ *
+ * Go note: cgo's generated export header declares pointers without const;
+ * the prototypes here therefore carry no const either (read-only arguments
+ * are documented as such) so that preload/entry may include this header.
+ */
+#ifndef SDPSHIM_CORE_H
+#define SDPSHIM_CORE_H
+
+#include <poll.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped on every incompatible change to this file. */
+#define SDPSHIM_CORE_ABI 1
+
+/* Special hook results, outside the -errno range (-4095..-1). */
+#define SDPSHIM_PASS (-0x10000)
+#define SDPSHIM_WAIT (-0x10001)
+
+/* Per-fd state, one byte per fd in the interposer's table. */
+enum sdpshim_fd_state {
+	/* Not ours: every call goes straight to libc, the core never sees it. */
+	SDPSHIM_FD_UNMANAGED = 0,
+	/* An AF_INET/AF_INET6 SOCK_STREAM socket created while the core was
+	 * loaded, not yet decided (before connect/accept). */
+	SDPSHIM_FD_CANDIDATE = 1,
+	/* Accelerated: its bytes move through the core. Also an epoll fd whose
+	 * interest list the core emulates (epoll_wait goes to the core). */
+	SDPSHIM_FD_MANAGED = 2,
+	/* Owned by the core or the Go runtime (netpoll epoll fd, eventfds,
+	 * memfds, log file). Invisible to the program: its calls on it fail with
+	 * EBADF, close_range skips it, dup2/dup3 onto it first asks
+	 * sdpshim_core_evict. The core clears the state before closing one. */
+	SDPSHIM_FD_PROTECTED = 3,
+};
+
+/* Why a TCP connection or a whole process stays on kernel TCP: the stable
+ * codes of docs/reasons.md. 1..63 belong to the core (core/rendezvous,
+ * Reason); the interposer uses two of them and numbers its own from 64.
+ * Counters are kept per code, SDPSHIM_REASON_MAX of them. */
+enum sdpshim_reason {
+	SDPSHIM_REASON_NONE = 0,
+	SDPSHIM_REASON_FORK_DECLINE = 9, /* fork-exec-decline: fork child of a
+					  * process running the core */
+	SDPSHIM_REASON_BAD_SETTING = 10, /* disabled-by-setting: bad
+					  * SDPSHIM_ENABLE or SDPSHIM_CORE */
+	SDPSHIM_REASON_SHIM_FIRST = 64,
+	SDPSHIM_REASON_SHIM_OFF = 64,      /* shim-off: SDPSHIM_ENABLE=0 */
+	SDPSHIM_REASON_SECURE_EXEC = 65,   /* secure-exec: AT_SECURE process */
+	SDPSHIM_REASON_GO_HOST = 66,       /* go-host: a Go runtime is already loaded */
+	SDPSHIM_REASON_CORE_MISSING = 67,  /* core-missing: dlopen failed */
+	SDPSHIM_REASON_CORE_INCOMPLETE = 68, /* core-incomplete: an entry point is missing */
+	SDPSHIM_REASON_CORE_DECLINED = 69, /* core-declined: init gave no valid code */
+	SDPSHIM_REASON_CORE_FAILED = 70,   /* core-failed: init returned -errno */
+	SDPSHIM_REASON_CORE_BUSY = 71,     /* core-busy: still loading after 2 s */
+	SDPSHIM_REASON_VFORK_CHILD = 72,   /* vfork-child: socket made in a vfork child */
+	SDPSHIM_REASON_MAX = 128,
+};
+
+/* How the interposer sleeps when a hook returns SDPSHIM_WAIT. After the
+ * sleep (whatever woke it) it calls the hook again; the hook decides whether
+ * the wait is over or has timed out (SO_RCVTIMEO is the core's business). */
+enum sdpshim_wait_kind {
+	/* futex(FUTEX_WAIT) on a 32-bit word, shared (not private), so it may
+	 * live in memory shared with the peer. The kernel restarts the sleep
+	 * after a signal handler with SA_RESTART and no timeout, and returns
+	 * EINTR otherwise: exactly recv/send/connect semantics. Use it for
+	 * blocking data calls. */
+	SDPSHIM_WAIT_FUTEX = 1,
+	/* ppoll() on one fd (a doorbell eventfd or the TCP socket): EINTR after
+	 * any signal handler, like poll. */
+	SDPSHIM_WAIT_FD = 2,
+};
+
+struct sdpshim_wait {
+	int32_t kind;       /* enum sdpshim_wait_kind */
+	int32_t fd;         /* WAIT_FD: the fd */
+	int16_t events;     /* WAIT_FD: poll events */
+	int16_t pad0;
+	uint32_t val;       /* WAIT_FUTEX: sleep while *word == val */
+	uint32_t *word;     /* WAIT_FUTEX: the word */
+	int64_t timeout_ns; /* relative; < 0: no timeout */
+	uint64_t done;      /* bytes this call moved before waiting */
+};
+
+/* fork_prepare/fork_parent kinds. */
+enum sdpshim_fork_kind {
+	SDPSHIM_FORK = 1,  /* fork(): the child runs on, without the core */
+	SDPSHIM_SPAWN = 2, /* posix_spawn/posix_spawnp: the child execs */
+};
+
+/* What the interposer offers the core; valid for the life of the process. */
+struct sdpshim_host {
+	uint32_t abi;  /* SDPSHIM_CORE_ABI of the interposer */
+	uint32_t size; /* sizeof(struct sdpshim_host) */
+	/* State of fd (SDPSHIM_FD_*); UNMANAGED for any fd never set. */
+	int (*fd_state)(int fd);
+	/* Sets the state of fd; 0, or -EBADF (fd < 0), -ENOMEM (table growth). */
+	int (*fd_set_state)(int fd, int state);
+	/* Make libc calls of the calling thread pass straight through. Nests. */
+	void (*guard_enter)(void);
+	void (*guard_leave)(void);
+	/* Counts one connection that stays on kernel TCP, by reason. */
+	void (*fallback_count)(int reason);
+	/* Counters by reason, SDPSHIM_REASON_MAX entries, updated atomically
+	 * (__atomic_fetch_add); read them with atomic loads. */
+	uint64_t *fallback;
+	/* Absolute paths of libsdpshim.so and of the core as loaded. */
+	const char *shim_path;
+	const char *core_path;
+};
+
+/*
+ * Core entry points, as X(return type, name without the sdpshim_core_
+ * prefix, parameter list). Each is exported by libsdpshim-core.so as
+ * sdpshim_core_<name>. All are required.
+ *
+ * init(host, envp)
+ *     First call, once, before any other. envp is the environment at load
+ *     time (read-only). Returns 0 to run, a positive reason code (below
+ *     SDPSHIM_REASON_MAX, e.g. 10 for a bad setting) to stay off: the
+ *     interposer then counts every TCP socket under that code and never
+ *     calls the core again. -errno on failure (SDPSHIM_REASON_CORE_FAILED).
+ * socket(fd, domain, type, protocol)
+ *     A TCP socket (AF_INET/AF_INET6, SOCK_STREAM, protocol 0 or IPPROTO_TCP)
+ *     was created. Returns the state to record for fd, normally CANDIDATE,
+ *     or UNMANAGED to leave it alone.
+ * bind(fd, addr, len), listen(fd, backlog)
+ *     Before the call; SDPSHIM_PASS to let the interposer make it.
+ * accept(lfd, fd, peer, peerlen, flags)
+ *     The interposer has accepted fd on listener lfd (accept/accept4, flags
+ *     as given to accept4); peer is the peer address (read-only). Returns
+ *     the state to record for fd (MANAGED when matched with a rendezvous).
+ * connect(fd, addr, len, w)
+ *     SDPSHIM_PASS, 0, -errno (e.g. -EINPROGRESS), or SDPSHIM_WAIT.
+ * recv(fd, buf, len, flags, w), send(fd, buf, len, flags, w)
+ *     read/recv/recvfrom/__read_chk/... and write/send/sendto without an
+ *     address. recvfrom's address length is set to 0 by the interposer, as
+ *     the kernel does for TCP.
+ * recvmsg(fd, msg, flags, w), sendmsg(fd, msg, flags, w)
+ *     recvmsg/readv/recvmmsg (one message per call) and sendmsg/writev/
+ *     sendmmsg/sendto with an address. recvmsg sets msg_flags,
+ *     msg_controllen and msg_namelen (0 for TCP) as the kernel does.
+ * sendfile(out_fd, in_fd, offset, count, w)
+ * splice(fd_in, off_in, fd_out, off_out, len, flags, w)
+ *     Either fd CANDIDATE or MANAGED.
+ * shutdown(fd, how)
+ *     SDPSHIM_PASS, 0 or -errno.
+ * close(fd)
+ *     fd is being released (close, close_range, closefrom, or replaced by
+ *     dup2/dup3 onto it). The kernel fd is still open; the core must not
+ *     close it: the interposer does right after. The state becomes
+ *     UNMANAGED.
+ * dup(oldfd, newfd)
+ *     newfd now refers to the same socket (dup, dup2, dup3, F_DUPFD,
+ *     F_DUPFD_CLOEXEC). Returns the state to record for newfd.
+ * evict(fd)
+ *     The program wants fd (PROTECTED) as a dup2/dup3 target. Returns 0 when
+ *     the core moved its resource off fd and set fd UNMANAGED, else -errno
+ *     (the program's call fails with EBUSY).
+ * nonblock(fd, on)
+ *     O_NONBLOCK changed (fcntl F_SETFL, ioctl FIONBIO), after the kernel
+ *     call succeeded.
+ * ioctl(fd, request, arg)
+ *     Any ioctl but FIONBIO (FIONREAD/SIOCINQ, SIOCOUTQ, ...).
+ * getsockopt(fd, level, name, val, len), setsockopt(fd, level, name, val, len)
+ *     SDPSHIM_PASS, 0 or -errno.
+ * poll(fds, nfds, wait, wcap, nwait)
+ *     poll/ppoll/select/pselect over a set with MANAGED fds. fds is the
+ *     caller's whole set with every revents zeroed; the core sets revents of
+ *     the MANAGED entries only and returns how many it set non-zero (no
+ *     sleeping beyond its spin budget). It appends up to wcap pollfds to
+ *     sleep on to wait[] and sets *nwait (wcap >= 2 * MANAGED entries + 1).
+ *     The interposer then ppoll()s the kernel entries plus wait[] with the
+ *     caller's timeout and sigmask (timeout 0 when something is ready), and
+ *     calls poll again after a wake-up that readied no kernel entry.
+ *     SDPSHIM_PASS: the interposer polls the whole set in the kernel.
+ * epoll_ctl(epfd, op, fd, ev)
+ *     epfd or fd is CANDIDATE/MANAGED. SDPSHIM_PASS, 0 or -errno. The core
+ *     marks epfd MANAGED when its epoll_wait needs emulating.
+ * epoll_wait(epfd, ev, maxevents, nkernel)
+ *     epfd is MANAGED. nkernel < 0: before sleeping; return the number of
+ *     ready events written to ev (> 0), 0 to let the interposer sleep in the
+ *     kernel epoll_pwait on epfd, or -errno. nkernel >= 0: the kernel
+ *     returned nkernel events in ev; rewrite them (doorbells to socket
+ *     events) and return the final count; 0 sends the interposer back to
+ *     sleep for the rest of the timeout. SDPSHIM_PASS: a kernel epoll_wait.
+ * fork_prepare(kind), fork_parent(kind, pid)
+ *     Around fork()/posix_spawn() in the parent; pid < 0 is -errno.
+ * fork_child()
+ *     In a fork() child, before fork() returns. Written in C inside the core
+ *     library and async-signal-safe: the child must never enter the old Go
+ *     runtime (it hangs). It declines inherited streams (through their
+ *     shared memory, so the peer falls back to TCP without losing a byte)
+ *     and sets their fds UNMANAGED. Afterwards the interposer sets every
+ *     remaining non-UNMANAGED fd UNMANAGED and never calls the core again
+ *     in that process.
+ */
+#define SDPSHIM_CORE_ENTRY_POINTS(X)                                                       \
+	X(int, init, (struct sdpshim_host * host, char **envp))                               \
+	X(int, socket, (int fd, int domain, int type, int protocol))                          \
+	X(int, bind, (int fd, struct sockaddr *addr, socklen_t len))                          \
+	X(int, listen, (int fd, int backlog))                                                  \
+	X(int, accept, (int lfd, int fd, struct sockaddr *peer, socklen_t peerlen, int flags)) \
+	X(int, connect, (int fd, struct sockaddr *addr, socklen_t len, struct sdpshim_wait *w)) \
+	X(ssize_t, recv, (int fd, void *buf, size_t len, int flags, struct sdpshim_wait *w))  \
+	X(ssize_t, send, (int fd, void *buf, size_t len, int flags, struct sdpshim_wait *w))  \
+	X(ssize_t, recvmsg, (int fd, struct msghdr *msg, int flags, struct sdpshim_wait *w))  \
+	X(ssize_t, sendmsg, (int fd, struct msghdr *msg, int flags, struct sdpshim_wait *w))  \
+	X(ssize_t, sendfile,                                                                   \
+	  (int out_fd, int in_fd, off_t *offset, size_t count, struct sdpshim_wait *w))        \
+	X(ssize_t, splice,                                                                     \
+	  (int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,                 \
+	   unsigned int flags, struct sdpshim_wait *w))                                        \
+	X(int, shutdown, (int fd, int how))                                                    \
+	X(void, close, (int fd))                                                               \
+	X(int, dup, (int oldfd, int newfd))                                                    \
+	X(int, evict, (int fd))                                                                \
+	X(void, nonblock, (int fd, int on))                                                    \
+	X(int, ioctl, (int fd, unsigned long request, void *arg))                              \
+	X(int, getsockopt, (int fd, int level, int name, void *val, socklen_t *len))          \
+	X(int, setsockopt, (int fd, int level, int name, void *val, socklen_t len))           \
+	X(int, poll,                                                                           \
+	  (struct pollfd * fds, nfds_t nfds, struct pollfd *wait, nfds_t wcap, nfds_t *nwait)) \
+	X(int, epoll_ctl, (int epfd, int op, int fd, struct epoll_event *ev))                  \
+	X(int, epoll_wait, (int epfd, struct epoll_event *ev, int maxevents, int nkernel))     \
+	X(void, fork_prepare, (int kind))                                                      \
+	X(void, fork_parent, (int kind, pid_t pid))                                            \
+	X(void, fork_child, (void))
+
+/* Function types: sdpshim_core_<name>_fn. */
+#define SDPSHIM_CORE_TYPEDEF_(ret, name, params) typedef ret sdpshim_core_##name##_fn params;
+SDPSHIM_CORE_ENTRY_POINTS(SDPSHIM_CORE_TYPEDEF_)
+#undef SDPSHIM_CORE_TYPEDEF_
+
+/* Prototypes, for a C implementation of the core (tests, the fork_child
+ * hook); the Go core relies on cgo's export header instead. */
+#ifdef SDPSHIM_CORE_PROTOTYPES
+#define SDPSHIM_CORE_PROTO_(ret, name, params) ret sdpshim_core_##name params;
+SDPSHIM_CORE_ENTRY_POINTS(SDPSHIM_CORE_PROTO_)
+#undef SDPSHIM_CORE_PROTO_
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SDPSHIM_CORE_H */

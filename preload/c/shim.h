@@ -1,0 +1,337 @@
+/*
+ * shim.h - internals of libsdpshim.so shared by its source files.
+ *
+ * Layout of the library:
+ *   real.c      the real libc entry points: resolved once, first, with
+ *               dlsym(RTLD_NEXT); raw-syscall stand-ins until then
+ *   fdtable.c   one state byte per fd, lock-free reads
+ *   core.c      loading the Go core, Go-host detection, fallback counters
+ *   log.c       the interposer's own few log lines
+ *   sock.c      socket, bind, listen, accept, connect, options, names
+ *   recv.c      the receive side (read, recv, recvmsg, ..., the _chk ones)
+ *   send.c      the send side (write, send, sendmsg, ..., sendfile, splice)
+ *   wait.c      calling data hooks: errno, SIGPIPE, the SDPSHIM_WAIT loop
+ *   fd.c        close, close_range, closefrom, dup*, fcntl, ioctl
+ *   proc.c      fork, posix_spawn; vfork_x86_64.S, or the C vfork elsewhere
+ *   poll.c      poll, ppoll, select, pselect; epoll.c the epoll calls
+ *
+ * Nothing here calls an interposed name directly: every libc call goes
+ * through sdp_real, so the library never re-enters itself.
+ */
+#ifndef SDPSHIM_SHIM_H
+#define SDPSHIM_SHIM_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include "sdpshim_core.h"
+
+#define SDP_EXPORT __attribute__((visibility("default")))
+#define SDP_HIDDEN __attribute__((visibility("hidden")))
+#define SDP_TLS __thread __attribute__((tls_model("initial-exec")))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+/* ---- real libc entry points (real.c) ---------------------------------- */
+
+/* X(name, return type, (parameters), (arguments)) for every interposed libc
+ * function with a fixed parameter list; SDP_REAL_OTHER lists the variadic
+ * ones and closefrom (void), whose stand-ins are written out by hand. */
+#define SDP_REAL_FIXED(X)                                                                        \
+	X(socket, int, (int d, int t, int p), (d, t, p))                                           \
+	X(bind, int, (int fd, const struct sockaddr *a, socklen_t l), (fd, a, l))                  \
+	X(listen, int, (int fd, int b), (fd, b))                                                   \
+	X(accept, int, (int fd, struct sockaddr *a, socklen_t *l), (fd, a, l))                      \
+	X(accept4, int, (int fd, struct sockaddr *a, socklen_t *l, int f), (fd, a, l, f))           \
+	X(connect, int, (int fd, const struct sockaddr *a, socklen_t l), (fd, a, l))               \
+	X(read, ssize_t, (int fd, void *b, size_t n), (fd, b, n))                                  \
+	X(readv, ssize_t, (int fd, const struct iovec *v, int n), (fd, v, n))                      \
+	X(write, ssize_t, (int fd, const void *b, size_t n), (fd, b, n))                           \
+	X(writev, ssize_t, (int fd, const struct iovec *v, int n), (fd, v, n))                     \
+	X(send, ssize_t, (int fd, const void *b, size_t n, int f), (fd, b, n, f))                  \
+	X(sendto, ssize_t,                                                                         \
+	  (int fd, const void *b, size_t n, int f, const struct sockaddr *a, socklen_t l),          \
+	  (fd, b, n, f, a, l))                                                                     \
+	X(sendmsg, ssize_t, (int fd, const struct msghdr *m, int f), (fd, m, f))                   \
+	X(sendmmsg, int, (int fd, struct mmsghdr *v, unsigned int n, int f), (fd, v, n, f))        \
+	X(recv, ssize_t, (int fd, void *b, size_t n, int f), (fd, b, n, f))                        \
+	X(recvfrom, ssize_t, (int fd, void *b, size_t n, int f, struct sockaddr *a, socklen_t *l), \
+	  (fd, b, n, f, a, l))                                                                     \
+	X(recvmsg, ssize_t, (int fd, struct msghdr *m, int f), (fd, m, f))                         \
+	X(recvmmsg, int, (int fd, struct mmsghdr *v, unsigned int n, int f, struct timespec *t),   \
+	  (fd, v, n, f, t))                                                                        \
+	X(__read_chk, ssize_t, (int fd, void *b, size_t n, size_t bl), (fd, b, n, bl))             \
+	X(__recv_chk, ssize_t, (int fd, void *b, size_t n, size_t bl, int f), (fd, b, n, bl, f))   \
+	X(__recvfrom_chk, ssize_t,                                                                 \
+	  (int fd, void *b, size_t n, size_t bl, int f, struct sockaddr *a, socklen_t *l),          \
+	  (fd, b, n, bl, f, a, l))                                                                 \
+	X(close, int, (int fd), (fd))                                                              \
+	X(close_range, int, (unsigned int lo, unsigned int hi, int f), (lo, hi, f))                \
+	X(shutdown, int, (int fd, int how), (fd, how))                                             \
+	X(dup, int, (int fd), (fd))                                                                \
+	X(dup2, int, (int o, int n), (o, n))                                                       \
+	X(dup3, int, (int o, int n, int f), (o, n, f))                                             \
+	X(getsockopt, int, (int fd, int lv, int nm, void *v, socklen_t *l), (fd, lv, nm, v, l))    \
+	X(setsockopt, int, (int fd, int lv, int nm, const void *v, socklen_t l), (fd, lv, nm, v, l)) \
+	X(getsockname, int, (int fd, struct sockaddr *a, socklen_t *l), (fd, a, l))                \
+	X(getpeername, int, (int fd, struct sockaddr *a, socklen_t *l), (fd, a, l))                \
+	X(sendfile, ssize_t, (int o, int i, off_t *off, size_t n), (o, i, off, n))                 \
+	X(sendfile64, ssize_t, (int o, int i, off64_t *off, size_t n), (o, i, off, n))             \
+	X(splice, ssize_t, (int i, loff_t *oi, int o, loff_t *oo, size_t n, unsigned int f),       \
+	  (i, oi, o, oo, n, f))                                                                    \
+	X(fork, pid_t, (void), ())                                                                 \
+	X(posix_spawn, int,                                                                        \
+	  (pid_t *p, const char *f, const posix_spawn_file_actions_t *fa,                          \
+	   const posix_spawnattr_t *at, char *const av[], char *const ev[]),                       \
+	  (p, f, fa, at, av, ev))                                                                  \
+	X(posix_spawnp, int,                                                                       \
+	  (pid_t *p, const char *f, const posix_spawn_file_actions_t *fa,                          \
+	   const posix_spawnattr_t *at, char *const av[], char *const ev[]),                       \
+	  (p, f, fa, at, av, ev))                                                                  \
+	X(poll, int, (struct pollfd *fds, nfds_t n, int t), (fds, n, t))                           \
+	X(ppoll, int, (struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *m), \
+	  (fds, n, t, m))                                                                          \
+	X(__poll_chk, int, (struct pollfd *fds, nfds_t n, int t, size_t l), (fds, n, t, l))         \
+	X(__ppoll_chk, int,                                                                        \
+	  (struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *m, size_t l),   \
+	  (fds, n, t, m, l))                                                                       \
+	X(select, int, (int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t), (n, r, w, e, t)) \
+	X(pselect, int,                                                                            \
+	  (int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t, const sigset_t *m),   \
+	  (n, r, w, e, t, m))                                                                      \
+	X(epoll_create, int, (int n), (n))                                                         \
+	X(epoll_create1, int, (int f), (f))                                                        \
+	X(epoll_ctl, int, (int ep, int op, int fd, struct epoll_event *ev), (ep, op, fd, ev))      \
+	X(epoll_wait, int, (int ep, struct epoll_event *ev, int n, int t), (ep, ev, n, t))         \
+	X(epoll_pwait, int, (int ep, struct epoll_event *ev, int n, int t, const sigset_t *m),     \
+	  (ep, ev, n, t, m))                                                                       \
+	X(epoll_pwait2, int,                                                                       \
+	  (int ep, struct epoll_event *ev, int n, const struct timespec *t, const sigset_t *m),    \
+	  (ep, ev, n, t, m))
+
+#define SDP_REAL_OTHER(X)                                                                        \
+	X(closefrom, void, (int lowfd), ())                                                        \
+	X(fcntl, int, (int fd, int cmd, ...), ())                                                  \
+	X(fcntl64, int, (int fd, int cmd, ...), ())                                                \
+	X(ioctl, int, (int fd, unsigned long req, ...), ())
+
+#define SDP_REAL_FIELD_(name, ret, params, args) ret(*name) params;
+struct sdp_real {
+	SDP_REAL_FIXED(SDP_REAL_FIELD_)
+	SDP_REAL_OTHER(SDP_REAL_FIELD_)
+};
+#undef SDP_REAL_FIELD_
+
+/* The real functions. Until sdp_init() has run, each pointer is a stub that
+ * runs it (or, re-entered from inside it, makes the raw system call). */
+SDP_HIDDEN extern struct sdp_real sdp_real;
+
+/* Resolves every real entry point, once, from any thread (idempotent). */
+SDP_HIDDEN void sdp_init(void);
+/* The raw-syscall stand-ins, also used for symbols an older libc lacks. */
+SDP_HIDDEN extern const struct sdp_real sdp_sys;
+
+/* ---- thread-local state --------------------------------------------------- */
+
+/* > 0 while this thread is inside the core or the library's own code: every
+ * interposed call goes straight to libc. */
+SDP_HIDDEN extern SDP_TLS int sdp_guard;
+/* 1 in a vfork child (which runs on its parent's thread and TLS); set and
+ * restored by vfork itself. A vfork child only passes through: it writes no
+ * table entry and never loads or enters the core. */
+SDP_HIDDEN extern SDP_TLS int sdp_vfork_child;
+
+static inline int sdp_passthrough(void) { return sdp_guard | sdp_vfork_child; }
+static inline void sdp_guard_enter(void) { sdp_guard++; }
+static inline void sdp_guard_leave(void) { sdp_guard--; }
+
+/* ---- fd table (fdtable.c) ----------------------------------------------- */
+
+/* One state byte per fd, in chunks of SDP_FD_CHUNK fds allocated (mmap) the
+ * first time an fd of their range gets a state, found through a fixed
+ * directory that covers every fd number the kernel can hand out (fs.nr_open
+ * is at most INT_MAX). A chunk, once published, is never moved or freed, so
+ * reads take no lock and writes are single atomic byte stores: no lock, no
+ * copy, safe from signal handlers and across fork. Untouched ranges cost no
+ * memory; RLIMIT_NOFILE can be raised at any time. */
+#define SDP_FD_CHUNK_SHIFT 16
+#define SDP_FD_CHUNK (1u << SDP_FD_CHUNK_SHIFT)
+#define SDP_FD_DIR (1u << (31 - SDP_FD_CHUNK_SHIFT))
+
+SDP_HIDDEN extern unsigned char *sdp_fd_dir[SDP_FD_DIR];
+/* Number of fds whose state is MANAGED or PROTECTED: 0 lets poll, select
+ * and epoll_wait go to the kernel without looking at their sets. */
+SDP_HIDDEN extern unsigned long sdp_fd_special;
+/* Highest fd ever given a non-UNMANAGED state, -1 when none. */
+SDP_HIDDEN extern int sdp_fd_hi;
+
+static inline int sdp_fd_state(int fd)
+{
+	unsigned int i = (unsigned int)fd >> SDP_FD_CHUNK_SHIFT;
+	if (i >= SDP_FD_DIR) /* fd < 0 */
+		return SDPSHIM_FD_UNMANAGED;
+	const unsigned char *c = __atomic_load_n(&sdp_fd_dir[i], __ATOMIC_ACQUIRE);
+	if (c == NULL)
+		return SDPSHIM_FD_UNMANAGED;
+	return __atomic_load_n(&c[(unsigned int)fd & (SDP_FD_CHUNK - 1)], __ATOMIC_RELAXED);
+}
+
+/* The hot-path test: an fd nobody has marked goes straight to libc. */
+static inline int sdp_fd_plain(int fd) { return sdp_fd_state(fd) == SDPSHIM_FD_UNMANAGED; }
+
+static inline int sdp_fd_any_special(void)
+{
+	return __atomic_load_n(&sdp_fd_special, __ATOMIC_RELAXED) != 0;
+}
+
+static inline int sdp_fd_is_special(int state)
+{
+	return state == SDPSHIM_FD_MANAGED || state == SDPSHIM_FD_PROTECTED;
+}
+
+/* Sets the state of fd: 0, -EBADF or -ENOMEM. */
+SDP_HIDDEN int sdp_fd_set(int fd, int state);
+/* Sets a fresh fd (just returned by socket, accept, dup, ...) to state,
+ * clearing whatever an fd of that number left behind when it was closed out
+ * of our sight (fclose of an fdopen()ed socket, a raw close syscall). */
+static inline void sdp_fd_fresh(int fd, int state)
+{
+	if (state != SDPSHIM_FD_UNMANAGED || !sdp_fd_plain(fd))
+		sdp_fd_set(fd, state);
+}
+/* Fork child: every non-UNMANAGED fd set UNMANAGED; returns how many were
+ * CANDIDATE or MANAGED. */
+SDP_HIDDEN unsigned long sdp_fd_forget_all(void);
+
+/* ---- the core (core.c) ---------------------------------------------------- */
+
+enum sdp_core_state {
+	SDP_CORE_UNLOADED = 0, /* not tried yet */
+	SDP_CORE_LOADING = 1,  /* one thread is loading it */
+	SDP_CORE_READY = 2,    /* loaded and running: hooks may be called */
+	SDP_CORE_OFF = 3,      /* never (again) in this process */
+};
+
+#define SDP_CORE_FIELD_(ret, name, params) sdpshim_core_##name##_fn *name;
+struct sdp_core {
+	SDPSHIM_CORE_ENTRY_POINTS(SDP_CORE_FIELD_)
+};
+#undef SDP_CORE_FIELD_
+
+SDP_HIDDEN extern struct sdp_core sdp_core;
+SDP_HIDDEN extern int sdp_core_state;
+
+static inline int sdp_core_ready(void)
+{
+	return __atomic_load_n(&sdp_core_state, __ATOMIC_ACQUIRE) == SDP_CORE_READY;
+}
+
+/* Loads the core if it was never tried (waiting up to 2 s for another thread
+ * that is loading it); returns 1 when it is ready. */
+SDP_HIDDEN int sdp_core_acquire(void);
+/* Why the core is off (enum sdpshim_reason), 0 while it is not. */
+SDP_HIDDEN int sdp_core_off_reason(void);
+SDP_HIDDEN void sdp_fallback_count(int reason);
+/* Fork child of a process whose core was loading or running. */
+SDP_HIDDEN void sdp_core_atfork_child(void);
+/* Absolute path of this library, computed by the constructor. */
+SDP_HIDDEN void sdp_core_note_self(void);
+
+/* Enter/leave the core around one hook call. */
+#define SDP_CORE_CALL(expr)                                                                      \
+	({                                                                                            \
+		sdp_guard_enter();                                                                    \
+		__typeof__(expr) r_ = (expr);                                                          \
+		sdp_guard_leave();                                                                    \
+		r_;                                                                                   \
+	})
+
+/* The same for a hook returning nothing. */
+#define SDP_CORE_DO(expr)                                                                        \
+	do {                                                                                         \
+		sdp_guard_enter();                                                                    \
+		(expr);                                                                               \
+		sdp_guard_leave();                                                                    \
+	} while (0)
+
+/* How a call on fd is routed. */
+enum sdp_route { SDP_ROUTE_REAL, SDP_ROUTE_CORE, SDP_ROUTE_BADF };
+
+static inline int sdp_route(int fd)
+{
+	int s = sdp_fd_state(fd);
+	if (s == SDPSHIM_FD_UNMANAGED || sdp_passthrough())
+		return SDP_ROUTE_REAL;
+	if (s == SDPSHIM_FD_PROTECTED)
+		return SDP_ROUTE_BADF;
+	return sdp_core_ready() ? SDP_ROUTE_CORE : SDP_ROUTE_REAL;
+}
+
+/* Route for a call on two fds: BADF if either is protected, CORE if either
+ * goes to the core. */
+static inline int sdp_route2(int a, int b)
+{
+	int ra = sdp_route(a), rb = sdp_route(b);
+	if (ra == SDP_ROUTE_BADF || rb == SDP_ROUTE_BADF)
+		return SDP_ROUTE_BADF;
+	return ra == SDP_ROUTE_CORE || rb == SDP_ROUTE_CORE ? SDP_ROUTE_CORE : SDP_ROUTE_REAL;
+}
+
+/* In a slow path: returns real_call or EBADF unless route is CORE. */
+#define SDP_ROUTE_OR(route, real_call)                                                           \
+	switch (route) {                                                                          \
+	case SDP_ROUTE_REAL:                                                                      \
+		return real_call;                                                                 \
+	case SDP_ROUTE_BADF:                                                                      \
+		return sdp_fail(EBADF);                                                           \
+	}
+
+#define SDP_COLD __attribute__((noinline, cold))
+
+/* ---- calling the core's data hooks (wait.c) ---------------------------------- */
+
+/* Each calls its hook until it answers something else than SDPSHIM_WAIT,
+ * sleeping in between as it says, and returns the hook's result with the
+ * progress of earlier rounds added (SDPSHIM_PASS only when nothing moved). */
+SDP_HIDDEN long sdp_core_recv(int fd, void *buf, size_t n, int flags);
+SDP_HIDDEN long sdp_core_send(int fd, const void *buf, size_t n, int flags);
+SDP_HIDDEN long sdp_core_recvmsg(int fd, struct msghdr *m, int flags);
+SDP_HIDDEN long sdp_core_sendmsg(int fd, const struct msghdr *m, int flags);
+SDP_HIDDEN long sdp_core_sendfile(int out, int in, off_t *off, size_t n);
+SDP_HIDDEN long sdp_core_splice(int in, loff_t *oi, int out, loff_t *oo, size_t n, unsigned int flags);
+
+/* ---- helpers (wait.c, core.c, log.c) ------------------------------------------ */
+
+/* Sleeps as *w says; 0, or EINTR when a signal handler interrupted it. */
+SDP_HIDDEN int sdp_wait(const struct sdpshim_wait *w);
+/* Turns a hook result into a libc result: sets errno from -errno, raises
+ * SIGPIPE on -EPIPE when sigpipe is set. SDPSHIM_PASS must be handled before. */
+SDP_HIDDEN long sdp_result(long r, int sigpipe);
+/* -1 with errno set to err. */
+SDP_HIDDEN long sdp_fail(int err);
+
+/* Monotonic clock in ns (vDSO, no system call). */
+SDP_HIDDEN int64_t sdp_now_ns(void);
+
+enum sdp_log_level { SDP_LOG_OFF, SDP_LOG_ERROR, SDP_LOG_WARN, SDP_LOG_INFO, SDP_LOG_DEBUG };
+SDP_HIDDEN void sdp_log_setup(void);
+SDP_HIDDEN void sdp_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A configuration problem: logged at error level, or to stderr when the log
+ * level is below error, so a typo never silently turns the shim off. */
+SDP_HIDDEN void sdp_report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif /* SDPSHIM_SHIM_H */

@@ -1,0 +1,251 @@
+/*
+ * sock.c - socket, bind, listen, accept, accept4, connect, shutdown,
+ * getsockopt, setsockopt, getsockname, getpeername.
+ *
+ * socket() is where the core gets loaded: on the first AF_INET/AF_INET6
+ * SOCK_STREAM socket (protocol 0 or IPPROTO_TCP) of the process. Every
+ * other socket is created by libc and left alone.
+ */
+#include "shim.h"
+
+#include <netinet/in.h>
+#include <string.h>
+
+static int sdp_is_tcp(int domain, int type, int protocol)
+{
+	return (domain == AF_INET || domain == AF_INET6) && (type & 0xf) == SOCK_STREAM &&
+	       (protocol == 0 || protocol == IPPROTO_TCP);
+}
+
+static int sdp_valid_state(int s) { return s >= SDPSHIM_FD_UNMANAGED && s <= SDPSHIM_FD_MANAGED; }
+
+static SDP_COLD int socket_tcp(int fd, int domain, int type, int protocol)
+{
+	if (sdp_passthrough()) {
+		if (sdp_vfork_child)
+			sdp_fallback_count(SDPSHIM_REASON_VFORK_CHILD);
+		else
+			sdp_fd_fresh(fd, SDPSHIM_FD_UNMANAGED); /* the core's own socket */
+		return fd;
+	}
+	if (!sdp_core_acquire()) {
+		int reason = sdp_core_off_reason();
+		sdp_fallback_count(reason ? reason : SDPSHIM_REASON_CORE_BUSY);
+		sdp_fd_fresh(fd, SDPSHIM_FD_UNMANAGED);
+		return fd;
+	}
+	int saved = errno;
+	int st = SDP_CORE_CALL(sdp_core.socket(fd, domain, type, protocol));
+	sdp_fd_fresh(fd, sdp_valid_state(st) ? st : SDPSHIM_FD_UNMANAGED);
+	errno = saved;
+	return fd;
+}
+
+SDP_EXPORT int socket(int domain, int type, int protocol)
+{
+	int fd = sdp_real.socket(domain, type, protocol);
+	if (fd < 0)
+		return fd;
+	if (unlikely(sdp_is_tcp(domain, type, protocol)))
+		return socket_tcp(fd, domain, type, protocol);
+	sdp_fd_fresh(fd, SDPSHIM_FD_UNMANAGED);
+	return fd;
+}
+
+static SDP_COLD int bind_slow(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	switch (sdp_route(fd)) {
+	case SDP_ROUTE_REAL:
+		return sdp_real.bind(fd, addr, len);
+	case SDP_ROUTE_BADF:
+		return (int)sdp_fail(EBADF);
+	}
+	int r = SDP_CORE_CALL(sdp_core.bind(fd, (struct sockaddr *)addr, len));
+	return r == SDPSHIM_PASS ? sdp_real.bind(fd, addr, len) : (int)sdp_result(r, 0);
+}
+
+SDP_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	if (likely(sdp_fd_plain(fd)))
+		return sdp_real.bind(fd, addr, len);
+	return bind_slow(fd, addr, len);
+}
+
+static SDP_COLD int listen_slow(int fd, int backlog)
+{
+	switch (sdp_route(fd)) {
+	case SDP_ROUTE_REAL:
+		return sdp_real.listen(fd, backlog);
+	case SDP_ROUTE_BADF:
+		return (int)sdp_fail(EBADF);
+	}
+	int r = SDP_CORE_CALL(sdp_core.listen(fd, backlog));
+	return r == SDPSHIM_PASS ? sdp_real.listen(fd, backlog) : (int)sdp_result(r, 0);
+}
+
+SDP_EXPORT int listen(int fd, int backlog)
+{
+	if (likely(sdp_fd_plain(fd)))
+		return sdp_real.listen(fd, backlog);
+	return listen_slow(fd, backlog);
+}
+
+/* accept on a CANDIDATE or MANAGED listener: the kernel accepts (blocking
+ * there, with the kernel's signal and cancellation semantics), then the core
+ * decides what the new fd is, knowing the peer address without a syscall. */
+static SDP_COLD int accept_slow(int lfd, struct sockaddr *addr, socklen_t *len, int flags, int is4)
+{
+	switch (sdp_route(lfd)) {
+	case SDP_ROUTE_REAL: {
+		int fd = is4 ? sdp_real.accept4(lfd, addr, len, flags) : sdp_real.accept(lfd, addr, len);
+		if (fd >= 0)
+			sdp_fd_fresh(fd, SDPSHIM_FD_UNMANAGED);
+		return fd;
+	}
+	case SDP_ROUTE_BADF:
+		return (int)sdp_fail(EBADF);
+	}
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	int fd = is4 ? sdp_real.accept4(lfd, (struct sockaddr *)&ss, &sl, flags)
+		     : sdp_real.accept(lfd, (struct sockaddr *)&ss, &sl);
+	if (fd < 0)
+		return fd;
+	if (addr != NULL && len != NULL) { /* truncate, report the full length */
+		memcpy(addr, &ss, *len < sl ? *len : sl);
+		*len = sl;
+	}
+	int saved = errno;
+	int st = SDP_CORE_CALL(sdp_core.accept(lfd, fd, (struct sockaddr *)&ss, sl, is4 ? flags : 0));
+	sdp_fd_fresh(fd, sdp_valid_state(st) ? st : SDPSHIM_FD_UNMANAGED);
+	errno = saved;
+	return fd;
+}
+
+SDP_EXPORT int accept(int lfd, struct sockaddr *restrict addr, socklen_t *restrict len)
+{
+	if (likely(sdp_fd_plain(lfd))) {
+		int fd = sdp_real.accept(lfd, addr, len);
+		if (fd >= 0)
+			sdp_fd_fresh(fd, SDPSHIM_FD_UNMANAGED);
+		return fd;
+	}
+	return accept_slow(lfd, addr, len, 0, 0);
+}
+
+SDP_EXPORT int accept4(int lfd, struct sockaddr *restrict addr, socklen_t *restrict len, int flags)
+{
+	if (likely(sdp_fd_plain(lfd))) {
+		int fd = sdp_real.accept4(lfd, addr, len, flags);
+		if (fd >= 0)
+			sdp_fd_fresh(fd, SDPSHIM_FD_UNMANAGED);
+		return fd;
+	}
+	return accept_slow(lfd, addr, len, flags, 1);
+}
+
+static long core_connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	struct sdpshim_wait w;
+	for (;;) {
+		memset(&w, 0, sizeof w);
+		long r = SDP_CORE_CALL(sdp_core.connect(fd, (struct sockaddr *)addr, len, &w));
+		if (r != SDPSHIM_WAIT)
+			return r;
+		int e = sdp_wait(&w);
+		if (e != 0)
+			return -e;
+	}
+}
+
+static SDP_COLD int connect_slow(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	switch (sdp_route(fd)) {
+	case SDP_ROUTE_REAL:
+		return sdp_real.connect(fd, addr, len);
+	case SDP_ROUTE_BADF:
+		return (int)sdp_fail(EBADF);
+	}
+	long r = core_connect(fd, addr, len);
+	return r == SDPSHIM_PASS ? sdp_real.connect(fd, addr, len) : (int)sdp_result(r, 0);
+}
+
+SDP_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	if (likely(sdp_fd_plain(fd)))
+		return sdp_real.connect(fd, addr, len);
+	return connect_slow(fd, addr, len);
+}
+
+static SDP_COLD int shutdown_slow(int fd, int how)
+{
+	switch (sdp_route(fd)) {
+	case SDP_ROUTE_REAL:
+		return sdp_real.shutdown(fd, how);
+	case SDP_ROUTE_BADF:
+		return (int)sdp_fail(EBADF);
+	}
+	int r = SDP_CORE_CALL(sdp_core.shutdown(fd, how));
+	return r == SDPSHIM_PASS ? sdp_real.shutdown(fd, how) : (int)sdp_result(r, 0);
+}
+
+SDP_EXPORT int shutdown(int fd, int how)
+{
+	if (likely(sdp_fd_plain(fd)))
+		return sdp_real.shutdown(fd, how);
+	return shutdown_slow(fd, how);
+}
+
+static SDP_COLD int getsockopt_slow(int fd, int level, int name, void *val, socklen_t *len)
+{
+	switch (sdp_route(fd)) {
+	case SDP_ROUTE_REAL:
+		return sdp_real.getsockopt(fd, level, name, val, len);
+	case SDP_ROUTE_BADF:
+		return (int)sdp_fail(EBADF);
+	}
+	int r = SDP_CORE_CALL(sdp_core.getsockopt(fd, level, name, val, len));
+	return r == SDPSHIM_PASS ? sdp_real.getsockopt(fd, level, name, val, len) : (int)sdp_result(r, 0);
+}
+
+SDP_EXPORT int getsockopt(int fd, int level, int name, void *restrict val, socklen_t *restrict len)
+{
+	if (likely(sdp_fd_plain(fd)))
+		return sdp_real.getsockopt(fd, level, name, val, len);
+	return getsockopt_slow(fd, level, name, val, len);
+}
+
+static SDP_COLD int setsockopt_slow(int fd, int level, int name, const void *val, socklen_t len)
+{
+	switch (sdp_route(fd)) {
+	case SDP_ROUTE_REAL:
+		return sdp_real.setsockopt(fd, level, name, val, len);
+	case SDP_ROUTE_BADF:
+		return (int)sdp_fail(EBADF);
+	}
+	int r = SDP_CORE_CALL(sdp_core.setsockopt(fd, level, name, (void *)val, len));
+	return r == SDPSHIM_PASS ? sdp_real.setsockopt(fd, level, name, val, len) : (int)sdp_result(r, 0);
+}
+
+SDP_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+	if (likely(sdp_fd_plain(fd)))
+		return sdp_real.setsockopt(fd, level, name, val, len);
+	return setsockopt_slow(fd, level, name, val, len);
+}
+
+/* The kernel socket stays open and connected beside an accelerated stream,
+ * so the kernel's names are exact: no hook. */
+SDP_EXPORT int getsockname(int fd, struct sockaddr *restrict addr, socklen_t *restrict len)
+{
+	if (unlikely(sdp_route(fd) == SDP_ROUTE_BADF))
+		return (int)sdp_fail(EBADF);
+	return sdp_real.getsockname(fd, addr, len);
+}
+
+SDP_EXPORT int getpeername(int fd, struct sockaddr *restrict addr, socklen_t *restrict len)
+{
+	if (unlikely(sdp_route(fd) == SDP_ROUTE_BADF))
+		return (int)sdp_fail(EBADF);
+	return sdp_real.getpeername(fd, addr, len);
+}

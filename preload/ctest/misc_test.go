@@ -1,0 +1,128 @@
+package ctest
+
+import (
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestMisc runs each one-shot check of testdata/misc.c in each set-up, and
+// checks with the fake core that the calls took the expected hooks.
+func TestMisc(t *testing.T) {
+	b := artefacts(t)
+	for _, cmd := range []string{"files", "fcntl", "dup", "closerange", "fork", "vfork", "spawn", "sigpipe", "udp"} {
+		for _, s := range setups {
+			t.Run(cmd+"/"+string(s), func(t *testing.T) {
+				log := filepath.Join(t.TempDir(), "fake.log")
+				r := runProg(t, b.env(s, log, "MISC_RDCAP=97"), b.misc, cmd)
+				if r.err != nil || strings.TrimSpace(r.stdout) != "ok "+cmd {
+					t.Fatalf("misc %s: %v\nstdout: %s\nstderr: %s", cmd, r.err, r.stdout, r.stderr)
+				}
+				if s != fakecore {
+					return
+				}
+				lg := fakeLog(t, log)
+				for ev, n := range miscHooks[cmd] {
+					if got := len(events(lg, ev)); got < n || (n == 0 && got != 0) {
+						t.Errorf("%d %q events, want %s\n%s", got, ev, atLeast(n), lg)
+					}
+				}
+				if cmd == "vfork" || cmd == "spawn" {
+					if pids := pidsOf(lg); len(pids) != 1 {
+						t.Errorf("a child entered the core (pids %v)\n%s", pids, lg)
+					}
+				}
+				if cmd == "fork" {
+					checkForkChild(t, lg)
+				}
+			})
+		}
+	}
+}
+
+// miscHooks: for each check, fake-core events it must show at least n
+// times (n == 0: never).
+var miscHooks = map[string]map[string]int{
+	"files":      {"init": 1, "sendfile": 1, "splice": 1},
+	"fcntl":      {"nonblock": 4, "dup": 2, "fionread": 1},
+	"dup":        {"dup": 4, "close": 5},
+	"closerange": {"close": 3},
+	"fork":       {"fork_prepare": 1, "fork_parent": 1, "fork_child": 1},
+	"vfork":      {"init": 1, "close": 0, "fork_prepare": 0},
+	"spawn":      {"fork_prepare": 4, "fork_parent": 4},
+	"sigpipe":    {"init": 1},
+	"udp":        {"init": 0},
+}
+
+func atLeast(n int) string {
+	if n == 0 {
+		return "none"
+	}
+	return "at least " + strconv.Itoa(n)
+}
+
+func pidsOf(log string) map[string]bool {
+	pids := map[string]bool{}
+	for _, line := range strings.Split(log, "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			pids[f[0]] = true
+		}
+	}
+	return pids
+}
+
+// checkForkChild: after fork_child, the child never called the core again
+// (its new connection stayed on kernel TCP).
+func checkForkChild(t *testing.T, log string) {
+	t.Helper()
+	child := strings.Fields(events(log, "fork_child")[0])[0]
+	for _, line := range strings.Split(log, "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == child && f[1] != "fork_child" {
+			t.Errorf("the fork child called the core after fork_child: %s", line)
+		}
+	}
+}
+
+// TestSigpipeKills: a write to a closed connection with SIGPIPE at its
+// default disposition kills the program, with or without the shim.
+func TestSigpipeKills(t *testing.T) {
+	b := artefacts(t)
+	for _, s := range setups {
+		t.Run(string(s), func(t *testing.T) {
+			r := runProg(t, b.env(s, filepath.Join(t.TempDir(), "fake.log"), "MISC_DIE=1"), b.misc, "sigpipe")
+			var ee *exec.ExitError
+			if !errors.As(r.err, &ee) {
+				t.Fatalf("want death by SIGPIPE, got %v\n%s%s", r.err, r.stdout, r.stderr)
+			}
+			ws := ee.Sys().(syscall.WaitStatus)
+			if !ws.Signaled() || ws.Signal() != syscall.SIGPIPE {
+				t.Errorf("want death by SIGPIPE, got %v", ws)
+			}
+		})
+	}
+}
+
+// TestProtected: the fake core keeps a pipe at fds 100 and 101, PROTECTED.
+// The program's close, close_range, read, write, fcntl, poll and select on
+// them fail or skip them as for fds that are not open, and dup2 onto one
+// makes the core move it (to 200).
+func TestProtected(t *testing.T) {
+	b := artefacts(t)
+	log := filepath.Join(t.TempDir(), "fake.log")
+	r := runProg(t, b.env(fakecore, log), b.misc, "protected")
+	if r.err != nil || strings.TrimSpace(r.stdout) != "ok protected" {
+		t.Fatalf("misc protected: %v\n%s%s", r.err, r.stdout, r.stderr)
+	}
+	lg := fakeLog(t, log)
+	checks := events(lg, "protected")
+	if len(events(lg, "evict")) != 1 || len(checks) == 0 || !strings.HasSuffix(checks[len(checks)-1], "protected ok 200 101") {
+		t.Errorf("protected fds not kept intact:\n%s", lg)
+	}
+	if strings.Contains(lg, "broken") {
+		t.Errorf("a protected fd was broken:\n%s", lg)
+	}
+}

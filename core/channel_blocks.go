@@ -1,0 +1,16 @@
+package core
+
+// BlockCounter is implemented by transports whose sending side knows
+// which stream holds each of the receiver's blocks (the status-byte
+// channel). The channel uses it to cap the blocks one stream may hold, so
+// that a stream whose reader stopped cannot take every block.
+type BlockCounter interface {
+	// Blocks returns the number of blocks the receiver has.
+	Blocks() int
+	// Held returns how many blocks of stream the receiver had not released
+	// at the last view refresh (or that were written since).
+	Held(stream uint32) int
+	// Refresh updates the sender's view of the receiver now (one status
+	// READ). An error is final, as for TrySend.
+	Refresh() error
+}

@@ -1,0 +1,160 @@
+package core_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sdpshim/sdpshim/core"
+)
+
+const testBells = 2
+
+// bellPair establishes a link and puts Bells on both sides: boards at
+// offset 0 of each side's region, a counter word at offset 512.
+func bellPair(t *testing.T) (a, b *linkSide, ba, bb *core.Bells) {
+	t.Helper()
+	a, b, errA, errB := establishPair(t, testSetupConfig(), testSetupConfig())
+	if errA != nil || errB != nil {
+		t.Fatalf("Establish: %v / %v", errA, errB)
+	}
+	mk := func(s *linkSide) *core.Bells {
+		n := core.BellBoardSize(testBells)
+		peer := s.peer
+		peer.Len = uint64(n)
+		bells, err := core.NewBells(core.BellConfig{
+			Link: s.link, Bells: testBells, Board: s.region.Bytes()[:n], PeerBoard: peer,
+			Scratch: s.scratch, ScratchOff: 0,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { bells.Close() })
+		return bells
+	}
+	return a, b, mk(a), mk(b)
+}
+
+// bump adds one to the counter word in the peer's region, visibly.
+func bump(t *testing.T, s *linkSide, v uint64) {
+	binary.LittleEndian.PutUint64(s.scratch.Bytes()[64:], v)
+	wr := &core.SendRequest{Op: core.OpWrite, SGEs: []core.SGE{{Key: s.scratch.LocalKey(), Offset: 64, Length: 8}},
+		RemoteAddr: s.peer.At(512), RemoteKey: s.peer.Key}
+	if err := s.link.PostData(wr, true); err != nil {
+		t.Error(err)
+	}
+}
+
+func counter(s *linkSide) uint64 { return core.Uint64At(s.region.Bytes(), 512).Load() }
+
+func TestDoorbellUnarmedTimesOut(t *testing.T) {
+	_, _, ba, bb := bellPair(t)
+	if err := bb.Ring(0); err != nil {
+		t.Fatal(err)
+	}
+	h := ba.Doorbell(0)
+	if err := h.Arm(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Sleep(time.Now().Add(30 * time.Millisecond)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Sleep without a ring: %v", err)
+	}
+}
+
+func TestDoorbellRingWakesAllSleepers(t *testing.T) {
+	_, _, ba, bb := bellPair(t)
+	var armed, woke sync.WaitGroup
+	errs := make(chan error, 3)
+	for i := 0; i < 3; i++ {
+		armed.Add(1)
+		woke.Add(1)
+		go func() {
+			defer woke.Done()
+			h := ba.Doorbell(1)
+			err := h.Arm()
+			armed.Done()
+			if err == nil {
+				err = h.Sleep(time.Now().Add(10 * time.Second))
+			}
+			errs <- err
+		}()
+	}
+	armed.Wait()
+	if err := bb.Ring(0); err != nil { // the other bell: nobody wakes
+		t.Fatal(err)
+	}
+	if err := bb.Ring(1); err != nil {
+		t.Fatal(err)
+	}
+	woke.Wait()
+	for i := 0; i < 3; i++ {
+		if err := <-errs; err != nil {
+			t.Errorf("sleeper %d: %v", i, err)
+		}
+	}
+}
+
+// TestDoorbellNoLostWakeup runs many arm/check/sleep rounds against a
+// peer that makes progress and rings at random moments; a lost wakeup
+// shows as a deadline error.
+func TestDoorbellNoLostWakeup(t *testing.T) {
+	a, b, ba, bb := bellPair(t)
+	const rounds = 3000
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for v := uint64(1); v <= rounds; v++ {
+			for counter(a) < v-1 { // wait for the sleeper's acknowledgement
+				if t.Failed() {
+					return
+				}
+			}
+			bump(t, a, v)
+			if err := ba.Ring(0); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	w := core.NewWaiter(core.EventPolicy{})
+	for v := uint64(1); v <= rounds; v++ {
+		err := w.Wait(func() bool { return counter(b) >= v }, bb.Doorbell(0), time.Now().Add(10*time.Second))
+		if err != nil {
+			t.Fatalf("round %d: %v", v, err)
+		}
+		bump(t, b, v) // acknowledge in a's region
+	}
+	<-done
+	if s := w.Stats(); s.Sleeps == 0 {
+		t.Logf("waiter never slept: %+v", s)
+	}
+}
+
+func TestDoorbellCloseEndsSleepers(t *testing.T) {
+	_, _, ba, bb := bellPair(t)
+	local, remote := make(chan error, 1), make(chan error, 1)
+	for _, x := range []struct {
+		bells *core.Bells
+		ch    chan error
+	}{{ba, local}, {bb, remote}} {
+		h := x.bells.Doorbell(0)
+		if err := h.Arm(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { x.ch <- h.Sleep(time.Now().Add(10 * time.Second)) }()
+	}
+	time.Sleep(10 * time.Millisecond) // let both reach the poll (not required for correctness)
+	ba.Close()
+	if err := <-local; !errors.Is(err, core.ErrClosed) {
+		t.Errorf("local sleeper: %v, want ErrClosed", err)
+	}
+	if err := <-remote; !errors.Is(err, core.ErrPeerGone) {
+		t.Errorf("peer's sleeper: %v, want ErrPeerGone", err)
+	}
+	if !bb.PeerClosed() {
+		t.Error("peer does not see the closed word")
+	}
+}

@@ -1,0 +1,209 @@
+package core_test
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/shm"
+	"github.com/sdpshim/sdpshim/core/statusbyte"
+)
+
+// Cross-process channel tests re-execute the test binary as the peer: the
+// environment names its role and fd 3 is its end of the setup socket. The
+// peer exits when its channel ends (the test closes its side, or kills
+// it).
+
+const muxPeerEnv = "SDPSHIM_CORE_MUX_PEER"
+
+var peerTransport = statusbyte.Config{Blocks: 16, BlockSize: 4096, Flow: "testcredit"}
+
+// benchTransport is the benchmarks' transport: 64 blocks of 64 KiB.
+var benchTransport = statusbyte.Config{Blocks: 64, BlockSize: 64 << 10, Flow: "open"}
+
+// roleConfig returns the transport and channel configuration of a role:
+// "bench-*:MODE" roles use benchTransport, openFlow and wait mode MODE.
+func roleConfig(role string) (statusbyte.Config, core.ChannelConfig) {
+	if name, mode, ok := strings.Cut(role, ":"); ok && strings.HasPrefix(name, "bench-") {
+		return benchTransport, core.ChannelConfig{NewFlow: newOpenFlow, NewPolicy: policyOf(mode)}
+	}
+	return peerTransport, core.ChannelConfig{NewFlow: newCreditFlow(6, true)}
+}
+
+// policyOf returns a constructor of wait policies of mode.
+func policyOf(mode string) func() core.WaitPolicy {
+	return func() core.WaitPolicy {
+		p, err := core.NewWaitPolicy(mode, core.DefaultPollParams())
+		if err != nil {
+			panic(err)
+		}
+		return p
+	}
+}
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(muxPeerEnv); role != "" {
+		os.Exit(runMuxPeer(role))
+	}
+	os.Exit(m.Run())
+}
+
+// startMuxPeer starts the peer in role and returns this side's channel
+// and transport, and the peer process.
+func startMuxPeer(t testing.TB, role string) (*core.Channel, *statusbyte.Transport, *exec.Cmd) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), muxPeerEnv+"="+role)
+	cmd.ExtraFiles = []*os.File{os.NewFile(uintptr(fds[1]), "setup")}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.ExtraFiles[0].Close()
+	p, err := shm.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, cfg := roleConfig(role)
+	tr, err := statusbyte.Open(p, fds[0], tc, time.Now().Add(muxDeadline))
+	unix.Close(fds[0])
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal(err)
+	}
+	cfg.Initiator = tr.Initiator()
+	ch, err := core.NewChannel(tr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ch.Close()
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(muxDeadline):
+			cmd.Process.Kill()
+			<-done
+			t.Errorf("peer %q did not exit after the channel closed", role)
+		}
+		p.Close()
+	})
+	return ch, tr, cmd
+}
+
+// runMuxPeer is the peer process's main.
+func runMuxPeer(role string) int {
+	fail := func(err error) int {
+		fmt.Fprintf(os.Stderr, "mux peer %s: %v\n", role, err)
+		return 2
+	}
+	p, err := shm.Open()
+	if err != nil {
+		return fail(err)
+	}
+	tc, cfg := roleConfig(role)
+	tr, err := statusbyte.Open(p, 3, tc, time.Now().Add(muxDeadline))
+	if err != nil {
+		return fail(err)
+	}
+	if act, ok := rawRoles[role]; ok { // speaks to the transport directly
+		act(tr)
+		waitEnd(tr)
+		return 0
+	}
+	cfg.Initiator = tr.Initiator()
+	ch, err := core.NewChannel(tr, cfg)
+	if err != nil {
+		return fail(err)
+	}
+	name, _, _ := strings.Cut(role, ":")
+	switch name {
+	case "bench-sink":
+		return benchSink(ch)
+	case "echo", "bench-echo":
+		for {
+			s, err := ch.Accept(time.Time{})
+			if err != nil {
+				return 0 // the test closed the channel
+			}
+			go func() {
+				io.Copy(s, s)
+				s.Close()
+			}()
+		}
+	case "flood":
+		s, err := ch.Open()
+		if err != nil {
+			return fail(err)
+		}
+		buf := make([]byte, 64<<10)
+		for {
+			if _, err := s.Write(buf); err != nil {
+				return 0
+			}
+		}
+	}
+	return fail(fmt.Errorf("unknown role"))
+}
+
+// waitEnd waits until the test closes its side of the transport.
+func waitEnd(tr *statusbyte.Transport) {
+	w := core.NewWaiter(core.EventPolicy{})
+	w.Wait(func() bool {
+		_, _, err := tr.Receive()
+		return err != nil
+	}, tr.DataBell(), time.Now().Add(muxDeadline))
+	tr.Close()
+}
+
+// rawRoles are hostile peers that write blocks a channel must reject.
+var rawRoles = map[string]func(*statusbyte.Transport){
+	// A data block twice.
+	"duplicate": func(tr *statusbyte.Transport) {
+		id := peerID(tr)
+		tr.TrySend(core.BlockHeader{Stream: id, Seq: 0, Flags: core.FlagData}, []byte("a"))
+		tr.TrySend(core.BlockHeader{Stream: id, Seq: 0, Flags: core.FlagData}, []byte("b"))
+	},
+	// A block for a stream of the other side's id space it never opened.
+	"bogus-id": func(tr *statusbyte.Transport) {
+		tr.TrySend(core.BlockHeader{Stream: peerID(tr) + 1001, Flags: core.FlagData}, []byte("a"))
+	},
+	// A sequence number far ahead.
+	"far-seq": func(tr *statusbyte.Transport) {
+		tr.TrySend(core.BlockHeader{Stream: peerID(tr), Seq: 1 << 30, Flags: core.FlagData}, []byte("a"))
+	},
+	// More credit than the controller ever gave.
+	"credit-overflow": func(tr *statusbyte.Transport) {
+		id := peerID(tr)
+		tr.TrySend(core.BlockHeader{Stream: id, Seq: 0, Flags: core.FlagControl}, nil)
+		rec := core.AppendControl(nil, []core.ControlRecord{{Kind: core.ControlCredit, Value: 1000}})
+		tr.TrySend(core.BlockHeader{Stream: id, Seq: 1, Flags: core.FlagControl}, rec)
+	},
+	// Data after FIN.
+	"after-fin": func(tr *statusbyte.Transport) {
+		id := peerID(tr)
+		tr.TrySend(core.BlockHeader{Stream: id, Seq: 0, Flags: core.FlagFIN}, nil)
+		tr.TrySend(core.BlockHeader{Stream: id, Seq: 1, Flags: core.FlagData}, []byte("late"))
+	},
+}
+
+// peerID is the first stream id the raw peer may open.
+func peerID(tr *statusbyte.Transport) uint32 {
+	if tr.Initiator() {
+		return 1
+	}
+	return 2
+}

@@ -1,0 +1,122 @@
+package core
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// BellPair is implemented by transports whose data and space doorbells
+// can be slept on with one handle (the status-byte channel: both ring on
+// one completion queue). The channel then runs one progress goroutine
+// instead of two, which saves a wakeup on every sleep.
+type BellPair interface {
+	// Bells returns a new doorbell handle that rings when a block arrives
+	// (data) and when the peer releases a block (space).
+	Bells(data, space bool) Doorbell
+}
+
+// progress runs a channel's progress goroutines. While some goroutine
+// waits on the channel (a sleeper on a localBell), held data waits for an
+// asynchronous flush, or a closed stream waits for the peer's final block
+// (its end must be seen without the application), they sleep on the
+// transport's doorbells, pump arrivals and run the scheduler, and wake the
+// local waiters through their stream events. With nobody waiting they
+// park on a Go channel and cost nothing. The space doorbell is armed only
+// while a writer waits or data waits for an asynchronous flush.
+type progress struct {
+	c        *Channel
+	sleepers atomic.Int32 // armed localBells
+	writers  atomic.Int32 // armed localBells of writers
+	linger   atomic.Int32 // closed streams waiting for the peer's final block
+	async    atomic.Bool  // the scheduler left data that flushes without the app
+	rxKick   chan struct{}
+	txKick   chan struct{}
+	wg       sync.WaitGroup
+}
+
+func (p *progress) start(c *Channel) {
+	p.c = c
+	p.rxKick, p.txKick = make(chan struct{}, 1), make(chan struct{}, 1)
+	step := func() bool { return c.pump()+c.flush() > 0 }
+	if bp, ok := c.t.(BellPair); ok {
+		p.wg.Add(1)
+		go p.run(p.rxKick, p.wanted, func() Doorbell { return bp.Bells(true, p.spaceWanted()) }, step)
+		return
+	}
+	p.wg.Add(2)
+	rx, tx := c.t.DataBell(), c.t.SpaceBell()
+	go p.run(p.rxKick, p.wanted, func() Doorbell { return rx }, func() bool { return c.pump() > 0 })
+	go p.run(p.txKick, p.spaceWanted, func() Doorbell { return tx }, func() bool { return c.flush() > 0 })
+}
+
+// kick tells the goroutines that there may be work; writer also wakes
+// the one that waits for space.
+func (p *progress) kick(writer bool) {
+	kicks := []chan struct{}{p.rxKick, p.txKick}
+	if !writer {
+		kicks = kicks[:1]
+	}
+	for _, k := range kicks {
+		select {
+		case k <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (p *progress) wait() { p.wg.Wait() }
+
+func (p *progress) wanted() bool {
+	return p.sleepers.Load() > 0 || p.async.Load() || p.linger.Load() > 0
+}
+
+func (p *progress) spaceWanted() bool { return p.writers.Load() > 0 || p.async.Load() }
+
+// await parks until want reports work; false once the channel ended.
+func (p *progress) await(kick chan struct{}, want func() bool) bool {
+	for !want() {
+		select {
+		case <-kick:
+		case <-p.c.failedCh:
+			return false
+		}
+	}
+	return !p.c.dead.Load()
+}
+
+// run is one progress goroutine: step makes progress (true when it did),
+// bell returns the doorbell to sleep on when it could not.
+func (p *progress) run(kick chan struct{}, want func() bool, bell func() Doorbell, step func() bool) {
+	defer p.wg.Done()
+	for p.await(kick, want) {
+		if step() {
+			continue
+		}
+		b := bell()
+		if err := b.Arm(); err != nil {
+			p.end(err)
+			return
+		}
+		if step() {
+			b.Disarm()
+			continue
+		}
+		err := b.Sleep(time.Time{})
+		step()
+		if err != nil {
+			p.end(err)
+			return
+		}
+	}
+}
+
+// end handles a doorbell error: the transport reports the end in order
+// (after the blocks already arrived), so pump until it does, then fail
+// the channel with whichever error came first.
+func (p *progress) end(err error) {
+	for i := 0; i < 1000 && !p.c.dead.Load(); i++ {
+		p.c.pump()
+	}
+	p.c.fail(err)
+}

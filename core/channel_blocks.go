@@ -8,8 +8,9 @@ type BlockCounter interface {
 	// Blocks returns the number of blocks the receiver has.
 	Blocks() int
 	// Held returns how many blocks of stream the receiver had not released
-	// at the last view refresh (or that were written since).
-	Held(stream uint32) int
+	// at the last view refresh (or that were written since), and whether
+	// it retained one of them (as Retainer.Retained), in one call.
+	Held(stream uint32) (blocks int, retained bool)
 	// Refresh updates the sender's view of the receiver now (one status
 	// READ). An error is final, as for TrySend.
 	Refresh() error

@@ -57,10 +57,15 @@ type Bells struct {
 	leader bool             // a sleeper polls the notification fd; +checklocks:mu
 	wake   chan struct{}    // closed when rung or err changes; +checklocks:mu
 	active int              // goroutines in Sleep; +checklocks:mu
+	ints   uint64           // Interrupt calls; +checklocks:mu
 	quiet  *sync.Cond       // on mu: active dropped to 0 after Close
 	kickFD int              // eventfd that wakes the leader at Close
 	cbuf   [16]Completion   // +checklocks:mu
 	rbuf   RecvRequest      // +checklocks:mu
+	rsge   [1]SGE           // +checklocks:mu
+	msgs   Region           // landing slots of messages, or nil
+	msgOff int
+	onMsg  func(c Completion, payload []byte) error
 }
 
 const (
@@ -92,7 +97,24 @@ type BellConfig struct {
 	// A safety net for providers that do not run one-sided work at post
 	// time; 0 means none.
 	Backstop time.Duration
+
+	// OnMessage, when set, receives what arrives on the doorbell queue
+	// pair that is not a ring: SENDs (with up to MessageSize payload bytes,
+	// which land in Messages at MessagesOff, MessageSize bytes per posted
+	// receive) and WRITE_WITH_IMMs whose imm is not a bell's. Transports
+	// that announce or acknowledge with small messages (the sliding
+	// window) use it. It is called with the bells' lock held: it must not
+	// Arm, Sleep or Interrupt (Ring is fine) and must not block; an error
+	// ends the bells with it. Without OnMessage such arrivals are protocol
+	// violations.
+	OnMessage   func(c Completion, payload []byte) error
+	Messages    Region // local-write region holding MessageSize bytes per doorbell receive
+	MessagesOff int
 }
+
+// MessageSize is the payload one doorbell receive takes (see
+// BellConfig.OnMessage); a Link has Link.Rings receives.
+const MessageSize = 8
 
 // NewBells posts the doorbell receives on cfg.Link.Bell and returns the
 // side's Bells. Call it once per Link, before the peer may ring (that is,
@@ -105,6 +127,9 @@ func NewBells(cfg BellConfig) (*Bells, error) {
 		cfg.ScratchOff+BellScratchSize > len(cfg.Scratch.Bytes()) {
 		return nil, fmt.Errorf("doorbell: bad config: %w", ErrInvalid)
 	}
+	if cfg.Messages != nil && (cfg.MessagesOff < 0 || cfg.MessagesOff+MessageSize*cfg.Link.rings > len(cfg.Messages.Bytes())) {
+		return nil, fmt.Errorf("doorbell: message area too small: %w", ErrInvalid)
+	}
 	kick, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("doorbell: eventfd: %w", err)
@@ -113,16 +138,32 @@ func NewBells(cfg BellConfig) (*Bells, error) {
 		link: cfg.Link, n: n, board: cfg.Board, peer: cfg.PeerBoard,
 		scratch: cfg.Scratch, scratchO: cfg.ScratchOff, backstop: cfg.Backstop,
 		wake: make(chan struct{}), kickFD: kick,
+		msgs: cfg.Messages, msgOff: cfg.MessagesOff, onMsg: cfg.OnMessage,
 	}
 	b.quiet = sync.NewCond(&b.mu)
 	Uint64At(b.board, 0) // panics now, not later, on a misaligned board
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	for i := 0; i < cfg.Link.rings; i++ {
-		if _, err := b.link.Bell.PostRecv(&RecvRequest{ID: uint64(i)}); err != nil {
+		if err := b.postRecvLocked(uint64(i)); err != nil {
 			unix.Close(kick)
 			return nil, fmt.Errorf("doorbell: post receive: %w", err)
 		}
 	}
 	return b, nil
+}
+
+// postRecvLocked posts doorbell receive id (its message slot, if any).
+//
+// +checklocks:b.mu
+func (b *Bells) postRecvLocked(id uint64) error {
+	b.rbuf = RecvRequest{ID: id}
+	if b.msgs != nil {
+		b.rsge[0] = SGE{Key: b.msgs.LocalKey(), Offset: uint64(b.msgOff) + MessageSize*id, Length: MessageSize}
+		b.rbuf.SGEs = b.rsge[:]
+	}
+	_, err := b.link.Bell.PostRecv(&b.rbuf)
+	return err
 }
 
 // Doorbell returns a new handle on this side's bells ids: its Arm arms
@@ -189,6 +230,9 @@ func (b *Bells) sgeAt(off int) []SGE {
 	b.sge[0] = SGE{Key: b.scratch.LocalKey(), Offset: uint64(b.scratchO + off), Length: 8}
 	return b.sge[:]
 }
+
+// Rings returns how many receives the Link's doorbell queue pair holds.
+func (l *Link) Rings() int { return l.rings }
 
 // PeerClosed reports whether the peer has closed its side (its Close
 // wrote the closed word of this side's board).

@@ -20,6 +20,7 @@ type bellHandle struct {
 	b     *Bells
 	mask  uint8
 	seen  [maxBells]uint64 // b.rung when armed
+	ints  uint64           // b.ints when armed
 	armed bool             // counted in b.armers
 }
 
@@ -27,6 +28,9 @@ type bellHandle struct {
 //
 // +checklocks:h.b.mu
 func (h *bellHandle) rungLocked() bool {
+	if h.b.ints != h.ints {
+		return true
+	}
 	for id := range h.b.n {
 		if h.mask&(1<<id) != 0 && h.b.rung[id] != h.seen[id] {
 			return true
@@ -41,7 +45,7 @@ func (h *bellHandle) Arm() error {
 	b := h.b
 	b.mu.Lock()
 	b.drainLocked(!b.leader)
-	h.seen = b.rung
+	h.seen, h.ints = b.rung, b.ints
 	err := b.err
 	b.mu.Unlock()
 	if err != nil {
@@ -165,8 +169,26 @@ func (b *Bells) leadLocked(h *bellHandle, wakeBy time.Time) {
 		b.mu.Lock()
 	}
 	b.leader = false
+	var buf [8]byte
+	unix.Read(b.kickFD, buf[:]) // consume an Interrupt's kick
 	b.drainLocked(true)
 	b.broadcastLocked()
+}
+
+// Interrupt ends every sleep in progress on the bells with nil, as a
+// spurious wakeup: the sleepers check their conditions again (and may
+// re-arm differently).
+func (b *Bells) Interrupt() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	b.ints++
+	b.broadcastLocked()
+	if b.leader {
+		unix.Write(b.kickFD, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	}
 }
 
 // pollNotify waits until the notification fd or the kick fd is readable,
@@ -211,12 +233,16 @@ func (b *Bells) drainLocked(ack bool) {
 				continue
 			case c.HasImm && c.Imm == closeImm:
 				b.setErrLocked(fmt.Errorf("doorbell: closed by the peer: %w", ErrPeerGone))
-			case c.HasImm && c.Imm >= 1 && int(c.Imm) <= b.n:
+			case c.Op == OpRecvWithImm && c.Imm >= 1 && int(c.Imm) <= b.n:
 				b.rung[c.Imm-1]++
 			default:
-				b.setErrLocked(fmt.Errorf("doorbell: %v with imm %#x: %w", c.Op, c.Imm, ErrProtocol))
+				b.messageLocked(c)
 			}
-			if _, err := b.link.Bell.PostRecv(&b.rbuf); err != nil {
+			if c.ID >= uint64(b.link.rings) {
+				b.setErrLocked(fmt.Errorf("doorbell: completion of unknown receive %d: %w", c.ID, ErrProtocol))
+				continue
+			}
+			if err := b.postRecvLocked(c.ID); err != nil {
 				b.setErrLocked(fmt.Errorf("doorbell: repost receive: %w", err))
 			}
 		}
@@ -230,6 +256,25 @@ func (b *Bells) drainLocked(ack bool) {
 	}
 	if changed {
 		b.broadcastLocked()
+	}
+}
+
+// messageLocked hands an arrival that is not a ring to OnMessage.
+//
+// +checklocks:b.mu
+func (b *Bells) messageLocked(c Completion) {
+	if b.onMsg == nil {
+		b.setErrLocked(fmt.Errorf("doorbell: %v with imm %#x: %w", c.Op, c.Imm, ErrProtocol))
+		return
+	}
+	var payload []byte
+	if b.msgs != nil && c.Op == OpRecv && c.ID < uint64(b.link.rings) {
+		n := min(int(c.ByteLen), MessageSize)
+		off := b.msgOff + MessageSize*int(c.ID)
+		payload = append([]byte(nil), b.msgs.Bytes()[off:off+n]...)
+	}
+	if err := b.onMsg(c, payload); err != nil {
+		b.setErrLocked(fmt.Errorf("doorbell: message: %w", err))
 	}
 }
 

@@ -3,6 +3,7 @@ package core_test
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -156,5 +157,85 @@ func TestDoorbellCloseEndsSleepers(t *testing.T) {
 	}
 	if !bb.PeerClosed() {
 		t.Error("peer does not see the closed word")
+	}
+}
+
+func TestDoorbellCombinedAndInterrupt(t *testing.T) {
+	_, _, ba, bb := bellPair(t)
+	h := ba.Doorbell(0, 1)
+	if err := h.Arm(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- h.Sleep(time.Now().Add(10 * time.Second)) }()
+	if err := bb.Ring(1); err != nil { // either bell wakes a combined handle
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("combined handle: %v", err)
+	}
+	h = ba.Doorbell(0)
+	if err := h.Arm(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- h.Sleep(time.Now().Add(10 * time.Second)) }()
+	time.Sleep(5 * time.Millisecond) // usually asleep in poll by now; either way it must wake
+	ba.Interrupt()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("interrupted sleep: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Interrupt did not end the sleep")
+	}
+}
+
+func TestDoorbellMessages(t *testing.T) {
+	a, b, errA, errB := establishPair(t, testSetupConfig(), testSetupConfig())
+	if errA != nil || errB != nil {
+		t.Fatalf("Establish: %v / %v", errA, errB)
+	}
+	got := make(chan string, 4)
+	n := core.BellBoardSize(1)
+	peer := a.peer
+	peer.Len = uint64(n)
+	ba, err := core.NewBells(core.BellConfig{
+		Link: a.link, Bells: 1, Board: a.region.Bytes()[:n], PeerBoard: peer, Scratch: a.scratch,
+		Messages: a.scratch, MessagesOff: 1024,
+		OnMessage: func(c core.Completion, p []byte) error {
+			got <- fmt.Sprintf("%v imm=%d %q", c.Op, c.Imm, p)
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ba.Close()
+	copy(b.scratch.Bytes()[256:], "ack:0042")
+	send := &core.SendRequest{Op: core.OpSend, Flags: core.SendInline, SGEs: []core.SGE{{Key: b.scratch.LocalKey(), Offset: 256, Length: 8}}}
+	imm := &core.SendRequest{Op: core.OpWriteWithImm, Imm: 100, Flags: core.SendInline,
+		SGEs: []core.SGE{{Key: b.scratch.LocalKey(), Offset: 256, Length: 8}}, RemoteAddr: b.peer.At(2048), RemoteKey: b.peer.Key}
+	for _, wr := range []*core.SendRequest{send, imm} {
+		if err := b.link.PostBell(wr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := ba.Doorbell(0)
+	want := []string{`RECV imm=0 "ack:0042"`, `RECV_WITH_IMM imm=100 ""`}
+	for _, w := range want {
+		deadline := time.Now().Add(10 * time.Second)
+		for len(got) == 0 && time.Now().Before(deadline) {
+			h.Arm() // drains the doorbell receive queue
+			h.Disarm()
+		}
+		select {
+		case g := <-got:
+			if g != w {
+				t.Errorf("got %s, want %s", g, w)
+			}
+		default:
+			t.Fatalf("message %s never arrived", w)
+		}
 	}
 }

@@ -22,9 +22,13 @@ import (
 // a round-robin scheduler takes one block per stream in turn (seed 003,
 // message-level preemption), so a bulk stream never starves a small one.
 // Whoever writes runs the scheduler for everyone (flat combining), so an
-// idle channel never waits. Two progress goroutines sleep on the
-// transport's doorbells while a goroutine waits on the channel, and take
-// over async flushes (FlowController.AsyncFlush).
+// idle channel never waits; likewise whoever waits for data moves every
+// stream's arrivals (the pump). A waiting Read, Write or Accept polls per
+// its wait policy, then sleeps on the transport's doorbells itself
+// (BellPair transports; see localBell) or on its stream event while
+// progress goroutines sleep on the doorbells for it. The progress
+// goroutines also flush without the application (FlowController.
+// AsyncFlush, closed streams) and see closed streams' final blocks.
 //
 // Lock order: Stream.readMu/writeMu, Channel.sendMu, Channel.recvMu,
 // Stream.mu, Channel.actMu, Channel.mu, then the transport's locks.
@@ -53,6 +57,7 @@ type Channel struct {
 	active    []*Stream          // streams with something to send; +checklocks:actMu
 	rr        int                // round-robin position; +checklocks:sendMu
 	gather    []byte             // +checklocks:sendMu
+	snap      []*Stream          // +checklocks:sendMu
 	ctrlWire  []byte             // +checklocks:sendMu
 	flushReq  atomic.Bool        // a flush was asked while one ran
 	pumpReq   atomic.Bool        // a control record arrived: flush after the pump
@@ -127,6 +132,7 @@ func NewChannel(t Transport, cfg ChannelConfig) (*Channel, error) {
 		streams: make(map[uint32]*Stream), failedCh: make(chan struct{}), closed: make(chan struct{}),
 	}
 	c.ids.init(cfg.Initiator)
+	c.acceptEv.intr = c.interrupt
 	c.ret, _ = t.(Retainer)
 	if c.counter, _ = t.(BlockCounter); c.counter != nil && cfg.MaxHeld >= 0 {
 		c.heldCap = cfg.MaxHeld

@@ -110,7 +110,7 @@ func TestProcEchoSmall(t *testing.T) {
 	}
 	s.SetDeadline(time.Now().Add(muxDeadline))
 	msg, got := []byte("ping"), make([]byte, 4)
-	for i := 0; i < 2000; i++ {
+	for i := 0; i < 500; i++ {
 		if _, err := s.Write(msg); err != nil {
 			t.Fatal(err)
 		}

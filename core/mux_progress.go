@@ -14,6 +14,10 @@ type BellPair interface {
 	// Bells returns a new doorbell handle that rings when a block arrives
 	// (data) and when the peer releases a block (space).
 	Bells(data, space bool) Doorbell
+	// Interrupt ends the sleeps in progress on the transport's doorbells
+	// as spurious wakeups (nil): the progress goroutine re-arms with the
+	// bells it needs now.
+	Interrupt()
 }
 
 // progress runs a channel's progress goroutines. While some goroutine
@@ -30,6 +34,8 @@ type progress struct {
 	writers  atomic.Int32 // armed localBells of writers
 	linger   atomic.Int32 // closed streams waiting for the peer's final block
 	async    atomic.Bool  // the scheduler left data that flushes without the app
+	spaceOn  atomic.Bool  // the combined sleeper armed the space doorbell
+	pair     BellPair     // nil: two goroutines
 	rxKick   chan struct{}
 	txKick   chan struct{}
 	wg       sync.WaitGroup
@@ -40,8 +46,16 @@ func (p *progress) start(c *Channel) {
 	p.rxKick, p.txKick = make(chan struct{}, 1), make(chan struct{}, 1)
 	step := func() bool { return c.pump()+c.flush() > 0 }
 	if bp, ok := c.t.(BellPair); ok {
+		p.pair = bp
 		p.wg.Add(1)
-		go p.run(p.rxKick, p.wanted, func() Doorbell { return bp.Bells(true, p.spaceWanted()) }, step)
+		go p.run(p.rxKick, p.wanted, func() Doorbell {
+			// Published before reading what is wanted: a writer that
+			// arrives meanwhile sees false and interrupts the sleep.
+			p.spaceOn.Store(false)
+			space := p.spaceWanted()
+			p.spaceOn.Store(space)
+			return bp.Bells(true, space)
+		}, step)
 		return
 	}
 	p.wg.Add(2)
@@ -51,8 +65,12 @@ func (p *progress) start(c *Channel) {
 }
 
 // kick tells the goroutines that there may be work; writer also wakes
-// the one that waits for space.
+// the one that waits for space (or makes the combined one re-arm with the
+// space doorbell).
 func (p *progress) kick(writer bool) {
+	if writer && p.pair != nil && !p.spaceOn.Load() {
+		p.pair.Interrupt()
+	}
 	kicks := []chan struct{}{p.rxKick, p.txKick}
 	if !writer {
 		kicks = kicks[:1]
@@ -104,6 +122,7 @@ func (p *progress) run(kick chan struct{}, want func() bool, bell func() Doorbel
 		}
 		err := b.Sleep(time.Time{})
 		step()
+		p.c.wakeAttended() // outside waiters (stream_attend.go) may wait for space
 		if err != nil {
 			p.end(err)
 			return

@@ -38,6 +38,24 @@ func (c *Channel) pump() int {
 	return total
 }
 
+// pumpWait pumps once itself, waiting for a running pump to finish
+// first: a nonblocking call's one attempt must really happen.
+func (c *Channel) pumpWait() {
+	if c.dead.Load() {
+		return
+	}
+	c.recvMu.Lock()
+	_, err := c.pumpLocked()
+	c.recvMu.Unlock()
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	if c.pumpReq.Swap(false) {
+		c.flush()
+	}
+}
+
 // pumpLocked moves up to pumpBatch blocks.
 //
 // +checklocks:c.recvMu

@@ -45,6 +45,20 @@ func (c *Channel) flush() int {
 	return total
 }
 
+// flushWait runs the scheduler itself, waiting for a running one to
+// finish first: a nonblocking call's one attempt must really happen.
+func (c *Channel) flushWait() {
+	if c.dead.Load() {
+		return
+	}
+	c.sendMu.Lock()
+	_, err := c.flushLocked()
+	c.sendMu.Unlock()
+	if err != nil {
+		c.fail(err)
+	}
+}
+
 // flushLocked runs rounds until the transport is full or a round sends
 // nothing; when only the block cap held data back it refreshes the
 // transport's view once and tries again.
@@ -54,8 +68,9 @@ func (c *Channel) flushLocked() (int, error) {
 	sent, refreshed := 0, false
 	for {
 		c.actMu.Lock()
-		list := append([]*Stream(nil), c.active...)
+		c.snap = append(c.snap[:0], c.active...)
 		c.actMu.Unlock()
+		list := c.snap
 		if len(list) == 0 {
 			c.prog.async.Store(false)
 			return sent, nil
@@ -225,10 +240,11 @@ func (s *Stream) asyncLocked() bool {
 //
 // +checklocks:s.mu
 func (c *Channel) pausedLocked(s *Stream) bool {
-	if c.ret != nil && c.ret.Retained(s.id) {
-		return true
+	if c.counter != nil {
+		n, retained := c.counter.Held(s.id)
+		return retained || (c.heldCap > 0 && n >= c.heldCap)
 	}
-	return c.heldCap > 0 && c.counter.Held(s.id) >= c.heldCap
+	return c.ret != nil && c.ret.Retained(s.id)
 }
 
 // segmentLocked returns the next n queued bytes of s, from the first
@@ -269,7 +285,7 @@ func (s *Stream) consumeLocked(n int) {
 		}
 	}
 	if len(s.sendq) == 0 {
-		s.sendq = nil
+		s.sendq = s.sendqBuf[:0]
 	}
 }
 

@@ -41,6 +41,8 @@ type Stream struct {
 
 	// Sending side; +checklocks:mu for all.
 	sendq    []*chunk        // bytes queued, oldest first
+	sendqBuf [4]*chunk       // sendq's storage while short
+	wchunk   chunk           // the chunk of the Write in progress (writeMu)
 	queued   int             // bytes in sendq
 	owned    int             // bytes of sendq copied into the stream
 	ctrlOut  []ControlRecord // records to send
@@ -83,11 +85,13 @@ type chunk struct {
 const seqWindow = 1 << 20
 
 func newStream(c *Channel, id uint32) *Stream {
-	return &Stream{
+	s := &Stream{
 		c: c, id: id, fc: c.cfg.NewFlow(),
 		rwait: NewWaiter(c.cfg.NewPolicy()), wwait: NewWaiter(c.cfg.NewPolicy()),
 		rxHold: make(map[uint32]Block), ctrlHold: make(map[uint32]Block),
 	}
+	s.ev.intr = c.interrupt
+	return s
 }
 
 // ID returns the stream's id on its channel.

@@ -1,79 +1,69 @@
 package core
 
-import (
-	"sync"
-	"time"
-)
+import "sync"
 
-// Waiting outside Go. The shim's threads block in the kernel (futex,
-// poll), not in Go, so that signals and cancellation behave as on kernel
-// TCP; these calls let such a waiter be woken by the stream's events.
-//
-// Provisional implementation, kept in this file only: while a stream is
-// attended, one goroutine keeps the channel's progress goroutines awake
-// (as a waiting Read does) and calls the notify function after every
-// event of the stream. A direct call from streamEvent.signal and from the
-// progress goroutines after a space ring would spare that goroutine.
+// Waiting outside Go. The shim's threads block in the kernel (a futex),
+// not in Go, so that signals and cancellation behave as on kernel TCP.
+// These calls let such a waiter be woken by the stream: SetNotify installs
+// a function that streamEvent.signal calls after every event of the
+// stream, and Attend keeps the channel's progress goroutines awake while
+// the waiter sleeps (as a sleeping Read does) and has them wake the
+// stream's event each time they wake (freed transport space raises no
+// stream event of its own).
 
-// attendance is a stream's outside-waiter state, kept beside the Stream.
+// attendance is a stream's count of outside waiters (streamEvent.outside).
 type attendance struct {
-	mu     sync.Mutex
-	notify func()
-	n      int           // Attend calls not undone
-	stop   chan struct{} // closed to end the watcher; nil while n == 0
+	mu sync.Mutex
+	n  int // Attend calls not undone; +checklocks:mu
 }
 
-var attendances sync.Map // *Stream -> *attendance
+// attendedBy indexes the attended streams by channel.
+var attendedBy sync.Map // *Channel -> *attendedSet
 
-func (s *Stream) attendance() *attendance {
-	if a, ok := attendances.Load(s); ok {
-		return a.(*attendance)
-	}
-	a, _ := attendances.LoadOrStore(s, new(attendance))
-	return a.(*attendance)
+// attendedSet is a channel's attended streams.
+type attendedSet struct {
+	mu      sync.Mutex
+	streams map[*Stream]struct{}
 }
 
-// SetNotify sets the function called after events of the stream (bytes
-// arrived or sent, credits or windows, FIN, reset, the channel's end)
-// while the stream is attended; nil removes it. It runs on a goroutine of
-// the stream's and must not block.
+// SetNotify sets the function called after every event of the stream
+// (bytes arrived or sent, credits or windows, FIN, reset, the channel's
+// end); nil removes it. It runs on whichever goroutine raised the event,
+// possibly with the stream's lock held: it must not block or call into
+// the stream.
 func (s *Stream) SetNotify(fn func()) {
-	a := s.attendance()
-	a.mu.Lock()
-	a.notify = fn
-	a.mu.Unlock()
 	if fn == nil {
-		a.mu.Lock()
-		idle := a.n == 0
-		a.mu.Unlock()
-		if idle {
-			attendances.Delete(s)
-		}
+		s.ev.notify.Store(nil)
+		return
 	}
+	s.ev.notify.Store(&fn)
 }
 
 // Attend counts a waiter outside Go: until the matching Unattend the
-// channel's progress goroutines stay awake for the stream, the notify
-// function runs after its events, and the stream counts as being in an
-// application call (so a packed stream's held bytes keep flowing).
+// channel's progress goroutines stay awake for the stream and signal its
+// event whenever they wake, and the stream counts as being in an
+// application call (so held bytes keep flowing).
 func (s *Stream) Attend() {
-	a := s.attendance()
+	a := &s.ev.outside
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.n++; a.n > 1 {
 		return
 	}
-	a.stop = make(chan struct{})
+	set, _ := attendedBy.LoadOrStore(s.c, &attendedSet{streams: map[*Stream]struct{}{}})
+	as := set.(*attendedSet)
+	as.mu.Lock()
+	as.streams[s] = struct{}{}
+	as.mu.Unlock()
 	s.enter()
 	s.c.prog.sleepers.Add(1)
-	s.c.prog.writers.Add(1) // a packed stream's held bytes flush as space frees
+	s.c.prog.writers.Add(1) // a blocked writer waits for space
 	s.c.prog.kick(true)
-	go s.watch(a, a.stop, s.ev.gen.Load()) // events from now on are seen
 }
 
 // Unattend undoes one Attend.
 func (s *Stream) Unattend() {
-	a := s.attendance()
+	a := &s.ev.outside
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.n == 0 {
@@ -82,30 +72,33 @@ func (s *Stream) Unattend() {
 	if a.n--; a.n > 0 {
 		return
 	}
-	close(a.stop)
-	a.stop = nil
+	if set, ok := attendedBy.Load(s.c); ok {
+		as := set.(*attendedSet)
+		as.mu.Lock()
+		delete(as.streams, s)
+		as.mu.Unlock()
+	}
 	s.c.prog.sleepers.Add(-1)
 	s.c.prog.writers.Add(-1)
 	s.leave()
-	s.ev.signal() // wakes the watcher, which sees stop
 }
 
-// watch calls notify after every event until stop is closed.
-func (s *Stream) watch(a *attendance, stop chan struct{}, seen uint64) {
-	for {
-		s.ev.wait(seen, time.Time{})
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		seen = s.ev.gen.Load()
-		a.mu.Lock()
-		fn := a.notify
-		a.mu.Unlock()
-		if fn != nil {
-			fn()
-		}
+// wakeAttended signals the event of every attended stream of c: called by
+// the progress goroutines after each doorbell sleep.
+func (c *Channel) wakeAttended() {
+	set, ok := attendedBy.Load(c)
+	if !ok {
+		return
+	}
+	as := set.(*attendedSet)
+	as.mu.Lock()
+	list := make([]*Stream, 0, len(as.streams))
+	for s := range as.streams {
+		list = append(list, s)
+	}
+	as.mu.Unlock()
+	for _, s := range list {
+		s.ev.signal()
 	}
 }
 

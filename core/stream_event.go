@@ -12,13 +12,23 @@ import (
 // A waiter reads the generation, checks its condition, and waits for the
 // generation to move: no signal is lost in between.
 type streamEvent struct {
-	gen atomic.Uint64
-	mu  sync.Mutex
-	ch  chan struct{} // nil while nobody waits; +checklocks:mu
+	gen     atomic.Uint64
+	direct  atomic.Int32           // waiters asleep on the transport's doorbells
+	intr    func()                 // interrupts those sleeps; set before use
+	notify  atomic.Pointer[func()] // an outside waiter's wakeup (Stream.SetNotify); nil: none
+	outside attendance             // outside waiters (Stream.Attend)
+	mu      sync.Mutex
+	ch      chan struct{} // nil while nobody waits; +checklocks:mu
 }
 
 func (e *streamEvent) signal() {
 	e.gen.Add(1)
+	if e.direct.Load() > 0 {
+		e.intr()
+	}
+	if f := e.notify.Load(); f != nil {
+		(*f)()
+	}
 	e.mu.Lock()
 	if e.ch != nil {
 		close(e.ch)
@@ -58,49 +68,5 @@ func (e *streamEvent) wait(seen uint64, deadline time.Time) error {
 			return nil
 		}
 		return os.ErrDeadlineExceeded
-	}
-}
-
-// localBell is the Doorbell a goroutine waiting on the channel sleeps on:
-// its stream's event, plus the channel's count of sleepers, which sends
-// the progress goroutines to sleep on the transport's doorbells for it.
-type localBell struct {
-	c      *Channel
-	ev     *streamEvent
-	writer bool // a writer: it may wait for transport space
-	seen   uint64
-	armed  bool
-}
-
-func (c *Channel) localBell(ev *streamEvent, writer bool) *localBell {
-	return &localBell{c: c, ev: ev, writer: writer}
-}
-
-func (b *localBell) Arm() error {
-	b.seen = b.ev.gen.Load()
-	if !b.armed {
-		b.armed = true
-		b.c.prog.sleepers.Add(1)
-		if b.writer {
-			b.c.prog.writers.Add(1)
-		}
-		b.c.prog.kick(b.writer)
-	}
-	return nil
-}
-
-func (b *localBell) Sleep(deadline time.Time) error {
-	err := b.ev.wait(b.seen, deadline)
-	b.Disarm()
-	return err
-}
-
-func (b *localBell) Disarm() {
-	if b.armed {
-		b.armed = false
-		b.c.prog.sleepers.Add(-1)
-		if b.writer {
-			b.c.prog.writers.Add(-1)
-		}
 	}
 }

@@ -23,6 +23,7 @@ func (s *Stream) read(p []byte, peek bool) (int, error) {
 	c := s.c
 	s.enter()
 	defer s.leave()
+	pumped := false
 	for {
 		s.mu.Lock()
 		if s.closed {
@@ -48,8 +49,9 @@ func (s *Stream) read(p []byte, peek bool) (int, error) {
 		case err != nil:
 			return 0, err
 		case nb:
-			c.pump()
-			if s.Buffered() > 0 {
+			if !pumped {
+				pumped = true
+				c.pumpWait()
 				continue
 			}
 			return 0, ErrWouldBlock
@@ -139,7 +141,7 @@ func (s *Stream) Buffered() int {
 // ReadReady reports whether a Read would return without waiting: data,
 // EOF or an error (poll's POLLIN). It moves arrived blocks first.
 func (s *Stream) ReadReady() bool {
-	s.c.pump()
+	s.c.pumpWait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.rxBytes > 0 || s.readErrLocked() != nil || s.closed

@@ -20,12 +20,18 @@ func (s *Stream) Write(p []byte) (int, error) {
 		s.mu.Unlock()
 		return 0, err
 	}
-	ch := &chunk{b: p}
+	ch := &s.wchunk
+	*ch = chunk{b: p}
 	s.sendq = append(s.sendq, ch)
 	s.queued += len(p)
 	s.activateLocked()
+	nb := s.nonblock
 	s.mu.Unlock()
-	c.flush()
+	if nb {
+		c.flushWait()
+	} else {
+		c.flush()
+	}
 	for {
 		s.mu.Lock()
 		if len(ch.b) == 0 || ch.owned {
@@ -111,13 +117,21 @@ func (s *Stream) withdrawLocked(ch *chunk, total int) int {
 	return n
 }
 
-// ownLocked copies the caller's bytes of ch into the stream.
+// ownLocked copies the caller's bytes of ch into a chunk the stream owns,
+// which takes ch's place in the queue (ch is the Write's own and is
+// reused by the next Write).
 //
 // +checklocks:s.mu
 func (s *Stream) ownLocked(ch *chunk) {
-	ch.b = append([]byte(nil), ch.b...)
+	own := &chunk{b: append([]byte(nil), ch.b...), owned: true}
+	for i, q := range s.sendq {
+		if q == ch {
+			s.sendq[i] = own
+		}
+	}
+	s.owned += len(own.b)
+	ch.b = nil
 	ch.owned = true
-	s.owned += len(ch.b)
 }
 
 // CloseWrite half-closes the stream (shutdown(SHUT_WR)): a FIN follows the
@@ -150,12 +164,13 @@ func (s *Stream) CloseWrite() error {
 // WriteReady reports whether a Write would make progress without waiting
 // (poll's POLLOUT): an error is pending, a buffered controller has send
 // buffer room, or nothing is queued and the controller allows a block now.
-// It runs the scheduler first. For a credit controller it cannot see
+// It takes arrived blocks (control records) and runs the scheduler first. For a credit controller it cannot see
 // whether the transport has a free block, so it may say ready for a Write
 // that then waits.
 func (s *Stream) WriteReady() bool {
 	s.enter()
-	s.c.flush()
+	s.c.pumpWait()
+	s.c.flushWait()
 	s.leave()
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -377,10 +377,8 @@ func silentServer(t *testing.T) string {
 
 func TestHandlerRefusalAndPanic(t *testing.T) {
 	checkNoLeak(t)
-	calls := 0
 	h := func(req Request) (Payload, any, error) {
 		closeFiles(req.Payload.Files)
-		calls++
 		switch string(req.Payload.Data) {
 		case "decline":
 			return Payload{}, nil, &FallbackError{Reason: ReasonForkDecline, Err: errors.New("child")}

@@ -117,15 +117,15 @@ func runOps(t *testing.T, ops []byte) {
 					t.Fatalf("op %d refresh: %v", k/2, err)
 				}
 				for s := uint32(1); s <= 3; s++ {
-					held, ret := 0, false
+					want, ret := 0, false
 					for _, m := range live {
 						if m.stream == s {
-							held++
+							want++
 							ret = ret || m.retained
 						}
 					}
-					if a.Held(s) != held || a.Retained(s) != ret {
-						t.Fatalf("op %d stream %d: Held %d Retained %v, model %d %v", k/2, s, a.Held(s), a.Retained(s), held, ret)
+					if held(a, s) != want || a.Retained(s) != ret {
+						t.Fatalf("op %d stream %d: Held %d Retained %v, model %d %v", k/2, s, held(a, s), a.Retained(s), want, ret)
 					}
 				}
 			}

@@ -117,3 +117,9 @@ func receiveWait(tr *Transport, deadline time.Time) (core.Block, error) {
 	}
 	return b, err
 }
+
+// held returns the blocks of stream the sender holds.
+func held(t *Transport, stream uint32) int {
+	n, _ := t.Held(stream)
+	return n
+}

@@ -193,11 +193,12 @@ func (t *Transport) Retained(stream uint32) bool {
 	return t.snd.retained[stream] > 0
 }
 
-// Held returns the blocks of stream not seen released (core.BlockCounter).
-func (t *Transport) Held(stream uint32) int {
+// Held returns the blocks of stream not seen released and whether one of
+// them is retained (core.BlockCounter).
+func (t *Transport) Held(stream uint32) (int, bool) {
 	t.smu.Lock()
 	defer t.smu.Unlock()
-	return t.snd.held[stream]
+	return t.snd.held[stream], t.snd.retained[stream] > 0
 }
 
 // Refresh READs the peer's status array now (core.BlockCounter).

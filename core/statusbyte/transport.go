@@ -201,3 +201,6 @@ func (t *Transport) Bells(data, space bool) core.Doorbell {
 	}
 	return t.bells.Doorbell(ids...)
 }
+
+// Interrupt ends the sleeps in progress on the doorbells (core.BellPair).
+func (t *Transport) Interrupt() { t.bells.Interrupt() }

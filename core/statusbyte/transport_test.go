@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/shm"
 )
 
 func TestSendReceiveRelease(t *testing.T) {
@@ -46,8 +49,8 @@ func TestFullThenRelease(t *testing.T) {
 	if ok, err := a.TrySend(core.BlockHeader{Stream: 1, Seq: 3, Flags: core.FlagData}, p); ok || err != nil {
 		t.Fatalf("send into a full channel: %v %v", ok, err)
 	}
-	if a.Held(1) != 3 {
-		t.Errorf("Held(1) = %d", a.Held(1))
+	if held(a, 1) != 3 {
+		t.Errorf("Held(1) = %d", held(a, 1))
 	}
 	var blks []core.Block
 	for i := 0; i < 3; i++ {
@@ -61,8 +64,8 @@ func TestFullThenRelease(t *testing.T) {
 	if ok, err := a.TrySend(core.BlockHeader{Stream: 1, Seq: 3, Flags: core.FlagData}, p); !ok || err != nil {
 		t.Fatalf("send after a release: %v %v", ok, err)
 	}
-	if a.Held(1) != 3 {
-		t.Errorf("Held(1) = %d after one release and one send", a.Held(1))
+	if held(a, 1) != 3 {
+		t.Errorf("Held(1) = %d after one release and one send", held(a, 1))
 	}
 }
 
@@ -79,8 +82,8 @@ func TestRetain(t *testing.T) {
 	if err := a.Refresh(); err != nil {
 		t.Fatal(err)
 	}
-	if !a.Retained(5) || a.Retained(6) || a.Held(5) != 1 || a.Held(6) != 0 {
-		t.Fatalf("after retain: Retained(5)=%v Retained(6)=%v Held(5)=%d Held(6)=%d", a.Retained(5), a.Retained(6), a.Held(5), a.Held(6))
+	if !a.Retained(5) || a.Retained(6) || held(a, 5) != 1 || held(a, 6) != 0 {
+		t.Fatalf("after retain: Retained(5)=%v Retained(6)=%v Held(5)=%d Held(6)=%d", a.Retained(5), a.Retained(6), held(a, 5), held(a, 6))
 	}
 	// The retained slot is skipped: three more blocks fit, the fourth not.
 	for i := 0; i < 3; i++ {
@@ -183,5 +186,34 @@ func TestSendRejectsBadBlocks(t *testing.T) {
 	}
 	if _, err := a.TrySend(core.BlockHeader{Stream: 1, Flags: core.FlagData}, make([]byte, 200)); !errors.Is(err, core.ErrInvalid) {
 		t.Errorf("oversized payload: %v", err)
+	}
+}
+
+func TestOpenMismatch(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	cfgs := []Config{{Blocks: 4, BlockSize: 256, Flow: "credit"}, {Blocks: 8, BlockSize: 256, Flow: "packed"}}
+	errs := make(chan error, 2)
+	for i := range cfgs {
+		go func() {
+			p, _ := shm.Open()
+			defer p.Close()
+			tr, err := Open(p, fds[i], cfgs[i], time.Now().Add(testDeadline))
+			if tr != nil {
+				tr.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range cfgs {
+		if err := <-errs; !errors.Is(err, core.ErrMismatch) {
+			t.Fatalf("got %v, want ErrMismatch", err)
+		} else {
+			t.Log(err)
+		}
 	}
 }

@@ -1,0 +1,246 @@
+package rdma
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core"
+)
+
+// Every translation between a libibverbs enum and its core counterpart
+// lives in this file, as a table. The ibv* constants mirror
+// <infiniband/verbs.h>; verbs.go checks at compile time, in the rdma
+// build, that each one equals the header's value, so the tables can be
+// tested without cgo and cannot drift from the library.
+
+// enum ibv_wc_status.
+const (
+	ibvWCSuccess          = 0
+	ibvWCLocLenErr        = 1
+	ibvWCLocQPOpErr       = 2
+	ibvWCLocEECOpErr      = 3
+	ibvWCLocProtErr       = 4
+	ibvWCWRFlushErr       = 5
+	ibvWCMWBindErr        = 6
+	ibvWCBadRespErr       = 7
+	ibvWCLocAccessErr     = 8
+	ibvWCRemInvReqErr     = 9
+	ibvWCRemAccessErr     = 10
+	ibvWCRemOpErr         = 11
+	ibvWCRetryExcErr      = 12
+	ibvWCRNRRetryExcErr   = 13
+	ibvWCLocRDDViolErr    = 14
+	ibvWCRemInvRdReqErr   = 15
+	ibvWCRemAbortErr      = 16
+	ibvWCInvEECNErr       = 17
+	ibvWCInvEECStateErr   = 18
+	ibvWCFatalErr         = 19
+	ibvWCRespTimeoutErr   = 20
+	ibvWCGeneralErr       = 21
+	ibvWCTMErr            = 22
+	ibvWCTMRndvIncomplete = 23
+)
+
+// statusTable maps enum ibv_wc_status to core.Status, indexed by the
+// verbs value. Statuses core has no name for are grouped by who failed:
+// the local device (StatusLocalProtection), the peer or the transport
+// between (StatusRemoteInvalid), or the peer being unreachable
+// (StatusRetryExceeded). A value past the table (a newer library) becomes
+// statusUnknown: never success. Every entry has a name, so a gap cannot
+// silently read as success (tables_test.go checks).
+var statusTable = [...]struct {
+	name   string
+	status core.Status
+}{
+	ibvWCSuccess:          {"IBV_WC_SUCCESS", core.StatusSuccess},
+	ibvWCLocLenErr:        {"IBV_WC_LOC_LEN_ERR", core.StatusLocalLength},
+	ibvWCLocQPOpErr:       {"IBV_WC_LOC_QP_OP_ERR", core.StatusLocalProtection},
+	ibvWCLocEECOpErr:      {"IBV_WC_LOC_EEC_OP_ERR", core.StatusLocalProtection},
+	ibvWCLocProtErr:       {"IBV_WC_LOC_PROT_ERR", core.StatusLocalProtection},
+	ibvWCWRFlushErr:       {"IBV_WC_WR_FLUSH_ERR", core.StatusFlushed},
+	ibvWCMWBindErr:        {"IBV_WC_MW_BIND_ERR", core.StatusLocalProtection},
+	ibvWCBadRespErr:       {"IBV_WC_BAD_RESP_ERR", core.StatusRemoteInvalid},
+	ibvWCLocAccessErr:     {"IBV_WC_LOC_ACCESS_ERR", core.StatusLocalProtection},
+	ibvWCRemInvReqErr:     {"IBV_WC_REM_INV_REQ_ERR", core.StatusRemoteInvalid},
+	ibvWCRemAccessErr:     {"IBV_WC_REM_ACCESS_ERR", core.StatusRemoteAccess},
+	ibvWCRemOpErr:         {"IBV_WC_REM_OP_ERR", core.StatusRemoteInvalid},
+	ibvWCRetryExcErr:      {"IBV_WC_RETRY_EXC_ERR", core.StatusRetryExceeded},
+	ibvWCRNRRetryExcErr:   {"IBV_WC_RNR_RETRY_EXC_ERR", core.StatusRetryExceeded},
+	ibvWCLocRDDViolErr:    {"IBV_WC_LOC_RDD_VIOL_ERR", core.StatusLocalProtection},
+	ibvWCRemInvRdReqErr:   {"IBV_WC_REM_INV_RD_REQ_ERR", core.StatusRemoteInvalid},
+	ibvWCRemAbortErr:      {"IBV_WC_REM_ABORT_ERR", core.StatusRetryExceeded},
+	ibvWCInvEECNErr:       {"IBV_WC_INV_EECN_ERR", core.StatusRemoteInvalid},
+	ibvWCInvEECStateErr:   {"IBV_WC_INV_EEC_STATE_ERR", core.StatusRemoteInvalid},
+	ibvWCFatalErr:         {"IBV_WC_FATAL_ERR", core.StatusLocalProtection},
+	ibvWCRespTimeoutErr:   {"IBV_WC_RESP_TIMEOUT_ERR", core.StatusRetryExceeded},
+	ibvWCGeneralErr:       {"IBV_WC_GENERAL_ERR", core.StatusLocalProtection},
+	ibvWCTMErr:            {"IBV_WC_TM_ERR", core.StatusLocalProtection},
+	ibvWCTMRndvIncomplete: {"IBV_WC_TM_RNDV_INCOMPLETE", core.StatusLocalProtection},
+}
+
+const statusUnknown = core.StatusLocalProtection
+
+// statusOf maps a completion's ibv_wc_status.
+func statusOf(wc uint32) core.Status {
+	if wc < uint32(len(statusTable)) {
+		return statusTable[wc].status
+	}
+	return statusUnknown
+}
+
+// enum ibv_wc_opcode (the receive side; send completions take their
+// opcode from the request, see ring.go) and enum ibv_wc_flags.
+const (
+	ibvWCRecv            = 1 << 7
+	ibvWCRecvRDMAWithImm = ibvWCRecv + 1
+	ibvWCWithImm         = 1 << 1
+)
+
+// recvOpOf maps the opcode of a successful receive completion; false for
+// an opcode a receive queue of an RC queue pair does not produce.
+func recvOpOf(wc uint32) (core.Opcode, bool) {
+	switch wc {
+	case ibvWCRecv:
+		return core.OpRecv, true
+	case ibvWCRecvRDMAWithImm:
+		return core.OpRecvWithImm, true
+	}
+	return 0, false
+}
+
+// enum ibv_wr_opcode.
+const (
+	ibvWRRDMAWrite        = 0
+	ibvWRRDMAWriteWithImm = 1
+	ibvWRSend             = 2
+	ibvWRSendWithImm      = 3
+	ibvWRRDMARead         = 4
+)
+
+// wrOpcodeOf maps a send request's opcode (and HasImm, for SEND) to enum
+// ibv_wr_opcode; false for an opcode a send queue does not take.
+func wrOpcodeOf(op core.Opcode, hasImm bool) (uint8, bool) {
+	switch op {
+	case core.OpWrite:
+		return ibvWRRDMAWrite, true
+	case core.OpWriteWithImm:
+		return ibvWRRDMAWriteWithImm, true
+	case core.OpRead:
+		return ibvWRRDMARead, true
+	case core.OpSend:
+		if hasImm {
+			return ibvWRSendWithImm, true
+		}
+		return ibvWRSend, true
+	}
+	return 0, false
+}
+
+// enum ibv_send_flags.
+const (
+	ibvSendFence    = 1 << 0
+	ibvSendSignaled = 1 << 1
+	ibvSendInline   = 1 << 3
+)
+
+var sendFlagTable = [...]struct {
+	core core.SendFlags
+	ibv  uint8
+}{
+	{core.SendSignaled, ibvSendSignaled},
+	{core.SendInline, ibvSendInline},
+	{core.SendFence, ibvSendFence},
+}
+
+func sendFlagsOf(f core.SendFlags) uint8 {
+	var out uint8
+	for _, e := range sendFlagTable {
+		if f&e.core != 0 {
+			out |= e.ibv
+		}
+	}
+	return out
+}
+
+// enum ibv_access_flags.
+const (
+	ibvAccessLocalWrite  = 1 << 0
+	ibvAccessRemoteWrite = 1 << 1
+	ibvAccessRemoteRead  = 1 << 2
+)
+
+// accessOf maps region rights to ibv_reg_mr access flags. Verbs refuses
+// REMOTE_WRITE without LOCAL_WRITE, so a region the peer may write is also
+// locally writable by the device.
+func accessOf(a core.Access) int {
+	var out int
+	if a&core.AccessLocalWrite != 0 {
+		out |= ibvAccessLocalWrite
+	}
+	if a&core.AccessRemoteWrite != 0 {
+		out |= ibvAccessRemoteWrite | ibvAccessLocalWrite
+	}
+	if a&core.AccessRemoteRead != 0 {
+		out |= ibvAccessRemoteRead
+	}
+	return out
+}
+
+// enum ibv_qp_state.
+const (
+	ibvQPSReset   = 0
+	ibvQPSInit    = 1
+	ibvQPSRTR     = 2
+	ibvQPSRTS     = 3
+	ibvQPSSQD     = 4
+	ibvQPSSQE     = 5
+	ibvQPSErr     = 6
+	ibvQPSUnknown = 7
+)
+
+// qpStateTable maps ibv_query_qp's state. RTR is still "not connected"
+// for the contract (sends are refused); SQD and SQE are transient.
+var qpStateTable = map[int]core.QPState{
+	ibvQPSReset:   core.QPInit,
+	ibvQPSInit:    core.QPInit,
+	ibvQPSRTR:     core.QPInit,
+	ibvQPSRTS:     core.QPReady,
+	ibvQPSSQD:     core.QPReady,
+	ibvQPSSQE:     core.QPError,
+	ibvQPSErr:     core.QPError,
+	ibvQPSUnknown: core.QPError,
+}
+
+func qpStateOf(s int) core.QPState {
+	if st, ok := qpStateTable[s]; ok {
+		return st
+	}
+	return core.QPError
+}
+
+// enum ibv_mtu: IBV_MTU_256 (1) to IBV_MTU_4096 (5).
+const (
+	ibvMTUMin = 1
+	ibvMTUMax = 5
+)
+
+// mtuBytes returns the path MTU an ibv_mtu value stands for; 0 if none.
+func mtuBytes(m uint8) int {
+	if m < ibvMTUMin || m > ibvMTUMax {
+		return 0
+	}
+	return 128 << m
+}
+
+// postErrorOf maps the errno ibv_post_send/ibv_post_recv return (and
+// other verbs calls that return or set one) to the contract's errors.
+func postErrorOf(errno unix.Errno) error {
+	switch errno {
+	case unix.ENOMEM:
+		return fmt.Errorf("%v: %w", errno, core.ErrQueueFull)
+	case unix.EINVAL:
+		return fmt.Errorf("%v: %w", errno, core.ErrInvalid)
+	}
+	return errno
+}

@@ -1,0 +1,48 @@
+//go:build !rdma || !linux || !cgo
+
+package rdma
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/sdpshim/sdpshim/core"
+)
+
+// Provider is the RDMA device. In this build (without the rdma tag, or
+// off Linux) Open never returns one; the methods exist so that callers
+// compile the same way in every build.
+type Provider struct{ _ struct{} }
+
+var _ core.Provider = (*Provider)(nil)
+
+var errNotBuilt = fmt.Errorf("rdma: %s: %w", buildHint, core.ErrNotSupported)
+
+// Open returns an error wrapping core.ErrNotSupported that says how to
+// build with RDMA support.
+func Open(opts Options) (*Provider, error) {
+	if _, err := opts.normalized(); err != nil {
+		return nil, err
+	}
+	return nil, errNotBuilt
+}
+
+// Resolve returns an error wrapping core.ErrNotSupported that says how to
+// build with RDMA support (after checking its arguments).
+func Resolve(addr netip.Addr, timeout time.Duration) (Route, error) {
+	if _, err := checkResolveArgs(addr, timeout); err != nil {
+		return Route{}, err
+	}
+	return Route{}, errNotBuilt
+}
+
+func (*Provider) Name() string { return "rdma" }
+
+func (*Provider) RegisterRegion(int, core.Access) (core.Region, error) { return nil, errNotBuilt }
+
+func (*Provider) CreateCQ(int) (core.CompletionQueue, error) { return nil, errNotBuilt }
+
+func (*Provider) CreateQP(core.QPConfig) (core.QueuePair, error) { return nil, errNotBuilt }
+
+func (*Provider) Close() error { return errNotBuilt }

@@ -1,0 +1,31 @@
+/*
+ * fork.c - the C part of the core: fork_child, which runs in a fork child
+ * and must never enter the Go runtime, and the exit hook.
+ */
+#define _GNU_SOURCE 1
+#include "sdpshim_core.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "_cgo_export.h"
+
+/* The pid that ran sdpshim_core_init successfully; 0 before. */
+int sdp_core_pid;
+/* Set in a fork child: the runtime is not ours to enter there. */
+static volatile int sdp_core_forked;
+
+/* In a fork() child, before fork() returns: async-signal-safe, no Go.
+ * Inherited streams are not declined through shared memory yet; the
+ * interposer sets every inherited fd UNMANAGED after this returns (see
+ * doc.go for what that means for those connections). */
+__attribute__((visibility("default"))) void sdpshim_core_fork_child(void) { sdp_core_forked = 1; }
+
+/* At exit of the process that runs the core: drain the streams. Never in
+ * a fork child (its runtime has no threads), nor before init succeeded. */
+__attribute__((destructor)) static void sdp_core_fini(void)
+{
+	if (sdp_core_forked || sdp_core_pid == 0 || sdp_core_pid != (int)syscall(SYS_getpid))
+		return;
+	sdpshimExit();
+}

@@ -1,0 +1,34 @@
+package main
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../c -D_GNU_SOURCE
+#include "sdpshim_core.h"
+
+static int host_fd_state(struct sdpshim_host *h, int fd) { return h->fd_state(fd); }
+static int host_fd_set_state(struct sdpshim_host *h, int fd, int st) { return h->fd_set_state(fd, st); }
+static void host_fallback_count(struct sdpshim_host *h, int reason) { h->fallback_count(reason); }
+*/
+import "C"
+
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/shim"
+)
+
+// cHost is struct sdpshim_host as a shim.Host: its function pointers are
+// plain C table operations, safe from any thread.
+type cHost struct{ h *C.struct_sdpshim_host }
+
+func (c cHost) FDState(fd int) shim.FDState {
+	return shim.FDState(C.host_fd_state(c.h, C.int(fd)))
+}
+
+func (c cHost) SetFDState(fd int, st shim.FDState) error {
+	if r := C.host_fd_set_state(c.h, C.int(fd), C.int(st)); r < 0 {
+		return unix.Errno(-r)
+	}
+	return nil
+}
+
+func (c cHost) CountFallback(reason int) { C.host_fallback_count(c.h, C.int(reason)) }

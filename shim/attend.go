@@ -1,0 +1,190 @@
+package shim
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Attendance: a thread asleep in the kernel on a stream's behalf keeps the
+// stream attended (core.Stream.Attend): the channel's progress goroutines
+// stay awake and ring the socket's wakeup, and held bytes of a packed
+// stream keep flowing as during an application call. The interposer gives
+// a hook no way to tell a fresh call from the same thread coming back
+// after its sleep (it zeroes struct sdpshim_wait each time), so an
+// attendance is recorded under the sleeping thread's id and ended by that
+// thread's next call on the socket (blocking calls) or its next poll
+// (poll, select). A thread that never comes back (EINTR, then it goes
+// elsewhere) leaves an attendance that only costs wakeups, until the
+// socket closes. gettid is only called when a record exists.
+
+// attendRec is one thread asleep on a socket.
+type attendRec struct {
+	tid      int
+	write    bool
+	deadline int64       // monotonic ns (nowNS), 0: none
+	timer    *time.Timer // rings the wake word at the deadline (or backstop)
+}
+
+// attendance is a socket's records.
+type attendance struct {
+	n    atomic.Int32
+	mu   sync.Mutex
+	recs []attendRec // +checklocks:mu
+}
+
+// sleepBegin records that the calling thread is about to sleep on s for a
+// read or a write, until deadline; the stream is attended meanwhile, and
+// when wake >= 0 a timer rings the wake word after it.
+func (s *Socket) sleepBegin(write bool, deadline int64, wake time.Duration) {
+	a := &s.attend
+	r := attendRec{tid: unix.Gettid(), write: write, deadline: deadline}
+	if wake >= 0 {
+		r.timer = time.AfterFunc(wake, s.wake.ring)
+	}
+	a.mu.Lock()
+	a.recs = append(a.recs, r)
+	a.n.Add(1)
+	a.mu.Unlock()
+	s.wake.sleepers.Add(1)
+	if st := s.stream.Load(); st != nil {
+		st.Attend()
+	}
+}
+
+// resume ends the calling thread's records on s. For a record of the same
+// direction it returns its deadline and true: the call is the thread
+// coming back from its sleep.
+func (s *Socket) resume(write bool) (deadline int64, back bool) {
+	a := &s.attend
+	if a.n.Load() == 0 {
+		return 0, false
+	}
+	tid := unix.Gettid()
+	a.mu.Lock()
+	k := 0
+	ended := 0
+	for _, r := range a.recs {
+		if r.tid != tid {
+			a.recs[k] = r
+			k++
+			continue
+		}
+		ended++
+		if r.timer != nil {
+			r.timer.Stop()
+		}
+		if r.write == write {
+			deadline, back = r.deadline, true
+		}
+	}
+	clear(a.recs[k:])
+	a.recs = a.recs[:k]
+	a.n.Add(int32(-ended))
+	a.mu.Unlock()
+	s.endAttend(ended, true)
+	return deadline, back
+}
+
+// endAttend undoes n sleepers (futex) or pollers.
+func (s *Socket) endAttend(n int, sleepers bool) {
+	if n == 0 {
+		return
+	}
+	if sleepers {
+		s.wake.sleepers.Add(int32(-n))
+	} else {
+		s.wake.pollers.Add(int32(-n))
+	}
+	if st := s.stream.Load(); st != nil {
+		for range n {
+			st.Unattend()
+		}
+	}
+}
+
+// dropAttendance ends every record (the socket is closing).
+func (s *Socket) dropAttendance() {
+	a := &s.attend
+	a.mu.Lock()
+	n := len(a.recs)
+	for _, r := range a.recs {
+		if r.timer != nil {
+			r.timer.Stop()
+		}
+	}
+	a.recs = nil
+	a.n.Store(0)
+	a.mu.Unlock()
+	s.endAttend(n, true)
+}
+
+// pollAttendance records, per thread, the sockets a poll or select of that
+// thread attends while it sleeps; the thread's next poll ends them.
+type pollAttendance struct {
+	mu  sync.Mutex
+	by  map[int][]*Socket // +checklocks:mu
+	any atomic.Int32
+}
+
+// begin attends socks for the calling thread.
+func (pa *pollAttendance) begin(tid int, socks []*Socket) {
+	for _, s := range socks {
+		s.wake.pollers.Add(1)
+		if st := s.stream.Load(); st != nil {
+			st.Attend()
+		}
+	}
+	pa.mu.Lock()
+	if pa.by == nil {
+		pa.by = map[int][]*Socket{}
+	}
+	pa.by[tid] = append(pa.by[tid], socks...)
+	pa.any.Store(int32(len(pa.by)))
+	pa.mu.Unlock()
+}
+
+// end ends the calling thread's attendances.
+func (pa *pollAttendance) end(tid int) {
+	if pa.any.Load() == 0 {
+		return
+	}
+	pa.mu.Lock()
+	socks := pa.by[tid]
+	delete(pa.by, tid)
+	pa.any.Store(int32(len(pa.by)))
+	pa.mu.Unlock()
+	for _, s := range socks {
+		s.endAttend(1, false)
+	}
+}
+
+// forget ends every poll attendance of s (closing).
+func (pa *pollAttendance) forget(s *Socket) {
+	if pa.any.Load() == 0 {
+		return
+	}
+	n := 0
+	pa.mu.Lock()
+	for tid, socks := range pa.by {
+		k := 0
+		for _, x := range socks {
+			if x == s {
+				n++
+				continue
+			}
+			socks[k] = x
+			k++
+		}
+		if k == 0 {
+			delete(pa.by, tid)
+		} else {
+			pa.by[tid] = socks[:k]
+		}
+	}
+	pa.any.Store(int32(len(pa.by)))
+	pa.mu.Unlock()
+	s.endAttend(n, false)
+}

@@ -1,0 +1,220 @@
+package shim
+
+import (
+	"context"
+	"net/netip"
+	"time"
+	"unsafe"
+
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/rendezvous"
+	"github.com/sdpshim/sdpshim/shim/config"
+)
+
+// The connecting side. connect() to an address the rules allow and the
+// rendezvous registry knows: bind (an ephemeral port, to learn the
+// 4-tuple), offer (with a new channel's socket, or naming the channel to
+// reuse), commit, then the real connect(); the socket becomes MANAGED in
+// state connecting. The acceptor's verdict arrives when its accept()
+// claims the connection: accepted makes the socket accelerated (its first
+// data call, or poll, takes the stream), declined makes it plain TCP, with
+// no byte lost since nothing went on the stream. Any failure before the
+// commit falls back to a plain connect() with the reason counted; the
+// program's connect() never fails because of the shim.
+
+// pendingConnect is what a connecting socket waits for.
+type pendingConnect struct {
+	answer     *rendezvous.Answer
+	end        *channelEnd
+	id         uint32
+	dst        netip.AddrPort
+	kernelDone bool // the kernel connect completed (successfully)
+	watching   bool // a goroutine rings the wake word when fd is ready (settle.go)
+}
+
+// verdictTakeTimeout bounds the wait for an accepted stream's
+// announcement (normally there already).
+const verdictTakeTimeout = 2 * time.Second
+
+// Connect is the connect hook. raw is the program's sockaddr. It returns
+// Pass, 0, or -errno (-EINPROGRESS for a nonblocking socket).
+func (p *Process) Connect(fd int, raw []byte) int64 {
+	s := p.lookup(fd)
+	if s == nil {
+		return Pass
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.getState() != sockCreated {
+		return Pass // connecting again, listening, ...: the kernel answers
+	}
+	dst, family, ok := ParseSockaddr(raw)
+	if !ok || (family != unix.AF_INET && family != unix.AF_INET6) {
+		return Pass // AF_UNSPEC (disconnect) and the like
+	}
+	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
+	fields := logrus.Fields{"remote": dst}
+	plain := func(r rendezvous.Reason, why error) int64 {
+		p.fallback(r, fields, why)
+		s.fallBackLocked()
+		return Pass
+	}
+	if r, ok := p.shmAllowed(); !ok {
+		return plain(r, nil)
+	}
+	if !p.cfg.Eligible(dst.Addr(), dst.Port()) {
+		return plain(rendezvous.ReasonExcluded, nil)
+	}
+	node, err := p.rendezvousNode()
+	if err != nil {
+		return plain(rendezvous.ReasonOf(err), err)
+	}
+	entries, err := node.Lookup(dst)
+	if err != nil {
+		return plain(rendezvous.ReasonOf(err), err)
+	}
+	local, err := bindEphemeral(fd, s.family)
+	if err != nil {
+		return plain(rendezvous.ReasonUnsupportedOption, err)
+	}
+	tuple := rendezvous.Tuple{Client: local, Server: dst}
+	pc, err := p.offer(node, entries[0], tuple)
+	if err != nil {
+		return plain(rendezvous.ReasonOf(err), err)
+	}
+	fields["stream"] = pc.id
+	if err := pc.answer.Commit(); err != nil {
+		pc.answer.Close()
+		pc.end.giveUp(pc.id)
+		return plain(rendezvous.ReasonOf(err), err)
+	}
+	pc.dst = dst
+	// The real connect, as the program asked for it.
+	_, _, errno := unix.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&raw[0])), uintptr(len(raw)))
+	switch errno {
+	case 0:
+		pc.kernelDone = true
+	case unix.EINPROGRESS:
+	default:
+		// Refused, unreachable, interrupted...: the kernel's answer, and
+		// the stream is given up (the acceptor's offer expires).
+		pc.answer.Close()
+		pc.end.giveUp(pc.id)
+		p.count("connect.failed")
+		s.fallBackLocked()
+		return negErrno(errno)
+	}
+	s.pend = pc
+	s.wake.init(p.words.get())
+	s.setState(sockConnecting)
+	for _, f := range s.fds {
+		p.host.SetFDState(f, FDManaged)
+	}
+	p.log.WithFields(fields).Debug("connecting accelerated, verdict pending")
+	if errno != 0 {
+		return negErrno(errno)
+	}
+	return 0
+}
+
+// bindEphemeral binds an unbound socket to an ephemeral port of the
+// wildcard address (the kernel picks the source address at connect) and
+// returns the local address.
+func bindEphemeral(fd, family int) (netip.AddrPort, error) {
+	local, err := sockName(fd)
+	if err != nil {
+		return local, err
+	}
+	if local.Port() != 0 {
+		return local, nil
+	}
+	var sa unix.Sockaddr = &unix.SockaddrInet4{}
+	if family == unix.AF_INET6 {
+		sa = &unix.SockaddrInet6{}
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		return local, err
+	}
+	return sockName(fd)
+}
+
+// offer runs the rendezvous with the listener process e: over the
+// channel to it when one exists, else with a new channel set up over a
+// socketpair whose other end travels in the offer.
+func (p *Process) offer(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple) (*pendingConnect, error) {
+	peer := procID{pid: e.PID, start: e.Start}
+	shared := p.cfg.Channel == config.ChannelShared
+	if shared {
+		if end := p.chans.forPeer(peer); end != nil {
+			return p.offerOn(node, e, t, end, nil)
+		}
+		m := p.chans.dialLock(peer)
+		m.Lock()
+		defer m.Unlock()
+		if end := p.chans.forPeer(peer); end != nil {
+			return p.offerOn(node, e, t, end, nil)
+		}
+	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: err}
+	}
+	type result struct {
+		ch  *core.Channel
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ch, err := p.establish(pair[0], time.Now().Add(offerTimeout))
+		done <- result{ch, err}
+	}()
+	end := &channelEnd{token: newToken(), dialer: true, peer: peer}
+	pc, oerr := p.offerOn(node, e, t, end, &pair[1])
+	unix.Close(pair[1])
+	if oerr != nil {
+		unix.Shutdown(pair[0], unix.SHUT_RDWR) // ends our side's setup at once
+	}
+	r := <-done
+	unix.Close(pair[0])
+	if oerr != nil {
+		if r.ch != nil {
+			r.ch.Close()
+		}
+		return nil, oerr
+	}
+	if r.err != nil {
+		pc.answer.Abort()
+		return nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: r.err}
+	}
+	end.ch = r.ch
+	if shared {
+		p.chans.add(end)
+	}
+	return pc, nil
+}
+
+// offerOn sends the offer: for end's channel, or (sock != nil) for a new
+// one set up over *sock.
+func (p *Process) offerOn(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, end *channelEnd, sock *int) (*pendingConnect, error) {
+	msg := offerMsg{newChannel: sock != nil, dialer: end.dialer, token: end.token, from: p.self}
+	pl := rendezvous.Payload{Data: msg.encode()}
+	if sock != nil {
+		pl.Files = []int{*sock}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), offerTimeout)
+	defer cancel()
+	a, err := node.Offer(ctx, e, t, pl)
+	if err != nil {
+		return nil, err
+	}
+	a.Payload.CloseFiles()
+	id, err := decodeAnswer(a.Payload.Data)
+	if err != nil {
+		a.Abort()
+		return nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonProtocol, Err: err}
+	}
+	return &pendingConnect{answer: a, end: end, id: id}, nil
+}

@@ -1,0 +1,99 @@
+package shim
+
+import "sync/atomic"
+
+// fdTable mirrors the interposer's table for the fds the shim tracks: fd
+// number -> *Socket (or *epollSet for an emulated epoll fd). Like the C
+// table it is two levels of fixed arrays, chunks allocated on first use
+// and never freed, so a lookup on the data path is two atomic loads, no
+// lock and no map. Several fds (dup) may name one object.
+type fdTable struct {
+	dir [fdDirSize]atomic.Pointer[fdChunk]
+}
+
+const (
+	fdChunkShift = 12
+	fdChunkSize  = 1 << fdChunkShift
+	fdDirSize    = 1 << (31 - fdChunkShift)
+)
+
+type fdChunk [fdChunkSize]atomic.Pointer[fdEntry]
+
+// fdEntry is what one fd names: a socket or an epoll set.
+type fdEntry struct {
+	sock *Socket
+	ep   *epollSet
+}
+
+func (t *fdTable) chunk(fd int, create bool) *fdChunk {
+	if fd < 0 {
+		return nil
+	}
+	i := uint(fd) >> fdChunkShift
+	if i >= fdDirSize {
+		return nil
+	}
+	c := t.dir[i].Load()
+	if c == nil && create {
+		t.dir[i].CompareAndSwap(nil, new(fdChunk))
+		c = t.dir[i].Load()
+	}
+	return c
+}
+
+func (t *fdTable) get(fd int) *fdEntry {
+	c := t.chunk(fd, false)
+	if c == nil {
+		return nil
+	}
+	return c[uint(fd)&(fdChunkSize-1)].Load()
+}
+
+// socket returns the socket fd names, or nil.
+func (t *fdTable) socket(fd int) *Socket {
+	if e := t.get(fd); e != nil {
+		return e.sock
+	}
+	return nil
+}
+
+// epoll returns the epoll set fd names, or nil.
+func (t *fdTable) epoll(fd int) *epollSet {
+	if e := t.get(fd); e != nil {
+		return e.ep
+	}
+	return nil
+}
+
+// set makes fd name e (nil: nothing).
+func (t *fdTable) set(fd int, e *fdEntry) {
+	if c := t.chunk(fd, e != nil); c != nil {
+		c[uint(fd)&(fdChunkSize-1)].Store(e)
+	}
+}
+
+// take removes and returns what fd named.
+func (t *fdTable) take(fd int) *fdEntry {
+	c := t.chunk(fd, false)
+	if c == nil {
+		return nil
+	}
+	return c[uint(fd)&(fdChunkSize-1)].Swap(nil)
+}
+
+// lookup returns the socket fd names for a hook. An fd the shim does not
+// know (closed behind the interposer's back, its number reused) is set
+// UNMANAGED, so its later calls go straight to libc; the hook then
+// returns Pass.
+func (p *Process) lookup(fd int) *Socket {
+	e := p.fds.get(fd)
+	if e != nil && e.sock != nil {
+		return e.sock
+	}
+	if e == nil {
+		if st := p.host.FDState(fd); st == FDCandidate || st == FDManaged {
+			p.host.SetFDState(fd, FDUnmanaged)
+		}
+	}
+	return nil
+}

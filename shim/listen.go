@@ -1,0 +1,203 @@
+package shim
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/rendezvous"
+	"github.com/sdpshim/sdpshim/shim/config"
+)
+
+// The listening side: listen() registers the socket's address with the
+// rendezvous node; the node's Handler answers connectors (setting up or
+// reusing the channel and opening the stream); accept() claims the
+// connection by its 4-tuple and gets the stream, or leaves it plain TCP.
+
+// setupTimeout bounds a new channel's setup in the Handler, and
+// offerTimeout the connector's wait for the answer (which includes it).
+const (
+	setupTimeout = 900 * time.Millisecond
+	offerTimeout = time.Second
+)
+
+// SocketCreated is the socket hook: a TCP socket fd was created.
+func (p *Process) SocketCreated(fd, domain, typ int) FDState {
+	p.newSocket(fd, domain, typ&unix.SOCK_NONBLOCK != 0)
+	return FDCandidate
+}
+
+// shmAllowed reports whether same-host acceleration is configured, and
+// the reason when it is not.
+func (p *Process) shmAllowed() (rendezvous.Reason, bool) {
+	switch p.cfg.Provider {
+	case config.ProviderAuto, config.ProviderSHM:
+		return rendezvous.ReasonNone, true
+	}
+	return rendezvous.ReasonNoDevice, false
+}
+
+// Listen is the listen hook: the kernel listen(), then the registration.
+func (p *Process) Listen(fd, backlog int) int64 {
+	s := p.lookup(fd)
+	if s == nil {
+		return Pass
+	}
+	if err := unix.Listen(fd, backlog); err != nil {
+		return neg(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.getState() == sockListening {
+		return 0 // a new backlog, same registration
+	}
+	s.setState(sockListening)
+	if _, ok := p.shmAllowed(); !ok {
+		return 0
+	}
+	addr, err := sockName(fd)
+	if err != nil {
+		return 0
+	}
+	if !p.cfg.Eligible(addr.Addr(), addr.Port()) {
+		p.log.WithField("listen", addr).Debug("listener excluded by rule: not registered")
+		return 0
+	}
+	node, err := p.rendezvousNode()
+	if err != nil {
+		return 0
+	}
+	if err := node.Register(addr); err != nil {
+		p.log.WithError(err).WithField("listen", addr).Warn("cannot register listener; its connections stay on kernel TCP")
+		return 0
+	}
+	s.listenAddr, s.registered = addr, true
+	p.mu.Lock()
+	p.listeners[s] = struct{}{}
+	p.mu.Unlock()
+	p.log.WithField("listen", addr).Debug("listener registered")
+	return 0
+}
+
+// unregisterLocked withdraws s's registration.
+//
+// +checklocks:s.mu
+func (s *Socket) unregisterLocked() {
+	if !s.registered {
+		return
+	}
+	s.registered = false
+	p := s.p
+	p.mu.Lock()
+	delete(p.listeners, s)
+	node := p.node
+	p.mu.Unlock()
+	if node != nil {
+		node.Unregister(s.listenAddr)
+	}
+}
+
+// prepared is what the Handler keeps with a pending offer: the stream it
+// opened for the connection.
+type prepared struct {
+	end    *channelEnd
+	stream *core.Stream
+}
+
+// handleOffer is the rendezvous Handler: it answers a connector with the
+// id of a stream opened on the channel to the connector's process, set up
+// now over the socket the offer carries, or reused.
+func (p *Process) handleOffer(req rendezvous.Request) (rendezvous.Payload, any, error) {
+	files := req.Payload.Files
+	defer func() {
+		for _, fd := range files {
+			unix.Close(fd)
+		}
+	}()
+	o, err := decodeOffer(req.Payload.Data)
+	if err != nil || (o.newChannel && len(files) != 1) || (!o.newChannel && len(files) != 0) {
+		return rendezvous.Payload{}, nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonProtocol, Err: errBadOffer}
+	}
+	if r, ok := p.shmAllowed(); !ok {
+		return rendezvous.Payload{}, nil, &rendezvous.FallbackError{Reason: r, Err: errors.New("shared memory not allowed here")}
+	}
+	var e *channelEnd
+	if o.newChannel {
+		ch, err := p.establish(files[0], time.Now().Add(setupTimeout))
+		if err != nil {
+			p.log.WithError(err).Debug("channel setup failed")
+			return rendezvous.Payload{}, nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: err}
+		}
+		e = &channelEnd{ch: ch, token: o.token, dialer: false, peer: o.from}
+		if p.cfg.Channel == config.ChannelShared {
+			p.chans.add(e)
+		}
+	} else if e = p.chans.byOffer(o.token, o.dialer); e == nil {
+		return rendezvous.Payload{}, nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: errors.New("unknown channel")}
+	}
+	st, err := e.ch.Open()
+	if err != nil {
+		return rendezvous.Payload{}, nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: fmt.Errorf("open stream: %w", err)}
+	}
+	return rendezvous.Payload{Data: encodeAnswer(st.ID())}, &prepared{end: e, stream: st}, nil
+}
+
+// onDrop releases the stream of an offer nobody claimed.
+func (p *Process) onDrop(m rendezvous.Match, cause rendezvous.DropCause) {
+	if pr, ok := m.Prepared.(*prepared); ok && pr != nil {
+		pr.stream.Close()
+	}
+	p.count("offer.dropped." + cause.String())
+}
+
+// Accept is the accept hook: fd was accepted on listener lfd from peer.
+func (p *Process) Accept(lfd, fd int, peer netip.AddrPort, flags int) FDState {
+	ls := p.fds.socket(lfd)
+	if ls == nil {
+		return FDUnmanaged
+	}
+	ls.mu.Lock()
+	registered := ls.registered
+	ls.mu.Unlock()
+	if !registered {
+		return FDUnmanaged
+	}
+	p.mu.Lock()
+	node := p.node
+	p.mu.Unlock()
+	local, err := sockName(fd)
+	if node == nil || err != nil {
+		return FDUnmanaged
+	}
+	m, ok := node.Claim(local, peer)
+	if !ok {
+		p.fallback(rendezvous.ReasonNotShimmed, logrus.Fields{"local": local, "remote": peer}, nil)
+		return FDUnmanaged
+	}
+	pr, _ := m.Prepared.(*prepared)
+	if pr == nil {
+		return FDUnmanaged
+	}
+	s := &Socket{p: p, family: ls.family, fds: []int{fd}}
+	s.nonblock.Store(flags&unix.SOCK_NONBLOCK != 0)
+	s.mu.Lock()
+	s.accelerateLocked(pr.end, pr.stream)
+	s.mu.Unlock()
+	p.fds.set(fd, &fdEntry{sock: s})
+	p.log.WithFields(logrus.Fields{"local": local, "remote": peer, "stream": pr.stream.ID()}).Debug("accepted accelerated")
+	return FDManaged
+}
+
+// newToken draws a channel token.
+func newToken() uint64 {
+	var b [8]byte
+	rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:]) | 1
+}

@@ -1,0 +1,88 @@
+package shim
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// The shim's part of a rendezvous (rendezvous.Payload.Data).
+//
+// Offer, connector to acceptor, 34 bytes, little endian:
+//
+//	0..3    magic "SDPo"
+//	4       version (offerVersion)
+//	5       flags: 1 new channel (Files[0] is a unix socket to set it up
+//	        over), 2 the sender's end is the dialer end
+//	6..13   channel token
+//	14..17  connector pid
+//	18..25  connector start time (/proc/PID/stat field 22)
+//	26..33  reserved, zero
+//
+// Answer, acceptor to connector, 9 bytes: magic "SDPa", version, the id of
+// the stream the acceptor opened (4 bytes).
+const (
+	offerMagic   = "SDPo"
+	answerMagic  = "SDPa"
+	offerVersion = 1
+	offerLen     = 34
+	answerLen    = 9
+
+	offerNewChannel = 1
+	offerDialer     = 2
+)
+
+type offerMsg struct {
+	newChannel bool
+	dialer     bool
+	token      uint64
+	from       procID
+}
+
+var errBadOffer = errors.New("malformed shim offer")
+
+func (o offerMsg) encode() []byte {
+	b := make([]byte, offerLen)
+	copy(b, offerMagic)
+	b[4] = offerVersion
+	if o.newChannel {
+		b[5] |= offerNewChannel
+	}
+	if o.dialer {
+		b[5] |= offerDialer
+	}
+	binary.LittleEndian.PutUint64(b[6:], o.token)
+	binary.LittleEndian.PutUint32(b[14:], uint32(o.from.pid))
+	binary.LittleEndian.PutUint64(b[18:], o.from.start)
+	return b
+}
+
+func decodeOffer(b []byte) (offerMsg, error) {
+	if len(b) != offerLen || string(b[:4]) != offerMagic || b[4] != offerVersion || b[5]&^3 != 0 {
+		return offerMsg{}, errBadOffer
+	}
+	return offerMsg{
+		newChannel: b[5]&offerNewChannel != 0,
+		dialer:     b[5]&offerDialer != 0,
+		token:      binary.LittleEndian.Uint64(b[6:]),
+		from:       procID{pid: int(binary.LittleEndian.Uint32(b[14:])), start: binary.LittleEndian.Uint64(b[18:])},
+	}, nil
+}
+
+func encodeAnswer(id uint32) []byte {
+	b := make([]byte, answerLen)
+	copy(b, answerMagic)
+	b[4] = offerVersion
+	binary.LittleEndian.PutUint32(b[5:], id)
+	return b
+}
+
+func decodeAnswer(b []byte) (uint32, error) {
+	if len(b) != answerLen || string(b[:4]) != answerMagic || b[4] != offerVersion {
+		return 0, errBadOffer
+	}
+	id := binary.LittleEndian.Uint32(b[5:])
+	if id == 0 {
+		return 0, errBadOffer
+	}
+	return id, nil
+}

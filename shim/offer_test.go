@@ -1,0 +1,44 @@
+package shim
+
+import (
+	"bytes"
+	"testing"
+)
+
+func TestOfferRoundTrip(t *testing.T) {
+	for _, o := range []offerMsg{
+		{newChannel: true, dialer: true, token: 1<<63 | 5, from: procID{pid: 4242, start: 99}},
+		{token: 7, from: procID{pid: 1, start: 0}},
+	} {
+		got, err := decodeOffer(o.encode())
+		if err != nil || got != o {
+			t.Errorf("decode(encode(%+v)) = %+v, %v", o, got, err)
+		}
+	}
+	id, err := decodeAnswer(encodeAnswer(77))
+	if err != nil || id != 77 {
+		t.Errorf("answer round trip: %d, %v", id, err)
+	}
+}
+
+func TestOfferRejectsGarbage(t *testing.T) {
+	good := offerMsg{token: 3}.encode()
+	bad := [][]byte{
+		nil,
+		good[:offerLen-1],
+		append(bytes.Clone(good), 0),
+		func() []byte { b := bytes.Clone(good); b[0] = 'X'; return b }(),
+		func() []byte { b := bytes.Clone(good); b[4] = offerVersion + 1; return b }(),
+		func() []byte { b := bytes.Clone(good); b[5] = 4; return b }(),
+	}
+	for i, b := range bad {
+		if _, err := decodeOffer(b); err == nil {
+			t.Errorf("case %d: garbage offer accepted", i)
+		}
+	}
+	for _, b := range [][]byte{nil, encodeAnswer(0), encodeAnswer(1)[:5], []byte("SDPo\x01abcd")} {
+		if _, err := decodeAnswer(b); err == nil {
+			t.Errorf("garbage answer %q accepted", b)
+		}
+	}
+}

@@ -1,0 +1,165 @@
+package shim
+
+import (
+	"errors"
+	"io"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core"
+)
+
+// Readiness of accelerated sockets for poll, ppoll, select and pselect
+// (the interposer's poll engine calls Poll; epoll.go uses pollEvents too).
+// Level-triggered, with the kernel's TCP answers (net/ipv4/tcp.c
+// tcp_poll):
+//
+//	POLLIN|POLLRDNORM  bytes buffered, EOF (the peer's FIN, or SHUT_RD), or an error
+//	POLLRDHUP          the peer's FIN arrived (or SHUT_RD)
+//	POLLOUT|POLLWRNORM a write would make progress, or after SHUT_WR
+//	POLLHUP            both directions shut, or reset / peer gone
+//	POLLERR            reset / peer gone
+//
+// A connecting socket is not readable or writable until its kernel
+// connect completed and the verdict arrived; when it falls back to kernel
+// TCP the kernel's answer for its fd is used.
+
+const (
+	pollRDNORM = 0x40
+	pollWRNORM = 0x100
+	pollWRBAND = 0x200
+	pollRDHUP  = 0x2000
+	pollIn     = unix.POLLIN | pollRDNORM
+	pollOut    = unix.POLLOUT | pollWRNORM
+	pollAlways = unix.POLLERR | unix.POLLHUP | unix.POLLNVAL
+)
+
+// pollEvents returns the revents of s for events, and when it is zero the
+// descriptor to sleep on for a change (fd, events), or fd -1 to sleep on
+// the socket's eventfd (accelerated).
+func (s *Socket) pollEvents(fd int, events int16) (revents int16, waitFD int, waitEv int16) {
+	st := s.stream.Load()
+	if st == nil {
+		if s.getState() != sockConnecting {
+			return kernelPoll(fd, events), fd, events
+		}
+		s.mu.Lock()
+		r := s.settleLocked()
+		s.mu.Unlock()
+		switch {
+		case r.fallback:
+			return kernelPoll(fd, events), fd, events
+		case r.stream == nil:
+			return 0, r.waitFD, r.waitEvents
+		}
+		st = r.stream
+	}
+	var rev int16
+	if st.ReadReady() || s.shutRD.Load() {
+		var one [1]byte
+		n, err := st.Peek(one[:])
+		switch {
+		case n > 0:
+			rev |= pollIn
+		case s.shutRD.Load(), errors.Is(err, io.EOF):
+			rev |= pollIn | pollRDHUP
+			if s.shutWR.Load() {
+				rev |= unix.POLLHUP
+			}
+		case err != nil && !errors.Is(err, core.ErrWouldBlock):
+			rev |= pollIn | pollRDHUP | unix.POLLHUP
+			if !s.errSeen.Load() {
+				rev |= unix.POLLERR
+			}
+		}
+	}
+	if events&(pollOut|pollWRBAND) != 0 && (s.shutWR.Load() || rev&unix.POLLHUP != 0 || st.WriteReady()) {
+		rev |= pollOut
+	}
+	return rev & (events | pollAlways), -1, 0
+}
+
+// kernelPoll asks the kernel about fd without waiting.
+func kernelPoll(fd int, events int16) int16 {
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: events}}
+	if n, err := unix.Poll(pfd, 0); n <= 0 || err != nil {
+		return 0
+	}
+	return pfd[0].Revents
+}
+
+// Poll is the poll hook. fds is the caller's whole set (revents zeroed);
+// Poll sets revents of the entries whose fd the interposer marks MANAGED
+// and returns how many it set non-zero. When none is ready after the
+// wait policy's polling it registers the calling thread's attendance on
+// the accelerated sockets and fills wait with what to sleep on (their
+// eventfds, the descriptors connecting sockets wait for); nwait is how
+// many. The thread's next Poll ends that attendance.
+func (p *Process) Poll(fds, wait []unix.PollFd) (ready, nwait int) {
+	tid := unix.Gettid()
+	p.tids.end(tid)
+	type entry struct {
+		i int
+		s *Socket
+	}
+	var managed []entry
+	for i := range fds {
+		if fds[i].Fd < 0 || p.host.FDState(int(fds[i].Fd)) != FDManaged {
+			continue
+		}
+		if s := p.fds.socket(int(fds[i].Fd)); s != nil {
+			managed = append(managed, entry{i, s})
+		} else if p.fds.epoll(int(fds[i].Fd)) != nil {
+			fds[i].Revents = p.epollPollEvents(int(fds[i].Fd), fds[i].Events)
+			if fds[i].Revents != 0 {
+				ready++
+			}
+		}
+	}
+	if ready > 0 || len(managed) == 0 {
+		return ready, 0
+	}
+	check := func() bool {
+		n := 0
+		for _, e := range managed {
+			f := &fds[e.i]
+			f.Revents, _, _ = e.s.pollEvents(int(f.Fd), f.Events)
+			if f.Revents != 0 {
+				n++
+			}
+		}
+		ready = n
+		return n > 0
+	}
+	if check() {
+		return ready, 0
+	}
+	if p.pollWaiter().Wait(check, kernelBell{}, zeroTime) != errKernelSleep {
+		return ready, 0
+	}
+	var attend []*Socket
+	for _, e := range managed {
+		if e.s.stream.Load() != nil {
+			e.s.wake.eventFD(p)
+			e.s.wake.drain()
+			attend = append(attend, e.s)
+		}
+	}
+	p.tids.begin(tid, attend)
+	if check() {
+		p.tids.end(tid)
+		return ready, 0
+	}
+	for _, e := range managed {
+		f := fds[e.i]
+		_, fd, ev := e.s.pollEvents(int(f.Fd), f.Events)
+		if fd < 0 {
+			fd, ev = e.s.wake.eventFD(p), unix.POLLIN
+		}
+		if fd >= 0 && nwait < len(wait) {
+			wait[nwait] = unix.PollFd{Fd: int32(fd), Events: ev}
+			nwait++
+		}
+	}
+	return 0, nwait
+}

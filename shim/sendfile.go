@@ -1,0 +1,173 @@
+package shim
+
+import (
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core"
+)
+
+// sendfile and splice onto (or off) an accelerated socket: the bytes go
+// through the stream, read from (or written to) the other descriptor by
+// the shim.
+
+const fileChunk = 64 << 10
+
+// SendFile is the sendfile hook: count bytes from in (at *off when off is
+// not nil, which is then advanced; else at in's file offset) to out.
+func (p *Process) SendFile(out, in int, off *int64, count int, w *Wait) int64 {
+	if p.fds.socket(in) != nil && p.fds.socket(in).getState() == sockAccelerated {
+		return negErrno(unix.EINVAL) // the kernel cannot read a socket here either
+	}
+	s := p.fds.socket(out)
+	if s == nil {
+		return Pass
+	}
+	st, r := s.active(w)
+	if st == nil {
+		return r
+	}
+	return s.fromFile(st, in, off, count, w)
+}
+
+// fromFile moves count bytes from file in into the stream. Bytes read but
+// not taken by the stream are given back to the file (the offset is not
+// advanced past them, or the file offset is moved back).
+func (s *Socket) fromFile(st *core.Stream, in int, off *int64, count int, w *Wait) int64 {
+	kept, back := s.resume(true)
+	deadline := deadlineOf(kept, back, s.sndTimeo.Load())
+	if s.shutWR.Load() {
+		return negErrno(unix.EPIPE)
+	}
+	buf := make([]byte, min(count, fileChunk))
+	done := 0
+	for done < count {
+		k := min(len(buf), count-done)
+		var n int
+		var err error
+		if off != nil {
+			n, err = unix.Pread(in, buf[:k], *off)
+		} else {
+			n, err = unix.Read(in, buf[:k])
+		}
+		if err != nil || n == 0 {
+			if done > 0 {
+				return int64(done)
+			}
+			return neg(err)
+		}
+		gen := s.wake.gen()
+		m, werr := writeFrom(st, [][]byte{buf[:n]}, 0)
+		if m < n {
+			if off == nil {
+				unix.Seek(in, int64(m-n), 1) // give back what the stream did not take
+			}
+		}
+		if off != nil {
+			*off += int64(m)
+		}
+		done += m
+		if m == n {
+			continue
+		}
+		if m > 0 {
+			continue
+		}
+		switch {
+		case werr != nil && werr != core.ErrWouldBlock:
+			if done > 0 {
+				return int64(done)
+			}
+			return s.writeErr(werr)
+		case s.nonblock.Load() || passed(deadline):
+			if done > 0 {
+				return int64(done)
+			}
+			return negErrno(unix.EAGAIN)
+		}
+		ready := func() bool {
+			st.ReadReady()
+			st.WriteReady()
+			return s.wake.gen() != gen
+		}
+		if !s.block(w, true, deadline, uint64(done), ready) {
+			return WaitResult
+		}
+	}
+	return int64(done)
+}
+
+// Splice is the splice hook: one side is a pipe, the other an
+// accelerated socket (either side may also be a file or plain socket the
+// kernel handles: Pass).
+func (p *Process) Splice(in int, offIn *int64, out int, offOut *int64, n int, w *Wait) int64 {
+	if s := p.fds.socket(out); s != nil {
+		st, r := s.active(w)
+		if st == nil {
+			return r
+		}
+		if offIn != nil {
+			return s.fromFile(st, in, offIn, n, w)
+		}
+		return s.fromPipe(st, in, n)
+	}
+	if s := p.fds.socket(in); s != nil {
+		st, r := s.active(w)
+		if st == nil {
+			return r
+		}
+		return s.toPipe(st, out, n, w)
+	}
+	return Pass
+}
+
+// fromPipe moves up to n bytes from pipe in into the stream. Bytes read
+// from a pipe cannot be given back, so once read they are written whole,
+// waiting in Go if the stream is full (a rare path).
+func (s *Socket) fromPipe(st *core.Stream, in, n int) int64 {
+	buf := make([]byte, min(n, fileChunk))
+	k, err := unix.Read(in, buf)
+	if err != nil || k == 0 {
+		return neg(err)
+	}
+	for off := 0; off < k; {
+		gen := s.wake.gen()
+		m, werr := st.Write(buf[off:k])
+		off += m
+		if werr != nil && werr != core.ErrWouldBlock {
+			if off > 0 {
+				return int64(off)
+			}
+			return s.writeErr(werr)
+		}
+		if off < k && m == 0 {
+			s.sleepBegin(true, 0, 10*time.Millisecond)
+			st.WriteReady()
+			if s.wake.gen() == gen {
+				ts := unix.NsecToTimespec(int64(10 * time.Millisecond))
+				unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(s.wake.word)), 0, uintptr(gen), uintptr(unsafe.Pointer(&ts)), 0, 0)
+			}
+			s.resume(true)
+		}
+	}
+	return int64(k)
+}
+
+// toPipe moves up to n bytes from the stream into pipe out: peeked, written
+// to the pipe, then consumed as far as the pipe took them.
+func (s *Socket) toPipe(st *core.Stream, out, n int, w *Wait) int64 {
+	buf := make([]byte, min(n, fileChunk))
+	bufs := [1][]byte{buf}
+	r := s.recv(st, bufs[:], unix.MSG_PEEK, w)
+	if r <= 0 {
+		return r
+	}
+	k, err := unix.Write(out, buf[:r])
+	if err != nil {
+		return neg(err)
+	}
+	st.Read(buf[:k])
+	return int64(k)
+}

@@ -1,0 +1,148 @@
+package shim
+
+import (
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/rendezvous"
+)
+
+// active returns the stream of an accelerated socket for a data call. For
+// a connecting socket it moves the connection on (settle); when the call
+// must not go on now it returns nil and the hook's result: Pass (plain
+// kernel TCP, or not connected yet), -EAGAIN, or WaitResult with w set: a
+// futex sleep on the socket's wake word, which a watcher goroutine rings
+// when the descriptor the connection waits for is ready.
+func (s *Socket) active(w *Wait) (*core.Stream, int64) {
+	if st := s.stream.Load(); st != nil {
+		return st, 0
+	}
+	if s.getState() != sockConnecting {
+		return nil, Pass
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	gen := s.wake.gen()
+	r := s.settleLocked()
+	switch {
+	case r.stream != nil:
+		return r.stream, 0
+	case r.fallback:
+		return nil, Pass
+	case s.nonblock.Load():
+		return nil, negErrno(unix.EAGAIN)
+	}
+	s.watchConnectLocked(r.waitFD, r.waitEvents)
+	*w = Wait{Kind: WaitFutex, Word: s.wake.word, Val: gen, Timeout: -1}
+	return nil, WaitResult
+}
+
+// watchConnectLocked starts a goroutine that rings s's wake word when fd
+// (the TCP socket while its connect runs, the rendezvous connection while
+// the verdict is pending) is ready for events, unless one already runs. It
+// polls its own duplicate of fd, so a close of fd meanwhile cannot make it
+// poll a reused number; it gives up when the socket leaves the connecting
+// state.
+//
+// +checklocks:s.mu
+func (s *Socket) watchConnectLocked(fd int, events int16) {
+	if s.pend == nil || s.pend.watching {
+		return
+	}
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	s.pend.watching = true
+	pc := s.pend
+	go func() {
+		defer unix.Close(dup)
+		pfd := []unix.PollFd{{Fd: int32(dup), Events: events}}
+		for s.getState() == sockConnecting {
+			if n, _ := unix.Poll(pfd, 200); n > 0 {
+				break
+			}
+		}
+		s.mu.Lock()
+		pc.watching = false
+		s.mu.Unlock()
+		s.wake.wakeAll()
+	}()
+}
+
+// settleResult is where a connecting socket stands.
+type settleResult struct {
+	stream     *core.Stream // accelerated now
+	fallback   bool         // plain kernel TCP now
+	waitFD     int          // else: what to wait for
+	waitEvents int16
+}
+
+// settleLocked moves a connecting socket on without blocking: the kernel
+// connect must complete, then the acceptor's verdict decides.
+//
+// +checklocks:s.mu
+func (s *Socket) settleLocked() settleResult {
+	if st := s.stream.Load(); st != nil {
+		return settleResult{stream: st}
+	}
+	pc := s.pend
+	if s.getState() != sockConnecting || pc == nil {
+		return settleResult{fallback: true}
+	}
+	fd := s.fds[0]
+	p := s.p
+	if !pc.kernelDone {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+		unix.Poll(pfd, 0)
+		switch {
+		case pfd[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0:
+			// The connect failed: the kernel reports it (SO_ERROR is left
+			// for the program).
+			pc.answer.Close()
+			pc.end.giveUp(pc.id)
+			s.pend = nil
+			p.count("connect.failed")
+			s.fallBackLocked()
+			return settleResult{fallback: true}
+		case pfd[0].Revents&unix.POLLOUT == 0:
+			return settleResult{waitFD: fd, waitEvents: unix.POLLOUT}
+		}
+		pc.kernelDone = true
+	}
+	switch pc.answer.Verdict() {
+	case rendezvous.VerdictPending:
+		return settleResult{waitFD: pc.answer.Fd(), waitEvents: unix.POLLIN}
+	case rendezvous.VerdictDeclined:
+		pc.answer.Close()
+		pc.end.giveUp(pc.id)
+		s.pend = nil
+		p.fallback(rendezvous.ReasonRefused, logrus.Fields{"remote": pc.dst}, errDeclined)
+		s.fallBackLocked()
+		return settleResult{fallback: true}
+	}
+	pc.answer.Close()
+	s.pend = nil
+	st, err := pc.end.take(pc.id, time.Now().Add(verdictTakeTimeout))
+	if err != nil {
+		// Cannot happen with a sane peer: it accepted, so it writes into a
+		// stream this side does not have. The connection is lost.
+		p.log.WithError(err).WithField("remote", pc.dst).Warn("accelerated connection lost at setup")
+		pc.end.giveUp(pc.id)
+		s.fallBackLocked()
+		return settleResult{fallback: true}
+	}
+	s.accelerateLocked(pc.end, st)
+	p.log.WithFields(logrus.Fields{"remote": pc.dst, "stream": st.ID()}).Debug("connected accelerated")
+	return settleResult{stream: st}
+}
+
+// errDeclined: the acceptor's process did not claim the connection.
+var errDeclined = errorString("the listener process did not claim the connection")
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }

@@ -1,0 +1,81 @@
+package stats
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+)
+
+// Endpoint is one process's stats socket.
+type Endpoint struct {
+	PID  int
+	Path string
+}
+
+// List returns the stats sockets in rundir of processes that still
+// exist, by pid. Sockets of dead processes are skipped (the next server
+// started in that directory removes them). A missing rundir is no error:
+// no process runs the shim.
+func List(rundir string) ([]Endpoint, error) {
+	ents, err := os.ReadDir(rundir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Endpoint
+	for _, e := range ents {
+		pid, ok := pidOf(e.Name())
+		if !ok || e.Type()&os.ModeSocket == 0 || !alive(pid) {
+			continue
+		}
+		out = append(out, Endpoint{PID: pid, Path: filepath.Join(rundir, e.Name())})
+	}
+	slices.SortFunc(out, func(a, b Endpoint) int { return a.PID - b.PID })
+	return out, nil
+}
+
+// ErrStale is returned by Fetch for a socket nobody serves: its process
+// died, or its pid now belongs to another process.
+var ErrStale = errors.New("stale stats socket")
+
+// maxSnapshot bounds a snapshot read (about 200 bytes per connection).
+const maxSnapshot = 64 << 20
+
+// Fetch reads one snapshot from the stats socket at path, within timeout.
+// A refused client (SO_PEERCRED, or too many clients at once) sees the
+// server close without a byte: an error saying so.
+func Fetch(path string, timeout time.Duration) (*Snapshot, error) {
+	c, err := net.DialTimeout("unix", path, timeout)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+			return nil, fmt.Errorf("%s: %w", path, ErrStale)
+		}
+		return nil, err
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(timeout))
+	b, err := io.ReadAll(io.LimitReader(c, maxSnapshot))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(b) == 0 {
+		return nil, fmt.Errorf("%s: closed without a snapshot (this uid is not allowed, or the process is busy with other clients)", path)
+	}
+	var s Snapshot
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("%s: bad snapshot: %w", path, err)
+	}
+	if s.Version != Version {
+		return nil, fmt.Errorf("%s: snapshot version %d, this sdpshim reads version %d", path, s.Version, Version)
+	}
+	return &s, nil
+}

@@ -1,0 +1,155 @@
+package stats
+
+import (
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/cpu"
+
+	"github.com/sdpshim/sdpshim/flowcontrol"
+)
+
+// Transport is what carries a connection's bytes.
+type Transport uint8
+
+// Transports.
+const (
+	TransportSHM         Transport = 1 // shared memory, same host
+	TransportRDMA        Transport = 2 // RDMA
+	TransportTCPFallback Transport = 3 // kernel TCP: a fallback, with a reason
+)
+
+// String returns "shm", "rdma" or "tcp-fallback".
+func (t Transport) String() string {
+	switch t {
+	case TransportSHM:
+		return "shm"
+	case TransportRDMA:
+		return "rdma"
+	case TransportTCPFallback:
+		return "tcp-fallback"
+	}
+	return "unknown"
+}
+
+// Accelerated reports whether t moves bytes outside kernel TCP.
+func (t Transport) Accelerated() bool { return t == TransportSHM || t == TransportRDMA }
+
+// ConnInfo describes a connection when it is registered. It does not
+// change afterwards, except the transport and reason (Conn.FellBack).
+type ConnInfo struct {
+	FD        int            // the program's fd
+	Local     netip.AddrPort // local TCP address
+	Peer      netip.AddrPort // remote TCP address
+	PeerPID   int            // peer process, 0 when unknown (another host)
+	Cookie    uint64         // SO_COOKIE of the TCP socket, 0 when unknown
+	Channel   uint64         // channel the streams ride on (AddChannel's ID), 0 for none
+	Transport Transport
+	Reason    int    // fallback code for TransportTCPFallback, else 0
+	Flow      string // flow controller name (SDPSHIM_FLOW), "" for none
+}
+
+// side is one direction's counters, alone on its cache lines so that a
+// sending thread and a receiving thread never share a line.
+type side struct {
+	_           cpu.CacheLinePad
+	bytes, msgs atomic.Uint64
+	preemptions atomic.Uint64 // sending side only
+	_           cpu.CacheLinePad
+}
+
+// Conn is one registered connection. Its update methods (Sent, Received,
+// Preempted) are lock-free atomic adds, safe from any goroutine; they are
+// still valid after Close, but no longer counted anywhere.
+type Conn struct {
+	reg    *Registry
+	id     uint64
+	info   ConnInfo
+	opened time.Time
+	// route is transport<<8 | reason, changed by FellBack.
+	route  atomic.Uint32
+	flow   atomic.Pointer[flowSource]
+	tx, rx side
+	closed bool // +checklocks:reg.mu
+}
+
+type flowSource struct {
+	name string
+	src  flowcontrol.StatsSource
+}
+
+// Sent counts one message (one send call, or one block) of n bytes sent.
+func (c *Conn) Sent(n int) {
+	c.tx.bytes.Add(uint64(n))
+	c.tx.msgs.Add(1) // after the bytes: a snapshot never sees a message without them
+}
+
+// Received counts one message of n bytes received by the program.
+func (c *Conn) Received(n int) {
+	c.rx.bytes.Add(uint64(n))
+	c.rx.msgs.Add(1)
+}
+
+// Preempted counts one scheduling point taken inside a large write.
+func (c *Conn) Preempted() { c.tx.preemptions.Add(1) }
+
+// SetFlow names the connection's flow controller and the source of its
+// counters; src may be nil. Set it once the controller exists.
+func (c *Conn) SetFlow(name string, src flowcontrol.StatsSource) {
+	c.flow.Store(&flowSource{name: name, src: src})
+}
+
+// Transport returns the connection's current transport and fallback code.
+func (c *Conn) Transport() (Transport, int) {
+	r := c.route.Load()
+	return Transport(r >> 8), int(r & 0xff)
+}
+
+// FellBack records that an accelerated connection moved to kernel TCP
+// for reason (e.g. a fork child declined its stream): the connection now
+// shows tcp-fallback, and the fallback is counted and probed like one at
+// setup (Registry.Fallback).
+func (c *Conn) FellBack(reason int) {
+	c.route.Store(uint32(TransportTCPFallback)<<8 | uint32(reason&0xff))
+	c.reg.Fallback(FallbackInfo{Reason: reason, FD: c.info.FD, Cookie: c.info.Cookie, Local: c.info.Local, Peer: c.info.Peer})
+}
+
+// Close unregisters the connection; its counts stay in the process
+// totals. Closing twice is harmless.
+func (c *Conn) Close() { c.reg.close(c) }
+
+// stats reads the connection's counters (messages before bytes, so that
+// bytes always include the messages counted) and its controller's.
+func (c *Conn) stats() (ConnStats, flowcontrol.Stats) {
+	t, reason := c.Transport()
+	s := ConnStats{
+		ID: c.id, FD: c.info.FD, PeerPID: c.info.PeerPID, Cookie: c.info.Cookie, Channel: c.info.Channel,
+		Transport: t.String(), Reason: reason, Opened: c.opened,
+	}
+	if c.info.Local.IsValid() {
+		s.Local = c.info.Local.String()
+	}
+	if c.info.Peer.IsValid() {
+		s.Peer = c.info.Peer.String()
+	}
+	if reason != 0 {
+		s.ReasonName = ReasonName(reason)
+	}
+	s.MessagesSent = c.tx.msgs.Load()
+	s.MessagesReceived = c.rx.msgs.Load()
+	s.BytesSent = c.tx.bytes.Load()
+	s.BytesReceived = c.rx.bytes.Load()
+	s.Preemptions = c.tx.preemptions.Load()
+	s.Flow = c.info.Flow
+	var raw flowcontrol.Stats
+	if f := c.flow.Load(); f != nil {
+		s.Flow = f.name
+		if f.src != nil {
+			raw = f.src.Stats()
+			fs := flowStats(raw)
+			s.FlowStats = &fs
+		}
+	}
+	return s, raw
+}

@@ -1,0 +1,146 @@
+package stats
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+)
+
+// ensureRunDir creates dir (mode 0700) when missing and checks it: a
+// real directory owned by the effective uid, with no group or other
+// access, so no other user can plant, replace or reach a stats socket.
+func ensureRunDir(dir string) error {
+	if !filepath.IsAbs(dir) {
+		return fmt.Errorf("stats: run directory %q is not absolute", dir)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("stats: run directory: %w", err)
+	}
+	info, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("stats: run directory: %w", err)
+	}
+	st, ok := info.Sys().(*syscall.Stat_t)
+	switch {
+	case !info.IsDir():
+		return fmt.Errorf("stats: run directory %s is not a directory", dir)
+	case !ok || int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("stats: run directory %s is not owned by uid %d", dir, os.Geteuid())
+	case info.Mode().Perm()&0o077 != 0:
+		return fmt.Errorf("stats: run directory %s has mode %04o, want 0700", dir, info.Mode().Perm())
+	}
+	return nil
+}
+
+// sweepStale removes the stats sockets of processes that no longer exist.
+func sweepStale(dir string) {
+	names, _ := filepath.Glob(filepath.Join(dir, "stats-*.sock"))
+	for _, p := range names {
+		if pid, ok := pidOf(filepath.Base(p)); ok && !alive(pid) {
+			os.Remove(p)
+		}
+	}
+}
+
+// pidOf parses a stats socket name.
+func pidOf(name string) (int, bool) {
+	s, ok := strings.CutPrefix(name, "stats-")
+	if !ok {
+		return 0, false
+	}
+	s, ok = strings.CutSuffix(s, ".sock")
+	if !ok {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(s)
+	return pid, err == nil && pid > 0 && strconv.Itoa(pid) == s
+}
+
+// alive reports whether pid exists (a process of another user counts).
+func alive(pid int) bool {
+	return unix.Kill(pid, 0) != unix.ESRCH
+}
+
+// rawConn is what net's unix listener and connections share.
+type rawConn interface {
+	SyscallConn() (syscall.RawConn, error)
+}
+
+func fdOf(c rawConn) int {
+	fd := -1
+	if rc, err := c.SyscallConn(); err == nil {
+		rc.Control(func(f uintptr) { fd = int(f) })
+	}
+	return fd
+}
+
+func (s *Server) protect(c rawConn) int {
+	if s.Protect == nil {
+		return -1
+	}
+	fd := fdOf(c)
+	if fd >= 0 {
+		s.Protect(fd)
+	}
+	return fd
+}
+
+func (s *Server) unprotect(fd int) {
+	if s.Unprotect != nil && fd >= 0 {
+		s.Unprotect(fd)
+	}
+}
+
+// peerCred returns the SO_PEERCRED credentials of a connected client.
+func peerCred(c rawConn) (*unix.Ucred, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := rc.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return nil, err
+	}
+	if cerr == nil && cred == nil {
+		cerr = errors.New("no credentials")
+	}
+	return cred, cerr
+}
+
+// refusalLog writes one line per refused client, at most one a second;
+// the lines left out are counted in the next.
+type refusalLog struct {
+	mu      sync.Mutex
+	last    time.Time
+	skipped int
+}
+
+func (r *refusalLog) log(log logrus.FieldLogger, pid int32, uid uint32) {
+	r.mu.Lock()
+	now := time.Now()
+	if now.Sub(r.last) < time.Second {
+		r.skipped++
+		r.mu.Unlock()
+		return
+	}
+	skipped := r.skipped
+	r.last, r.skipped = now, 0
+	r.mu.Unlock()
+	e := log.WithFields(logrus.Fields{"client_pid": pid, "client_uid": uid})
+	if skipped > 0 {
+		e = e.WithField("refused_since_last_line", skipped)
+	}
+	e.Warn("stats: client refused: uid not allowed (own uid, root and SDPSHIM_ALLOW_UIDS are)")
+}

@@ -1,0 +1,152 @@
+package shim
+
+import (
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// How a thread blocked in a socket call sleeps. The C side sleeps in the
+// kernel (SDPSHIM_WAIT), never in Go: signals interrupt it with the
+// kernel's EINTR and SA_RESTART semantics, and pthread_cancel works. Each
+// accelerated socket has a wakeup: a 32-bit word that every event of its
+// stream bumps (data, space, FIN, reset, the channel's end), and
+//   - threads blocked in recv/send/connect sleep in futex(FUTEX_WAIT) on
+//     the word with the value read before their last readiness check, so
+//     an event in between is never lost; the event's bump is followed by a
+//     FUTEX_WAKE only while such sleepers are registered;
+//   - poll and epoll sleep on an eventfd of the socket (created when first
+//     needed), written on events while pollers are registered and read
+//     empty before each readiness check.
+//
+// The word lives outside the Go heap (a slab of mmap()ed pages), because
+// the C side keeps its address across calls; words are recycled but pages
+// are never unmapped, so a thread still asleep on a recycled word only
+// gets a spurious wakeup.
+type wakeup struct {
+	word     *uint32
+	sleepers atomic.Int32 // futex sleepers registered
+	pollers  atomic.Int32 // poll/epoll registrations
+	efd      atomic.Int32 // eventfd + 1; 0 until needed
+	efdMu    sync.RWMutex // held (read) while writing to efd, so release cannot close it meanwhile
+	released atomic.Bool
+}
+
+func (w *wakeup) init(word *uint32) { w.word = word }
+
+// gen returns the word's current value.
+func (w *wakeup) gen() uint32 { return atomic.LoadUint32(w.word) }
+
+// ring announces an event: bump, then wake sleepers and pollers. It is
+// called from inside the stream (possibly with its lock held): it must not
+// block or call back into the stream.
+func (w *wakeup) ring() {
+	atomic.AddUint32(w.word, 1)
+	if w.sleepers.Load() > 0 {
+		futexWake(w.word)
+	}
+	if w.pollers.Load() > 0 {
+		w.efdMu.RLock()
+		if fd := w.efd.Load() - 1; fd >= 0 {
+			eventfdAdd(int(fd))
+		}
+		w.efdMu.RUnlock()
+	}
+}
+
+// wakeAll bumps the word and wakes every thread asleep on it, registered
+// or not (a connecting socket's sleepers are not: shim/settle.go).
+func (w *wakeup) wakeAll() {
+	atomic.AddUint32(w.word, 1)
+	futexWake(w.word)
+}
+
+// eventFD returns the socket's eventfd, creating it (protected) on first
+// use; -1 when it cannot be created.
+func (w *wakeup) eventFD(p *Process) int {
+	if fd := w.efd.Load() - 1; fd >= 0 {
+		return int(fd)
+	}
+	w.efdMu.Lock()
+	defer w.efdMu.Unlock()
+	if fd := w.efd.Load() - 1; fd >= 0 {
+		return int(fd)
+	}
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return -1
+	}
+	p.protect(fd)
+	w.efd.Store(int32(fd) + 1)
+	return fd
+}
+
+// drain empties the eventfd (before a readiness check).
+func (w *wakeup) drain() {
+	w.efdMu.RLock()
+	if fd := w.efd.Load() - 1; fd >= 0 {
+		var b [8]byte
+		unix.Read(int(fd), b[:])
+	}
+	w.efdMu.RUnlock()
+}
+
+// release closes the eventfd; the word goes back to the slab (once).
+func (w *wakeup) release(p *Process) {
+	if w.released.Swap(true) {
+		return
+	}
+	w.efdMu.Lock()
+	fd := w.efd.Swap(0) - 1
+	w.efdMu.Unlock()
+	if fd >= 0 {
+		p.unprotect(int(fd))
+		unix.Close(int(fd))
+	}
+	atomic.AddUint32(w.word, 1)
+	futexWake(w.word) // nobody may sleep on a word that changes hands
+	p.words.put(w.word)
+}
+
+func futexWake(word *uint32) {
+	const futexWakeOp = 1 // FUTEX_WAKE, shared: the C side waits without FUTEX_PRIVATE_FLAG
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), futexWakeOp, 1<<30, 0, 0, 0)
+}
+
+func eventfdAdd(fd int) {
+	one := [8]byte{1}
+	unix.Write(fd, one[:])
+}
+
+// wordSlab hands out 32-bit words in memory outside the Go heap.
+type wordSlab struct {
+	mu   sync.Mutex
+	free []*uint32 // +checklocks:mu
+}
+
+const wordPage = 1 << 16
+
+func (s *wordSlab) get() *uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.free) == 0 {
+		mem, err := unix.Mmap(-1, 0, wordPage, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		if err != nil {
+			return new(uint32) // heap fallback: Go's heap does not move objects
+		}
+		for off := 0; off+64 <= len(mem); off += 64 { // one word per cache line
+			s.free = append(s.free, (*uint32)(unsafe.Pointer(&mem[off])))
+		}
+	}
+	w := s.free[len(s.free)-1]
+	s.free = s.free[:len(s.free)-1]
+	return w
+}
+
+func (s *wordSlab) put(w *uint32) {
+	s.mu.Lock()
+	s.free = append(s.free, w)
+	s.mu.Unlock()
+}

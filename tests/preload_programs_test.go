@@ -1,0 +1,208 @@
+package tests
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// curl downloads a file from python3 -m http.server, both shimmed: the
+// connection is accelerated and the file arrives intact.
+func TestCurlPythonHTTPServer(t *testing.T) {
+	a := build(t)
+	curl := need(t, "curl")
+	python := need(t, "python3")
+	const size = 64 << 20
+	www := t.TempDir()
+	file := filepath.Join(www, "big.bin")
+	want := writeRandomFile(t, file, size)
+	rd := runDir(t)
+	logs := t.TempDir()
+	srvSide := side{shim: true, log: filepath.Join(logs, "server.log")}
+	cliSide := side{shim: true, log: filepath.Join(logs, "client.log")}
+	port := freePort(t)
+	srv := start(t, a.environ(t, srvSide, rd), 60*time.Second, python, "-m", "http.server", fmt.Sprint(port),
+		"--bind", "127.0.0.1", "--directory", www)
+	waitPort(t, srv, port)
+	out := filepath.Join(t.TempDir(), "got.bin")
+	cli := start(t, a.environ(t, cliSide, rd), 60*time.Second, curl, "-sS", "--fail", "-o", out,
+		fmt.Sprintf("http://127.0.0.1:%d/big.bin", port))
+	if err := cli.wait(); err != nil {
+		t.Fatalf("curl: %v\n%s", err, cli.errb.String())
+	}
+	if got := fileHash(t, out); got != want {
+		t.Fatalf("downloaded file differs: sha256 %x, want %x", got, want)
+	}
+	if l := readLog(t, cliSide.log); !strings.Contains(l, "connected accelerated") {
+		t.Errorf("curl's connection was not accelerated:\n%s", l)
+	}
+	if l := readLog(t, srvSide.log); !strings.Contains(l, "accepted accelerated") {
+		t.Errorf("http.server's connection was not accelerated:\n%s", l)
+	}
+}
+
+// A process that connects to itself: the connection is accelerated (the
+// kernel's TCP carries none of its bytes) and every socket semantic the
+// program checks holds, as it does on kernel TCP.
+func TestSelfConnect(t *testing.T) {
+	a := build(t)
+	for _, args := range [][]string{nil, {"-n"}} {
+		t.Run("args"+strings.Join(args, ""), func(t *testing.T) {
+			rd := runDir(t)
+			for _, shim := range []bool{false, true} {
+				s := side{shim: shim, log: filepath.Join(t.TempDir(), "self.log")}
+				p := start(t, a.environ(t, s, rd), 60*time.Second, a.selfpair, args...)
+				if err := p.wait(); err != nil {
+					t.Fatalf("shim=%v: %v\n%s", shim, err, p.errb.String())
+				}
+				var res struct {
+					OK          bool   `json:"ok"`
+					KernelBytes uint64 `json:"kernel_bytes"`
+				}
+				if err := json.Unmarshal([]byte(strings.TrimSpace(p.out.String())), &res); err != nil || !res.OK {
+					t.Fatalf("shim=%v: result %q: %v", shim, p.out.String(), err)
+				}
+				switch {
+				case shim && res.KernelBytes > 1024:
+					t.Errorf("shimmed: the kernel's TCP carried %d bytes: not accelerated\n%s", res.KernelBytes, readLog(t, s.log))
+				case !shim && res.KernelBytes < 1<<20:
+					t.Errorf("plain: the kernel's TCP carried only %d bytes (the check is blind)", res.KernelBytes)
+				}
+			}
+		})
+	}
+}
+
+// A bad SDPSHIM_* value: the program runs on kernel TCP, and says why in
+// one clear line on stderr.
+func TestBadSettingFallsBack(t *testing.T) {
+	a := build(t)
+	rd := runDir(t)
+	bad := side{shim: true, env: []string{"SDPSHIM_BLOCKS=3x"}}
+	srv := start(t, a.environ(t, bad, rd), 30*time.Second, a.pingpong, "server", "-a", "127.0.0.1", "-p", "0")
+	port := srv.listening(t)
+	cli := start(t, a.environ(t, bad, rd), 30*time.Second, a.pingpong, "client", "-a", "127.0.0.1",
+		"-p", fmt.Sprint(port), "-n", "200", "-s", "64")
+	if err := cli.wait(); err != nil {
+		t.Fatalf("client: %v\n%s", err, cli.errb.String())
+	}
+	if err := srv.wait(); err != nil {
+		t.Fatalf("server: %v\n%s", err, srv.errb.String())
+	}
+	result(t, srv.out.String(), "server")
+	for who, p := range map[string]*proc{"server": srv, "client": cli} {
+		lines := strings.Split(strings.TrimSpace(p.errb.String()), "\n")
+		if len(lines) != 1 || !strings.Contains(lines[0], `SDPSHIM_BLOCKS="3x"`) || !strings.Contains(lines[0], "plain TCP") {
+			t.Errorf("%s stderr: want one line about SDPSHIM_BLOCKS, got %q", who, p.errb.String())
+		}
+	}
+}
+
+// A peer killed in the middle of a stream: the other side gets an error
+// or EOF promptly, never a hang.
+func TestPeerKilledMidStream(t *testing.T) {
+	a := build(t)
+	for _, killServer := range []bool{true, false} {
+		name := map[bool]string{true: "server-killed", false: "client-killed"}[killServer]
+		t.Run(name, func(t *testing.T) {
+			rd := runDir(t)
+			logs := t.TempDir()
+			srvSide := side{shim: true, log: filepath.Join(logs, "server.log")}
+			cliSide := side{shim: true, log: filepath.Join(logs, "client.log")}
+			srv := start(t, a.environ(t, srvSide, rd), 30*time.Second, a.stream, "server", "-a", "127.0.0.1", "-p", "0")
+			port := srv.listening(t)
+			cli := start(t, a.environ(t, cliSide, rd), 30*time.Second, a.stream,
+				"client", "-a", "127.0.0.1", "-p", fmt.Sprint(port), "-s", "4096", "-t", "20")
+			victim, survivor := srv, cli
+			if !killServer {
+				victim, survivor = cli, srv
+			}
+			time.Sleep(500 * time.Millisecond)
+			victim.cmd.Process.Signal(syscall.SIGKILL)
+			began := time.Now()
+			err := survivor.wait()
+			if err == nil {
+				t.Fatalf("the survivor exited cleanly after its peer was killed\n%s", survivor.out.String())
+			}
+			if time.Since(began) > 10*time.Second {
+				t.Fatalf("the survivor took %v to notice", time.Since(began))
+			}
+			if !strings.Contains(survivor.errb.String(), "reset") && !strings.Contains(survivor.errb.String(), "pipe") &&
+				!strings.Contains(survivor.errb.String(), "EOF") && !strings.Contains(survivor.errb.String(), "closed") {
+				t.Logf("survivor's error: %s", survivor.errb.String())
+			}
+			if l := readLog(t, cliSide.log); !strings.Contains(l, "connected accelerated") {
+				t.Errorf("the connection was not accelerated:\n%s", l)
+			}
+		})
+	}
+}
+
+func writeRandomFile(t *testing.T, path string, size int) [32]byte {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	if _, err := io.CopyN(io.MultiWriter(f, h), rand.Reader, int64(size)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return [32]byte(h.Sum(nil))
+}
+
+func fileHash(t *testing.T, path string) [32]byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	return [32]byte(h.Sum(nil))
+}
+
+// freePort returns a TCP port free on 127.0.0.1 now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// waitPort waits until something listens on port (or p ends).
+func waitPort(t *testing.T, p *proc, port int) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
+			c.Close()
+			return
+		}
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("server ended: %v\n%s", err, p.errb.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t.Fatalf("nothing listens on %d after 15 s\n%s", port, p.errb.String())
+}

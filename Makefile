@@ -8,7 +8,7 @@ BUILD   := build
 GO_SRC  := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 
 # Unit tests of the concurrent packages run with the race detector.
-RACE_PKGS := ./core/... ./flowcontrol/...
+RACE_PKGS := ./core/... ./flowcontrol/... ./shim/...
 TEST_FLAGS ?= -count=1 -shuffle=on -timeout=15m
 
 .PHONY: all test unit integration bench demo clean vet
@@ -35,7 +35,11 @@ vet:
 
 unit: vet
 	$(GO) test -race $(TEST_FLAGS) $(RACE_PKGS)
-	$(GO) test $(TEST_FLAGS) $$($(GO) list ./... | grep -v -e /core -e /flowcontrol -e /tests)
+	$(GO) test $(TEST_FLAGS) $$($(GO) list ./... | grep -v -e /core -e /flowcontrol -e /shim -e /tests)
+	# core/rdma against rdma-core (libibverbs, librdmacm); no device is
+	# needed for what its tests run.
+	$(GO) vet -tags rdma ./core/rdma
+	$(GO) test -tags rdma $(TEST_FLAGS) ./core/rdma
 
 integration: all
 	SDPSHIM_BUILD=$(CURDIR)/$(BUILD) $(GO) test $(TEST_FLAGS) ./tests/...
@@ -44,7 +48,7 @@ test: unit integration
 
 bench: all
 	$(GO) test -run='^$$' -bench=. -benchtime=1x ./... > /dev/null
-	$(GO) run ./cmd/sdpshim bench
+	$(BUILD)/sdpshim bench $(BENCH_ARGS)
 
 # The bundled plain-sockets programs (demo/*.c) over kernel TCP, then under
 # the shim, side by side. DEMO_ARGS passes flags (see `sdpshim help demo`).

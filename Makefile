@@ -21,7 +21,8 @@ $(BUILD):
 # $(BUILD)/libsdpshim.so, the C interposer (flags in preload/c/build.sh).
 include preload/c/Makefile.inc
 
-$(BUILD)/libsdpshim-core.so: $(GO_SRC) preload/entry/exports.map | $(BUILD)
+$(BUILD)/libsdpshim-core.so: $(GO_SRC) preload/entry/exports.map $(wildcard preload/entry/*.c) \
+		probes/c/probe.c probes/c/probe.h preload/c/sdpshim_core.h | $(BUILD)
 	$(GO) build -buildmode=c-shared -trimpath \
 		-ldflags='-extldflags=-Wl,--version-script=$(CURDIR)/preload/entry/exports.map' \
 		-o $@ ./preload/entry

@@ -44,6 +44,7 @@ type Bells struct {
 
 	lastRung [maxBells]atomic.Uint64 // ringer side: token last rung for, per bell
 	tokens   atomic.Uint64
+	posted   atomic.Uint64 // rings posted (RingsPosted)
 
 	postMu sync.Mutex // serialises the posts and the armed count
 	wr     SendRequest
@@ -134,6 +135,7 @@ func NewBells(cfg BellConfig) (*Bells, error) {
 	if err != nil {
 		return nil, fmt.Errorf("doorbell: eventfd: %w", err)
 	}
+	NoteFDs(kick)
 	b := &Bells{
 		link: cfg.Link, n: n, board: cfg.Board, peer: cfg.PeerBoard,
 		scratch: cfg.Scratch, scratchO: cfg.ScratchOff, backstop: cfg.Backstop,
@@ -146,7 +148,7 @@ func NewBells(cfg BellConfig) (*Bells, error) {
 	defer b.mu.Unlock()
 	for i := 0; i < cfg.Link.rings; i++ {
 		if err := b.postRecvLocked(uint64(i)); err != nil {
-			unix.Close(kick)
+			CloseFD(kick)
 			return nil, fmt.Errorf("doorbell: post receive: %w", err)
 		}
 	}
@@ -192,8 +194,13 @@ func (b *Bells) Ring(id int) error {
 	if tok == 0 || tok == last || !b.lastRung[id].CompareAndSwap(last, tok) {
 		return nil
 	}
+	b.posted.Add(1)
 	return b.ring(id, tok, uint32(id+1))
 }
+
+// RingsPosted returns how many rings this side posted to its peer: Ring
+// calls that found the bell armed (the others cost a fence and a load).
+func (b *Bells) RingsPosted() uint64 { return b.posted.Load() }
 
 // ring posts one WRITE_WITH_IMM carrying tok to the peer's landing word.
 func (b *Bells) ring(id int, tok uint64, imm uint32) error {

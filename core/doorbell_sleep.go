@@ -319,7 +319,7 @@ func (b *Bells) Close() error {
 		b.quiet.Wait()
 	}
 	b.mu.Unlock()
-	unix.Close(b.kickFD)
+	CloseFD(b.kickFD)
 	return nil
 }
 

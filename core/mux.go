@@ -40,6 +40,7 @@ type Channel struct {
 	ret     Retainer     // nil unless the transport retains
 	counter BlockCounter // nil unless the transport counts held blocks
 	heldCap int          // blocks one stream may hold; 0: no cap
+	reserve bool         // data leaves the last free block to control blocks (reserveLocked)
 
 	mu        sync.Mutex
 	streams   map[uint32]*Stream // live streams; +checklocks:mu
@@ -86,8 +87,10 @@ type ChannelConfig struct {
 	// negative value never retains.
 	RetainAfter int
 	// MaxHeld caps the blocks one stream may hold at the receiver
-	// (BlockCounter transports); 0 means three quarters of the blocks
-	// (at least 1), a negative value no cap.
+	// (BlockCounter transports); 0 means three quarters of the blocks,
+	// and always one less than all of them (at least 1), so that a stream
+	// whose reader stopped leaves a block for control records (credit
+	// returns, window posts) and other streams; a negative value no cap.
 	MaxHeld int
 	// MaxStreams bounds the streams the channel ever carries; 0 means no
 	// bound. 1 is the one-channel-per-connection mode (SDPSHIM_CHANNEL=
@@ -134,11 +137,14 @@ func NewChannel(t Transport, cfg ChannelConfig) (*Channel, error) {
 	c.ids.init(cfg.Initiator)
 	c.acceptEv.intr = c.interrupt
 	c.ret, _ = t.(Retainer)
-	if c.counter, _ = t.(BlockCounter); c.counter != nil && cfg.MaxHeld >= 0 {
+	if c.counter, _ = t.(BlockCounter); c.counter != nil {
+		c.reserve = c.counter.Blocks() >= 2
+	}
+	if c.counter != nil && cfg.MaxHeld >= 0 {
 		c.heldCap = cfg.MaxHeld
 		if c.heldCap == 0 {
 			n := c.counter.Blocks()
-			c.heldCap = max(1, n-n/4)
+			c.heldCap = max(1, n-max(1, n/4))
 		}
 	}
 	c.prog.start(c)

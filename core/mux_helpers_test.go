@@ -53,6 +53,7 @@ func (f *creditFlow) Consumed(int) (core.ControlRecord, bool) {
 	}
 	return core.ControlRecord{}, false
 }
+func (f *creditFlow) Arrived(int) error { return nil }
 func (f *creditFlow) OnControl(r core.ControlRecord) error {
 	if r.Kind != core.ControlCredit || f.credits+int(r.Value) > f.k {
 		return fmt.Errorf("credit record %+v with %d of %d credits: %w", r, f.credits, f.k, core.ErrProtocol)
@@ -72,6 +73,7 @@ func (openFlow) AsyncFlush() bool                        { return true }
 func (openFlow) Open() []core.ControlRecord              { return nil }
 func (openFlow) Consumed(int) (core.ControlRecord, bool) { return core.ControlRecord{}, false }
 func (openFlow) OnControl(core.ControlRecord) error      { return nil }
+func (openFlow) Arrived(int) error                       { return nil }
 
 func newOpenFlow() core.FlowController { return openFlow{} }
 

@@ -75,6 +75,7 @@ func (schedFlow) AsyncFlush() bool                     { return true }
 func (schedFlow) Open() []ControlRecord                { return nil }
 func (schedFlow) Consumed(int) (ControlRecord, bool)   { return ControlRecord{}, false }
 func (schedFlow) OnControl(ControlRecord) error        { return nil }
+func (schedFlow) Arrived(int) error                    { return nil }
 
 // TestSchedulerRoundRobin: a bulk write holds the channel; a small write
 // that arrives meanwhile goes out within one round (one bulk block at

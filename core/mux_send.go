@@ -148,7 +148,7 @@ func (c *Channel) sendOne(s *Stream) (res sendResult, left bool, err error) {
 		if !(s.calls > 0 || s.fc.AsyncFlush() || s.closed || s.wrShut) {
 			return sendIdle, false, nil // waits for the application to call in
 		}
-		if c.pausedLocked(s) {
+		if c.pausedLocked(s) || c.reserveLocked() {
 			return sendPaused, s.asyncLocked(), nil
 		}
 		dataN = min(s.fc.NextSegment(s.queued, len(s.sendq[0].b), c.maxPay), s.queued, c.maxPay)
@@ -245,6 +245,20 @@ func (c *Channel) pausedLocked(s *Stream) bool {
 		return retained || (c.heldCap > 0 && n >= c.heldCap)
 	}
 	return c.ret != nil && c.ret.Retained(s.id)
+}
+
+// reserveLocked reports whether data must leave the receiver's last free
+// block (in the sender's view) to control, FIN and reset blocks. The
+// per-stream cap (heldCap) keeps one unread stream from taking every
+// block, but several can: their data would then hold every block of this
+// direction while a credit return or window post that a writer on the
+// other side waits for, maybe the one whose data would let a reader here
+// go on, finds none (a deadlock across the two directions). Only
+// BlockCounter transports of two blocks or more keep the reserve.
+//
+// +checklocks:c.sendMu
+func (c *Channel) reserveLocked() bool {
+	return c.reserve && c.counter.Free() <= 1
 }
 
 // segmentLocked returns the next n queued bytes of s, from the first

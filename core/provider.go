@@ -18,6 +18,12 @@ import "errors"
 // (ibv_open_device + ibv_alloc_pd). Regions, completion queues and queue
 // pairs created from it may be used together; objects of different
 // providers may not be mixed. A Provider is safe for concurrent use.
+//
+// The protection domain is the unit of isolation: the peer of any queue
+// pair of a Provider can reach every region of that Provider that grants
+// remote access (given its key), and no region of another Provider, even
+// with a guessed key (StatusRemoteAccess). Peers that must not reach each
+// other's memory (channels to different processes) get a Provider each.
 type Provider interface {
 	// Name returns the provider's short name ("shm", "rdma").
 	Name() string

@@ -44,6 +44,9 @@ func (s *Stream) read(p []byte, peek bool) (int, error) {
 		}
 		err := s.readErrLocked()
 		nb, dl, gen := s.nonblock, s.rdl, s.dlGen
+		// Bytes this stream holds to send go out while the application
+		// waits here, as space frees: it is calling in (packed's progress).
+		held := s.queued > 0
 		s.mu.Unlock()
 		switch {
 		case err != nil:
@@ -60,11 +63,14 @@ func (s *Stream) read(p []byte, peek bool) (int, error) {
 		}
 		ready := func() bool {
 			c.pump()
+			if held {
+				c.flush()
+			}
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			return s.rxBytes > 0 || s.readErrLocked() != nil || s.closed || s.dlGen != gen
 		}
-		if err := s.rwait.Wait(ready, c.localBell(&s.ev, false), dl); err != nil && s.Buffered() == 0 {
+		if err := s.rwait.Wait(ready, c.localBell(&s.ev, held), dl); err != nil && s.Buffered() == 0 {
 			if err == os.ErrDeadlineExceeded && s.deadlineMoved(gen) {
 				continue
 			}

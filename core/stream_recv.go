@@ -25,6 +25,12 @@ func (s *Stream) deliverLocked(b Block) error {
 		c.release(b)
 		return fmt.Errorf("stream %d: block %d, expecting %d: %w", s.id, b.Seq, s.rxNext, ErrProtocol)
 	}
+	if b.Flags&FlagReset == 0 && b.Len > 0 {
+		if err := s.fc.Arrived(int(b.Len)); err != nil {
+			c.release(b)
+			return fmt.Errorf("stream %d: %s: %w", s.id, s.fc.Name(), err)
+		}
+	}
 	switch {
 	case s.resetIn:
 		c.release(b)

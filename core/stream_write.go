@@ -22,11 +22,15 @@ func (s *Stream) Write(p []byte) (int, error) {
 	}
 	ch := &s.wchunk
 	*ch = chunk{b: p}
+	backlog := s.queued > 0 // earlier bytes wait: maybe for a credit or window
 	s.sendq = append(s.sendq, ch)
 	s.queued += len(p)
 	s.activateLocked()
 	nb := s.nonblock
 	s.mu.Unlock()
+	if backlog {
+		c.pump() // take the control records that arrived meanwhile
+	}
 	if nb {
 		c.flushWait()
 	} else {
@@ -73,6 +77,7 @@ func (s *Stream) Write(p []byte) (int, error) {
 		}
 		s.mu.Unlock()
 		ready := func() bool {
+			c.pump() // credits and windows come in control blocks
 			c.flush()
 			s.mu.Lock()
 			defer s.mu.Unlock()

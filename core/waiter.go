@@ -135,6 +135,22 @@ func (w *Waiter) quick(now time.Time) {
 	w.c.hits.Add(1)
 }
 
+// Woken reports a sleep the caller made outside Wait that an event ended:
+// Wait returned its doorbell's Arm error after polling (a doorbell that
+// hands the sleep to the caller, e.g. the shim's sleep in the kernel),
+// the caller slept and was woken with its condition true. The policy
+// sees a wait of no polls, not a hit, with one event (AdaptivePolicy:
+// leaves event mode, grants the next wait); the stats count a sleep.
+func (w *Waiter) Woken() {
+	now := waiterNow()
+	w.mu.Lock()
+	w.policy.Budget(now)
+	w.policy.Observe(now, 0, false, 1)
+	w.publishLocked(0, false)
+	w.mu.Unlock()
+	w.c.sleeps.Add(1)
+}
+
 // begin asks the policy for this wait's budget.
 func (w *Waiter) begin(now time.Time) int {
 	w.mu.Lock()

@@ -2,6 +2,10 @@ package core
 
 import (
 	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -63,4 +67,35 @@ func BenchmarkWaiterArm(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkWaiterBusyEveryP: every P of the process runs a busy wait and
+// the goroutine that would end them becomes runnable (a timer fires): how
+// long it waits for a P. The waiter's sched_yield leaves it to Go's
+// asynchronous preemption (10-20 ms measured; BUGS.md, core/waiter +
+// core/shm). Reports the median delay.
+func BenchmarkWaiterBusyEveryP(b *testing.B) {
+	procs := runtime.GOMAXPROCS(0)
+	var delays []time.Duration
+	for b.Loop() {
+		var flag atomic.Bool
+		var wg sync.WaitGroup
+		due := time.Now().Add(200 * time.Microsecond)
+		var late time.Duration
+		time.AfterFunc(time.Until(due), func() {
+			late = time.Since(due)
+			flag.Store(true)
+		})
+		for range procs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				NewWaiter(BusyPolicy{}).Wait(flag.Load, nopBell{}, time.Now().Add(time.Second))
+			}()
+		}
+		wg.Wait()
+		delays = append(delays, late)
+	}
+	slices.Sort(delays)
+	b.ReportMetric(float64(delays[len(delays)/2].Microseconds()), "us-to-run")
 }

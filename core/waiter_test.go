@@ -266,3 +266,22 @@ func TestWaiterConcurrentWaitsAndStats(t *testing.T) {
 		t.Errorf("Stats %+v after %d waits", s, produced.Load())
 	}
 }
+
+// A sleep made outside Wait (after its doorbell refused to arm) is
+// reported by Woken: a wait of no polls, not a hit, one event.
+func TestWaiterWoken(t *testing.T) {
+	p := &recPolicy{t: t, budget: 4, switches: 2}
+	w := NewWaiter(p)
+	bell := &fakeBell{armErr: errTestGone}
+	if err := w.Wait(func() bool { return false }, bell, time.Time{}); !errors.Is(err, errTestGone) {
+		t.Fatalf("Wait = %v, want the Arm error", err)
+	}
+	w.Woken()
+	want := []observation{{4, false, 0}, {0, false, 1}}
+	if !slices.Equal(p.obs, want) || p.open != 0 {
+		t.Errorf("observed %+v (%d open), want %+v", p.obs, p.open, want)
+	}
+	if s := w.Stats(); s.Waits != 1 || s.Sleeps != 1 || s.PollHits != 0 || s.ModeSwitches != 2 {
+		t.Errorf("Stats = %+v, want 1 wait, 1 sleep, no hit, 2 switches", s)
+	}
+}

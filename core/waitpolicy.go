@@ -50,20 +50,26 @@ const (
 	MaxPollPeriod = 10 * time.Second
 )
 
-// DefaultPollParams returns the defaults: Min 16 polls (about 1 us, enough
-// for a peer that answers from another core), Max 1024 (about 70 us, two
-// to three wakeups: polling longer saves no latency), Alpha 2, Beta 0.5,
-// Delta 4 events per period, Period 1 ms, Spin 512 (about one wakeup, the
-// classic spin-then-block break-even).
+// DefaultPollParams returns the defaults, the same as SDPSHIM_POLL_*'s
+// (shim/config): Min 16 polls (about 1 us, enough for a peer that answers
+// from another core), Max 4096 (about 150-290 us: longer than a wakeup
+// through the shim's kernel sleep, about 100 us here, so that a granted
+// wait outlasts the peer's wakeup and a ping-pong leaves its sleeping
+// state; see AdaptivePolicy, rule 5), Alpha 2, Beta 0.5, Delta 16 events
+// per period (a change of 16 messages per millisecond counts as a trend,
+// smaller changes are noise at the rates where polling pays), Period 1 ms
+// (many waits per sample at the rates where polling pays, yet an idle
+// waiter reaches event mode within 2-3 ms), Spin 256 (about 8-18 us,
+// the classic spin-then-block break-even against one wakeup).
 func DefaultPollParams() PollParams {
 	return PollParams{
 		Min:    16,
-		Max:    1024,
+		Max:    4096,
 		Alpha:  2,
 		Beta:   0.5,
-		Delta:  4,
+		Delta:  16,
 		Period: time.Millisecond,
-		Spin:   512,
+		Spin:   256,
 	}
 }
 

@@ -42,14 +42,48 @@ import (
 // by the re-check after arming) switches back to polling at that budget:
 // the last polling budget, not Min, so the next burst of a tidal load
 // polls at its old rate at once; when traffic fell the fall rule has
-// already shrunk it. A wait that ends without an event (deadline, error)
-// leaves event mode on.
+// already shrunk it (the wait right after the switch is granted Max, rule
+// 5 below). A wait that ends without an event (deadline, error) leaves
+// event mode on.
+//
+// Wait feedback. The trend rule alone cannot serve request/response
+// traffic: a ping-pong is steady, so the trend never raises the budget,
+// each wait sleeps and each message pays a cross-core wakeup (25-30 us
+// here, about 100 us through the shim's kernel sleep), while a poll of
+// a few microseconds would have caught the reply. And two sleeping ends
+// keep each other's gaps long: a waiter only sees short gaps once both
+// poll. So each finished wait, in polling mode, also adjusts the budget:
+//
+//  3. A hit that used more than budget/Alpha polls raises the budget to
+//     Alpha times its polls (clamped): the budget keeps a margin over the
+//     gaps it catches.
+//  4. A wait that polled and then slept or gave up multiplies the budget
+//     by Beta (clamped): polling that finds nothing shrinks.
+//  5. A wait woken by an event (it slept, or in event mode) grants the
+//     next wait a budget of Max: the reply to what just arrived is
+//     likely to come within one peer wakeup, and polling through it lets
+//     both ends leave the sleeping ping-pong. A granted wait that hits
+//     feeds rule 3 (the budget then covers the gap); one that misses
+//     doubles the number of wakes between grants (up to
+//     adaptiveGrantBackoff), so sparse traffic pays a grant's polling
+//     rarely; a granted hit grants every wake again.
+//
+// The trend rule and the emptiness rule are unchanged by the feedback.
+// Under CPU contention a waiter descheduled mid-poll for two periods
+// finds them empty and enters event mode; its next event (often the data
+// already there at its first check) leaves it, so such switches cost no
+// sleep.
 type AdaptivePolicy struct {
 	p        PollParams
 	budget   float64 // polling budget, in [Min, Max]
 	event    bool    // event mode: Budget returns 0
 	switches uint64  // mode changes, both ways
 	emptyRun int     // consecutive empty periods, in polling mode
+
+	grantNext  bool // the next polling wait gets budget Max (rule 5)
+	grantsOut  int  // granted waits between Budget and Observe
+	grantEvery int  // a grant every grantEvery-th wake, 1..adaptiveGrantBackoff
+	grantSkip  int  // wakes left before the next grant
 
 	started   bool
 	periodEnd time.Time
@@ -72,21 +106,32 @@ var (
 // been reset, so further idle periods change nothing and are skipped.
 const adaptiveCatchUp = 4
 
+// adaptiveGrantBackoff bounds the wakes between two grants (rule 5) once
+// grants keep missing: traffic whose gaps outlast Max polls pays Max
+// polls on at most one wake in this many.
+const adaptiveGrantBackoff = 64
+
 // NewAdaptivePolicy returns an adaptive policy in polling mode with budget
 // p.Min, or the error of p.Validate.
 func NewAdaptivePolicy(p PollParams) (*AdaptivePolicy, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return &AdaptivePolicy{p: p, budget: float64(p.Min)}, nil
+	return &AdaptivePolicy{p: p, budget: float64(p.Min), grantEvery: 1}, nil
 }
 
-// Budget returns 0 in event mode, else the polling budget.
+// Budget returns 0 in event mode, Max to a granted wait (rule 5), else
+// the polling budget.
 func (a *AdaptivePolicy) Budget(now time.Time) int {
 	a.advance(now)
 	a.inflight++
 	if a.event {
 		return 0
+	}
+	if a.grantNext {
+		a.grantNext = false
+		a.grantsOut++
+		return a.p.Max
 	}
 	return int(math.Round(a.budget))
 }
@@ -97,6 +142,10 @@ func (a *AdaptivePolicy) Observe(now time.Time, polls int, hit bool, events int)
 	if a.inflight > 0 {
 		a.inflight--
 	}
+	granted := a.grantsOut > 0
+	if granted {
+		a.grantsOut--
+	}
 	if events > 0 {
 		a.events += events
 	}
@@ -104,12 +153,42 @@ func (a *AdaptivePolicy) Observe(now time.Time, polls int, hit bool, events int)
 	case a.event:
 		if events > 0 {
 			a.setEvent(false)
+			a.woken()
 		}
 	case hit:
 		a.hits++
-	case polls > 0:
-		a.misses++
+		if p := float64(polls); p*a.p.Alpha > a.budget {
+			a.budget = a.clamp(p * a.p.Alpha)
+		}
+		if granted {
+			a.grantEvery = 1
+		}
+	default:
+		if polls > 0 {
+			a.misses++
+			a.budget = a.clamp(a.budget * a.p.Beta)
+			if granted {
+				a.grantEvery = min(2*a.grantEvery, adaptiveGrantBackoff)
+			}
+		}
+		if events > 0 {
+			a.woken()
+		}
 	}
+}
+
+// woken applies rule 5 to a wait that an event ended after a sleep.
+func (a *AdaptivePolicy) woken() {
+	if a.grantSkip > 0 {
+		a.grantSkip--
+		return
+	}
+	a.grantNext = true
+	a.grantSkip = a.grantEvery - 1
+}
+
+func (a *AdaptivePolicy) clamp(b float64) float64 {
+	return min(max(b, float64(a.p.Min)), float64(a.p.Max))
 }
 
 // ModeSwitches returns how many times the policy entered or left event
@@ -170,7 +249,7 @@ func (a *AdaptivePolicy) applyTrend() {
 	default:
 		return
 	}
-	a.budget = min(max(a.budget, float64(a.p.Min)), float64(a.p.Max))
+	a.budget = a.clamp(a.budget)
 }
 
 func (a *AdaptivePolicy) setEvent(on bool) {

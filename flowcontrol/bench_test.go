@@ -20,7 +20,7 @@ func BenchmarkPerBlock(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			arrive := rcv.(flowcontrol.ArrivalChecker)
+			arrive := rcv
 			b.ReportAllocs()
 			for b.Loop() {
 				n := snd.NextSegment(1<<20, 1<<20, payload)

@@ -26,7 +26,6 @@ type credit struct {
 var (
 	_ core.FlowController = (*credit)(nil)
 	_ StatsSource         = (*credit)(nil)
-	_ ArrivalChecker      = (*credit)(nil)
 )
 
 func newCredit(p Params) *credit {

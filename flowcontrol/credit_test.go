@@ -103,7 +103,7 @@ func TestCreditHostileRecords(t *testing.T) {
 }
 
 func TestCreditArrivalBeyondCredits(t *testing.T) {
-	r := newController(t, flowcontrol.NameCredit, creditParams).(flowcontrol.ArrivalChecker)
+	r := newController(t, flowcontrol.NameCredit, creditParams)
 	for range 8 {
 		if err := r.Arrived(1); err != nil {
 			t.Fatal(err)
@@ -112,11 +112,11 @@ func TestCreditArrivalBeyondCredits(t *testing.T) {
 	if err := r.Arrived(1); !errors.Is(err, core.ErrProtocol) {
 		t.Fatalf("ninth block with K=8: %v", err)
 	}
-	if _, ok := r.(core.FlowController).Consumed(1); ok {
+	if _, ok := r.Consumed(1); ok {
 		t.Fatal("record after one block")
 	}
 	for range 3 {
-		r.(core.FlowController).Consumed(1)
+		r.Consumed(1)
 	}
 	if err := r.Arrived(1); err != nil { // 4 credits went back
 		t.Fatalf("block after a credit return: %v", err)

@@ -19,11 +19,19 @@
 // controller and calls every core.FlowController method under the stream's
 // lock; controllers keep no lock of their own. Both ends of a stream must
 // be built from the same Params: a sending end validates the peer's control
-// records against them.
+// records against them, a receiving end the blocks that arrive (Arrived).
+// Signature names an algorithm with its Params for the setup exchange, so
+// that a mismatch fails the channel's setup instead.
 //
-// Two optional abilities the caller type-asserts for (every controller here
-// has both): StatsSource, a lock-free snapshot of the shared accounting
-// (stats.go, base.go) that any goroutine may take at any time, and
-// ArrivalChecker, the receiving end's check that the peer stayed within the
-// credits or windows it was given.
+// Progress: credit holds nothing once Write returns; nicassist flushes held
+// bytes from the channel's progress goroutine when a window post arrives;
+// packed, as in the paper, sends held bytes only when the application next
+// calls in. That is what the seed 001 benchmarks (bench/seed001) measure.
+// The shim, which must never leave a transparent socket's bytes behind the
+// application's back, runs packed with a background flush instead
+// (shim/establish.go says so per algorithm).
+//
+// One optional ability the caller type-asserts for (every controller here
+// has it): StatsSource, a lock-free snapshot of the shared accounting
+// (stats.go, base.go) that any goroutine may take at any time.
 package flowcontrol

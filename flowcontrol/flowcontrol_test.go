@@ -2,6 +2,7 @@ package flowcontrol_test
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
@@ -67,5 +68,31 @@ func TestStatsWhileRunning(t *testing.T) {
 		}
 		close(done)
 		wg.Wait()
+	}
+}
+
+// TestSignature: the name compared at setup carries exactly the
+// parameters an algorithm uses, and fits the setup exchange.
+func TestSignature(t *testing.T) {
+	p := flowcontrol.Params{Credits: 4096, VirtualWindow: 1 << 30, ReceiveCapacity: 1 << 30, BlockPayload: 1 << 20}
+	for name, want := range map[string]string{
+		flowcontrol.NameCredit:    "credit/k=4096",
+		flowcontrol.NamePacked:    "packed",
+		flowcontrol.NameNICAssist: "nicassist/w=1073741824",
+	} {
+		got := flowcontrol.Signature(name, p)
+		if got != want || len(got) > 32 || strings.ContainsAny(got, " \t") {
+			t.Errorf("Signature(%q) = %q, want %q (at most 32 bytes, no spaces)", name, got, want)
+		}
+	}
+	q := p
+	q.Credits, q.VirtualWindow = 8, 64
+	if flowcontrol.Signature(flowcontrol.NamePacked, q) != flowcontrol.Signature(flowcontrol.NamePacked, p) {
+		t.Error("packed's signature depends on fields it does not use")
+	}
+	for _, name := range []string{flowcontrol.NameCredit, flowcontrol.NameNICAssist} {
+		if flowcontrol.Signature(name, q) == flowcontrol.Signature(name, p) {
+			t.Errorf("%s: different parameters, same signature", name)
+		}
 	}
 }

@@ -113,7 +113,7 @@ func (l *link) send() bool {
 	blk := l.written[off : off+n]
 	l.channel = append(l.channel, blk)
 	l.snd.Sent(n)
-	if err := l.rcv.(flowcontrol.ArrivalChecker).Arrived(n); err != nil {
+	if err := l.rcv.Arrived(n); err != nil {
 		l.tb.Fatalf("%s: Arrived(%d) of a block within bounds: %v", l.name, n, err)
 	}
 	l.blocksSent++

@@ -31,7 +31,6 @@ type nicAssist struct {
 var (
 	_ core.FlowController = (*nicAssist)(nil)
 	_ StatsSource         = (*nicAssist)(nil)
-	_ ArrivalChecker      = (*nicAssist)(nil)
 )
 
 func newNICAssist(p Params) *nicAssist {

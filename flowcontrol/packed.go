@@ -16,7 +16,6 @@ type packed struct {
 var (
 	_ core.FlowController = (*packed)(nil)
 	_ StatsSource         = (*packed)(nil)
-	_ ArrivalChecker      = (*packed)(nil)
 )
 
 func newPacked(Params) *packed {

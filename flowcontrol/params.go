@@ -5,7 +5,10 @@ import (
 	"math"
 )
 
-// Params configure a controller. Both ends of a stream use the same values.
+// Params configure a controller. Both ends of a stream must use the same
+// values: compare Signature at setup to make sure (a mismatch otherwise
+// shows as a protocol error from OnControl or Arrived, which ends the
+// channel).
 type Params struct {
 	// Credits is K, the blocks a credit stream may have unconsumed at the
 	// receiver (credit only): 1 to ReceiveCapacity/BlockPayload.
@@ -58,4 +61,22 @@ func (p Params) validate(name string) error {
 		}
 	}
 	return nil
+}
+
+// Signature returns the flow-control name the two ends of a channel
+// compare at setup (core.SetupConfig.Flow: at most 32 printable bytes),
+// so that ends built from different Params fail there (core.ErrMismatch)
+// rather than with a protocol error mid-stream: the algorithm and the
+// parameters it uses besides the transport's blocks and block size,
+// which setup compares on their own ("credit/k=16", "nicassist/w=262144",
+// "packed"). ReceiveCapacity and BlockPayload follow from the transport
+// and are left out.
+func Signature(name string, p Params) string {
+	switch name {
+	case NameCredit:
+		return fmt.Sprintf("%s/k=%d", name, p.Credits)
+	case NameNICAssist:
+		return fmt.Sprintf("%s/w=%d", name, p.VirtualWindow)
+	}
+	return name
 }

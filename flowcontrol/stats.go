@@ -62,12 +62,3 @@ func (s *Stats) Add(o Stats) {
 type StatsSource interface {
 	Stats() Stats
 }
-
-// ArrivalChecker is implemented by every controller in this package. The
-// stream calls Arrived on the receiving end, under its lock, for each data
-// block when it arrives (before Consumed for that block); it returns an
-// error wrapping core.ErrProtocol when the peer sent beyond the credits or
-// windows it was given. Blocks with no payload are not counted.
-type ArrivalChecker interface {
-	Arrived(n int) error
-}

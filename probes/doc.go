@@ -11,7 +11,9 @@
 // What is traced:
 //
 //   - uprobes on sdpshim_probe_fallback and sdpshim_probe_accelerated in
-//     the core library (every process that maps it): one Event each;
+//     the core library, and on sdpshim_probe_fallback in the interposer
+//     (Options.Interposer), in every process that maps them: one Event
+//     each;
 //   - tp_btf sock_send_length and sock_recv_length: kernel-TCP payload
 //     bytes per (pid, socket cookie), split at the moment the connection
 //     was reported accelerated (ConnBytes);

@@ -27,6 +27,10 @@ type Options struct {
 	// Library is the ELF file whose probe functions get uprobes: the core
 	// library, or any program linked with c/probe.c. "" attaches none.
 	Library string
+	// Interposer is the interposer library (libsdpshim.so), whose own
+	// sdpshim_probe_fallback reports the fallbacks it decides without the
+	// core (codes 64 and up, e.g. shim-off). "" attaches none.
+	Interposer string
 }
 
 // Tracer holds the loaded programs, their links and the event reader.
@@ -68,17 +72,27 @@ func (t *Tracer) attach(o Options) error {
 		}
 		t.links = append(t.links, l)
 	}
-	if o.Library == "" {
-		return nil
+	if o.Library != "" {
+		if err := t.uprobes(o.Library, map[string]*ebpf.Program{SymbolFallback: t.objs.ProbeFallback, SymbolAccelerated: t.objs.ProbeAccelerated}); err != nil {
+			return err
+		}
 	}
-	ex, err := link.OpenExecutable(o.Library)
+	if o.Interposer != "" {
+		return t.uprobes(o.Interposer, map[string]*ebpf.Program{SymbolFallback: t.objs.ProbeFallback})
+	}
+	return nil
+}
+
+// uprobes attaches progs to the named functions of the ELF file path.
+func (t *Tracer) uprobes(path string, progs map[string]*ebpf.Program) error {
+	ex, err := link.OpenExecutable(path)
 	if err != nil {
 		return fmt.Errorf("uprobe target: %w", err)
 	}
-	for sym, prog := range map[string]*ebpf.Program{SymbolFallback: t.objs.ProbeFallback, SymbolAccelerated: t.objs.ProbeAccelerated} {
+	for sym, prog := range progs {
 		l, err := ex.Uprobe(sym, prog, nil)
 		if err != nil {
-			return fmt.Errorf("uprobe %s in %s: %w", sym, o.Library, err)
+			return fmt.Errorf("uprobe %s in %s: %w", sym, path, err)
 		}
 		t.links = append(t.links, l)
 	}

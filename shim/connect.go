@@ -41,6 +41,14 @@ const verdictTakeTimeout = 2 * time.Second
 
 // Connect is the connect hook. raw is the program's sockaddr. It returns
 // Pass, 0, or -errno (-EINPROGRESS for a nonblocking socket).
+//
+// A nonblocking socket gets -EINPROGRESS at once: the offer, its commit
+// and the kernel connect run in a goroutine (connectAsync) while the
+// socket is connecting with an offer pending (pendingConnect.answer nil):
+// neither readable nor writable, a second connect -EALREADY; the
+// goroutine's end rings the socket's wakeup (futex and eventfd), and the
+// connection goes on as a blocking connect's would, or falls back to a
+// plain kernel connect.
 func (p *Process) Connect(fd int, raw []byte) int64 {
 	s := p.lookup(fd)
 	if s == nil {
@@ -48,6 +56,9 @@ func (p *Process) Connect(fd int, raw []byte) int64 {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.getState() == sockConnecting && s.pend != nil && s.pend.answer == nil {
+		return negErrno(unix.EALREADY) // the offer is still being made
+	}
 	if s.getState() != sockCreated {
 		return Pass // connecting again, listening, ...: the kernel answers
 	}
@@ -58,7 +69,7 @@ func (p *Process) Connect(fd int, raw []byte) int64 {
 	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
 	fields := logrus.Fields{"remote": dst}
 	plain := func(r rendezvous.Reason, why error) int64 {
-		p.fallback(r, fields, why)
+		p.fallback(r, fd, fields, why)
 		s.fallBackLocked()
 		return Pass
 	}
@@ -81,18 +92,47 @@ func (p *Process) Connect(fd int, raw []byte) int64 {
 		return plain(rendezvous.ReasonUnsupportedOption, err)
 	}
 	tuple := rendezvous.Tuple{Client: local, Server: dst}
+	if s.nonblock.Load() {
+		offering := &pendingConnect{dst: dst}
+		s.pend = offering
+		s.wake.init(p.words.get())
+		s.setState(sockConnecting)
+		for _, f := range s.fds {
+			p.host.SetFDState(f, FDManaged)
+		}
+		go s.connectAsync(node, entries[0], tuple, offering, append([]byte(nil), raw...), fields)
+		return negErrno(unix.EINPROGRESS)
+	}
 	pc, err := p.offer(node, entries[0], tuple)
 	if err != nil {
 		return plain(rendezvous.ReasonOf(err), err)
 	}
+	s.wake.init(p.words.get())
+	errno := s.connectOfferedLocked(fd, pc, dst, raw, fields)
+	if errno == 0 && s.getState() == sockFallback {
+		return Pass // the commit failed: a plain connect
+	}
+	return negErrno(errno)
+}
+
+// connectOfferedLocked commits the offer pc and makes the real connect on
+// fd, as the program asked for it; the socket is connecting after it.
+// It returns the kernel's errno (0, EINPROGRESS, or a failure, after which
+// the socket is plain TCP); when the commit fails the socket is plain
+// TCP, not connected yet, and it returns 0.
+//
+// +checklocks:s.mu
+func (s *Socket) connectOfferedLocked(fd int, pc *pendingConnect, dst netip.AddrPort, raw []byte, fields logrus.Fields) unix.Errno {
+	p := s.p
 	fields["stream"] = pc.id
 	if err := pc.answer.Commit(); err != nil {
 		pc.answer.Close()
 		pc.end.giveUp(pc.id)
-		return plain(rendezvous.ReasonOf(err), err)
+		p.fallback(rendezvous.ReasonOf(err), fd, fields, err)
+		s.fallBackLocked()
+		return 0
 	}
 	pc.dst = dst
-	// The real connect, as the program asked for it.
 	_, _, errno := unix.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&raw[0])), uintptr(len(raw)))
 	switch errno {
 	case 0:
@@ -105,19 +145,47 @@ func (p *Process) Connect(fd int, raw []byte) int64 {
 		pc.end.giveUp(pc.id)
 		p.count("connect.failed")
 		s.fallBackLocked()
-		return negErrno(errno)
+		return errno
 	}
 	s.pend = pc
-	s.wake.init(p.words.get())
 	s.setState(sockConnecting)
 	for _, f := range s.fds {
 		p.host.SetFDState(f, FDManaged)
 	}
 	p.log.WithFields(fields).Debug("connecting accelerated, verdict pending")
-	if errno != 0 {
-		return negErrno(errno)
+	return errno
+}
+
+// connectAsync makes the offer of a nonblocking connect (offering is the
+// placeholder in s.pend meanwhile), then the real connect, or a plain one
+// when the offer failed. A socket closed meanwhile only gives the offer up.
+func (s *Socket) connectAsync(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, offering *pendingConnect, raw []byte, fields logrus.Fields) {
+	p := s.p
+	pc, err := p.offer(node, e, t)
+	s.mu.Lock()
+	if s.getState() != sockConnecting || s.pend != offering || len(s.fds) == 0 {
+		s.mu.Unlock()
+		if pc != nil {
+			pc.answer.Close()
+			pc.end.giveUp(pc.id)
+		}
+		return
 	}
-	return 0
+	fd := s.fds[0]
+	if err == nil {
+		// A failed connect falls back (the program reads the failure from
+		// the kernel socket, as it would have; fallBackLocked wakes).
+		if s.connectOfferedLocked(fd, pc, offering.dst, raw, fields); s.wake.word != nil {
+			s.wake.wakeEverything()
+		}
+		s.mu.Unlock()
+		return
+	}
+	p.fallback(rendezvous.ReasonOf(err), fd, fields, err)
+	unix.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&raw[0])), uintptr(len(raw)))
+	s.pend = nil
+	s.fallBackLocked()
+	s.mu.Unlock()
 }
 
 // bindEphemeral binds an unbound socket to an ephemeral port of the
@@ -168,7 +236,7 @@ func (p *Process) offer(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.
 	}
 	done := make(chan result, 1)
 	go func() {
-		ch, err := p.establish(pair[0], time.Now().Add(offerTimeout))
+		ch, err := p.establish(pair[0], peer.pid, time.Now().Add(offerTimeout))
 		done <- result{ch, err}
 	}()
 	end := &channelEnd{token: newToken(), dialer: true, peer: peer}

@@ -7,15 +7,31 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// epoll over accelerated sockets, level-triggered, with EPOLLET and
-// EPOLLONESHOT approximated (the exact semantics are issue 5). An epoll
-// fd that holds an accelerated (or connecting) socket is MANAGED: its
+// epoll over accelerated sockets with the kernel's semantics. An epoll fd
+// that holds an accelerated (or connecting) socket is MANAGED: its
 // interest list entries for such sockets live here, while the kernel's
 // epoll holds, under a token of ours, what to wake on: the socket's
-// eventfd (accelerated) or the descriptors a connecting socket waits for.
-// Kernel fds in the same set stay in the kernel's list, untouched. A
-// socket in an emulated set stays attended (its progress goroutines awake)
-// while it is there.
+// eventfd (accelerated; registered edge-triggered, so every ring wakes
+// every set holding the socket and no set's wait consumes another's) or
+// the descriptors a connecting socket waits for. Kernel fds in the same
+// set stay in the kernel's list, untouched. A socket in an emulated set
+// stays attended (its progress goroutines awake) while it is there.
+//
+// Modes, as fs/eventpoll.c and tcp_poll give them:
+//   - level-triggered: reported while ready;
+//   - EPOLLET: reported when something new happened since the entry's
+//     last evaluation: bytes arrived (EPOLLIN), a condition bit appeared
+//     (RDHUP, HUP, ERR, OUT after not-OUT), or the socket was out of send
+//     space and has room again (the kernel's SOCK_NOSPACE wakeup); what is
+//     reported is the whole ready mask, as the kernel's re-poll gives;
+//   - EPOLLONESHOT: disabled after one report until EPOLL_CTL_MOD, which
+//     re-evaluates the entry at once (ready now: reported);
+//   - EPOLLEXCLUSIVE: accepted on ADD with the kernel's checks; with one
+//     waiter per set it is level-triggered.
+// An emulated set added to another epoll set (or polled) must look
+// readable to the kernel while it has something to report: such a set
+// gets a "self" eventfd in its kernel list, kept signalled exactly while
+// a level-triggered entry is ready.
 
 // epollSet is one emulated epoll instance.
 type epollSet struct {
@@ -26,6 +42,10 @@ type epollSet struct {
 	entries map[int]*epollEntry // +checklocks:mu; by the socket's fd
 	tokens  map[uint64]*epollEntry
 	fds     int // fds naming the set (dup); +checklocks:mu
+
+	selfFD    int    // nested: the self eventfd, -1 until needed; +checklocks:mu
+	selfToken uint64 // its token in the kernel list
+	selfOn    bool   // +checklocks:mu; the self eventfd is signalled
 }
 
 // epollEntry is one accelerated socket in a set.
@@ -35,18 +55,23 @@ type epollEntry struct {
 	events   uint32
 	data     uint64
 	token    uint64
-	lastGen  uint32
-	reported bool
-	disabled bool // EPOLLONESHOT fired
-	attended bool // the socket's eventfd efd is registered, the stream attended
+	lastMask int16  // EPOLLET: the ready mask at the last evaluation
+	lastArr  uint64 // EPOLLET: bytes arrived at the last evaluation
+	nospace  uint32 // EPOLLET: the socket's out-of-space count last seen writable
+	disabled bool   // EPOLLONESHOT fired
+	attended bool   // the stream is attended (accelerated)
+	efdReg   bool   // the socket's eventfd efd is registered
 	efd      int
 	tcpReg   bool // the socket's own fd is registered (connect pending)
 	answerFD int  // the rendezvous connection registered (verdict pending)
 }
 
 const (
-	epollET      = unix.EPOLLET
-	epollOneShot = unix.EPOLLONESHOT
+	epollET        = unix.EPOLLET
+	epollOneShot   = unix.EPOLLONESHOT
+	epollExclusive = 1 << 28
+	// The bits EPOLLEXCLUSIVE may come with (fs/eventpoll.c).
+	epollExclusiveOK = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLERR | unix.EPOLLHUP | 1<<29 | epollET | epollExclusive
 )
 
 // EpollCtl is the epoll_ctl hook. It emulates entries for accelerated and
@@ -54,6 +79,9 @@ const (
 func (p *Process) EpollCtl(epfd, op, fd int, events uint32, data uint64) int64 {
 	s := p.fds.socket(fd)
 	set := p.fds.epoll(epfd)
+	if inner := p.fds.epoll(fd); inner != nil && op == unix.EPOLL_CTL_ADD && fd != epfd {
+		inner.nest()
+	}
 	if s == nil || (s.getState() != sockAccelerated && s.getState() != sockConnecting) {
 		if set != nil && op != unix.EPOLL_CTL_ADD {
 			set.mu.Lock()
@@ -76,7 +104,7 @@ func (p *Process) EpollCtl(epfd, op, fd int, events uint32, data uint64) int64 {
 		if e := checkEpollFD(epfd); e != 0 {
 			return negErrno(e)
 		}
-		set = &epollSet{p: p, fd: epfd, entries: map[int]*epollEntry{}, tokens: map[uint64]*epollEntry{}, fds: 1}
+		set = &epollSet{p: p, fd: epfd, entries: map[int]*epollEntry{}, tokens: map[uint64]*epollEntry{}, fds: 1, selfFD: -1}
 		p.fds.set(epfd, &fdEntry{ep: set})
 		p.host.SetFDState(epfd, FDManaged)
 		p.mu.Lock()
@@ -89,9 +117,25 @@ func (p *Process) EpollCtl(epfd, op, fd int, events uint32, data uint64) int64 {
 func (set *epollSet) ctl(op, fd int, s *Socket, events uint32, data uint64) int64 {
 	set.mu.Lock()
 	defer set.mu.Unlock()
+	defer set.syncSelfLocked()
 	e := set.entries[fd]
+	if op != unix.EPOLL_CTL_DEL && events&epollExclusive != 0 {
+		if op == unix.EPOLL_CTL_MOD || events&^epollExclusiveOK != 0 {
+			return negErrno(unix.EINVAL)
+		}
+	}
 	switch op {
 	case unix.EPOLL_CTL_ADD:
+		if e != nil && e.sock != s {
+			// The entry of a socket this number named before (closed
+			// while a copy stays open): the kernel keeps both; here the
+			// new one replaces it.
+			set.removeLocked(e)
+			e.sock.mu.Lock()
+			delete(e.sock.epolls, set)
+			e.sock.mu.Unlock()
+			e = nil
+		}
 		if e != nil {
 			return negErrno(unix.EEXIST)
 		}
@@ -110,7 +154,10 @@ func (set *epollSet) ctl(op, fd int, s *Socket, events uint32, data uint64) int6
 		if e == nil {
 			return negErrno(unix.ENOENT)
 		}
-		e.events, e.data, e.disabled, e.reported = events, data, false, false
+		if e.events&epollExclusive != 0 {
+			return negErrno(unix.EINVAL)
+		}
+		e.events, e.data, e.disabled, e.lastMask, e.lastArr = events, data, false, 0, 0
 		return 0
 	case unix.EPOLL_CTL_DEL:
 		if e == nil {
@@ -141,19 +188,23 @@ func (set *epollSet) armLocked(e *epollEntry) {
 			e.tcpReg = false
 		}
 		if !e.attended {
-			efd := s.wake.eventFD(set.p)
-			if efd < 0 || set.add(efd, unix.EPOLLIN, e.token) != nil {
+			if !set.addEventFDLocked(e) {
 				return
 			}
-			e.efd, e.attended = efd, true
+			e.attended = true
 			s.wake.pollers.Add(1)
 			st.Attend()
 		}
 		return
 	}
-	_, fd, ev := s.pollEvents(e.fd, unix.POLLOUT)
+	// What the connection waits for (asked without POLLOUT, which a
+	// connected socket awaiting the verdict reports without waiting).
+	_, fd, ev := s.pollEvents(e.fd, unix.POLLIN)
 	switch {
 	case fd < 0:
+		// The offer of a nonblocking connect is being made: its end
+		// rings the eventfd.
+		set.addEventFDLocked(e)
 	case fd == e.fd:
 		if !e.tcpReg && set.add(fd, uint32(ev), e.token) == nil {
 			e.tcpReg = true
@@ -167,6 +218,22 @@ func (set *epollSet) armLocked(e *epollEntry) {
 			e.answerFD = fd
 		}
 	}
+}
+
+// addEventFDLocked registers the socket's eventfd for e (edge-triggered),
+// once; false when it cannot.
+//
+// +checklocks:set.mu
+func (set *epollSet) addEventFDLocked(e *epollEntry) bool {
+	if e.efdReg {
+		return true
+	}
+	efd := e.sock.wake.eventFD(set.p)
+	if efd < 0 || set.add(efd, unix.EPOLLIN|unix.EPOLLET, e.token) != nil {
+		return false
+	}
+	e.efd, e.efdReg = efd, true
+	return true
 }
 
 // add registers fd in the kernel epoll under token.
@@ -183,8 +250,11 @@ func (set *epollSet) removeLocked(e *epollEntry) {
 	if e.tcpReg {
 		unix.EpollCtl(set.fd, unix.EPOLL_CTL_DEL, e.fd, nil)
 	}
-	if e.attended {
+	if e.efdReg {
 		unix.EpollCtl(set.fd, unix.EPOLL_CTL_DEL, e.efd, nil)
+		e.efdReg = false
+	}
+	if e.attended {
 		e.attended = false
 		e.sock.endAttend(1, false)
 	}
@@ -203,19 +273,40 @@ func (set *epollSet) toKernelLocked(e *epollEntry) {
 	unix.EpollCtl(set.fd, unix.EPOLL_CTL_ADD, e.fd, &ev)
 }
 
-// forgetFD drops the entry of a socket fd that is being closed.
-func (set *epollSet) forgetFD(fd int, s *Socket) {
+// handOver gives the entries of s, which fell back to kernel TCP, to the
+// kernel's interest list.
+func (set *epollSet) handOver(s *Socket) {
 	set.mu.Lock()
-	if e := set.entries[fd]; e != nil && e.sock == s {
-		set.removeLocked(e)
+	for _, e := range set.entries {
+		if e.sock == s {
+			set.toKernelLocked(e)
+		}
 	}
+	set.syncSelfLocked()
+	set.mu.Unlock()
+	s.mu.Lock()
+	delete(s.epolls, set)
+	s.mu.Unlock()
+}
+
+// forgetSocket drops the entries of a socket whose last fd is closing.
+func (set *epollSet) forgetSocket(s *Socket) {
+	set.mu.Lock()
+	for _, e := range set.entries {
+		if e.sock == s {
+			set.removeLocked(e)
+		}
+	}
+	set.syncSelfLocked()
 	set.mu.Unlock()
 }
 
 // EpollWait is the epoll_wait hook. nkernel < 0: before sleeping, report
 // what is ready now (> 0) or 0 to let the interposer sleep in the kernel;
-// nkernel >= 0: the kernel returned ev[:nkernel]; drop our tokens' events,
-// add the ready sockets, return the count (0: sleep again).
+// -1 lets it poll for the wait policy's budget first (kernel fds of the
+// set included), -2 (a zero timeout) does not. nkernel >= 0: the kernel
+// returned ev[:nkernel]; drop our tokens' events, add the ready sockets,
+// return the count (0: sleep again).
 func (p *Process) EpollWait(epfd int, ev []unix.EpollEvent, nkernel int) int64 {
 	set := p.fds.epoll(epfd)
 	if set == nil {
@@ -223,23 +314,52 @@ func (p *Process) EpollWait(epfd int, ev []unix.EpollEvent, nkernel int) int64 {
 	}
 	n := 0
 	if nkernel > 0 {
-		set.mu.Lock()
-		for _, k := range ev[:nkernel] {
-			if _, ours := set.tokens[epollData(&k)]; !ours {
-				ev[n] = k
-				n++
-			}
-		}
-		set.mu.Unlock()
+		n = set.filter(ev, nkernel)
 	}
 	n += set.collect(ev[n:])
+	if n > 0 && nkernel < 0 && n < len(ev) {
+		// Sockets are ready: the kernel fds that are ready go with them.
+		if k, err := unix.EpollWait(set.fd, ev[n:], 0); err == nil && k > 0 {
+			n += set.filter(ev[n:], k)
+		}
+	}
+	if n > 0 || nkernel != -1 {
+		return int64(n)
+	}
+	check := func() bool {
+		k, err := unix.EpollWait(set.fd, ev, 0)
+		if err != nil || k < 0 {
+			k = 0
+		}
+		n = set.filter(ev, k)
+		n += set.collect(ev[n:])
+		return n > 0
+	}
+	p.pollWaiter().Wait(check, kernelBell{}, zeroTime)
 	return int64(n)
+}
+
+// filter drops our tokens' events from the kernel's ev[:k] and returns
+// how many are left (at the front).
+func (set *epollSet) filter(ev []unix.EpollEvent, k int) int {
+	n := 0
+	set.mu.Lock()
+	for _, x := range ev[:k] {
+		t := epollData(&x)
+		if _, ours := set.tokens[t]; !ours && (set.selfFD < 0 || t != set.selfToken) {
+			ev[n] = x
+			n++
+		}
+	}
+	set.mu.Unlock()
+	return n
 }
 
 // collect writes the ready entries' events into ev and returns how many.
 func (set *epollSet) collect(ev []unix.EpollEvent) int {
 	set.mu.Lock()
 	defer set.mu.Unlock()
+	defer set.syncSelfLocked()
 	n := 0
 	for _, e := range set.entries {
 		if n == len(ev) {
@@ -254,20 +374,10 @@ func (set *epollSet) collect(ev []unix.EpollEvent) int {
 			continue
 		}
 		set.armLocked(e)
-		gen := uint32(0)
-		if s.stream.Load() != nil {
-			s.wake.drain()
-			gen = s.wake.gen()
-		}
-		rev, _, _ := s.pollEvents(e.fd, int16(e.events&0xffff))
+		rev := set.evaluate(e, true)
 		if rev == 0 {
-			e.reported = false
 			continue
 		}
-		if e.events&epollET != 0 && e.reported && gen == e.lastGen {
-			continue // edge-triggered: nothing new since the last report
-		}
-		e.reported, e.lastGen = true, gen
 		if e.events&epollOneShot != 0 {
 			e.disabled = true
 		}
@@ -276,6 +386,85 @@ func (set *epollSet) collect(ev []unix.EpollEvent) int {
 		n++
 	}
 	return n
+}
+
+// evaluate returns what e reports now (0: nothing), by its mode. commit
+// records the evaluation (edge-triggered state); without it evaluate has
+// no side effect.
+//
+// +checklocks:set.mu
+func (set *epollSet) evaluate(e *epollEntry, commit bool) int16 {
+	s := e.sock
+	rev, _, _ := s.pollEvents(e.fd, int16(e.events&0xffff))
+	if e.events&epollET == 0 {
+		return rev
+	}
+	arr := s.arrived()
+	ns := s.nospace.Load()
+	edge := rev&^e.lastMask != 0 ||
+		(rev&unix.POLLIN != 0 && arr > e.lastArr) ||
+		(rev&unix.POLLOUT != 0 && ns != e.nospace)
+	if commit {
+		e.lastMask, e.lastArr = rev, arr
+		if rev&unix.POLLOUT != 0 {
+			e.nospace = ns
+		}
+	}
+	if !edge {
+		return 0
+	}
+	return rev
+}
+
+// nest prepares the set for being watched by the kernel (inside another
+// epoll set): its self eventfd, registered in its kernel list.
+func (set *epollSet) nest() {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	if set.selfFD >= 0 {
+		return
+	}
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return
+	}
+	fd = highFD(fd)
+	set.p.protect(fd)
+	set.selfToken = newToken()
+	if set.add(fd, unix.EPOLLIN, set.selfToken) != nil {
+		set.p.unprotect(fd)
+		unix.Close(fd)
+		return
+	}
+	set.selfFD = fd
+	set.syncSelfLocked()
+}
+
+// syncSelfLocked signals the self eventfd while a level-triggered entry
+// is ready, and empties it when none is.
+//
+// +checklocks:set.mu
+func (set *epollSet) syncSelfLocked() {
+	if set.selfFD < 0 {
+		return
+	}
+	pending := false
+	for _, e := range set.entries {
+		if !e.disabled && e.events&epollET == 0 && e.sock.getState() != sockFallback {
+			if rev, _, _ := e.sock.pollEvents(e.fd, int16(e.events&0xffff)); rev != 0 {
+				pending = true
+				break
+			}
+		}
+	}
+	switch {
+	case pending && !set.selfOn:
+		eventfdAdd(set.selfFD)
+	case !pending && set.selfOn:
+		var b [8]byte
+		unix.Read(set.selfFD, b[:])
+	}
+	set.selfOn = pending
 }
 
 // epollPollEvents answers poll on an emulated epoll fd: readable when an
@@ -301,7 +490,7 @@ func (set *epollSet) collectPeek(ev []unix.EpollEvent) bool {
 		if e.disabled {
 			continue
 		}
-		if rev, _, _ := e.sock.pollEvents(e.fd, int16(e.events&0xffff)); rev != 0 {
+		if e.sock.getState() != sockFallback && set.evaluate(e, false) != 0 {
 			return true
 		}
 	}
@@ -318,6 +507,11 @@ func (set *epollSet) closeFD() {
 		for _, e := range set.entries {
 			entries = append(entries, e)
 			set.removeLocked(e)
+		}
+		if set.selfFD >= 0 {
+			set.p.unprotect(set.selfFD)
+			unix.Close(set.selfFD)
+			set.selfFD = -1
 		}
 	}
 	set.mu.Unlock()

@@ -22,19 +22,26 @@ type channelTransport interface {
 // end of the connected unix stream socket fd (one end of a socketpair the
 // connector made and passed in its offer), as configured: transport,
 // blocks, block size and flow control must agree with the peer's, or
-// setup fails (core.ErrMismatch). fd stays the caller's.
-func (p *Process) establish(fd int, deadline time.Time) (*core.Channel, error) {
-	pr, err := p.shmProvider()
+// setup fails (core.ErrMismatch). fd stays the caller's. peerPID (the
+// other process) is for the stats registry, which lists the channel until
+// it ends.
+func (p *Process) establish(fd, peerPID int, deadline time.Time) (*core.Channel, error) {
+	pr, err := channelProvider()
 	if err != nil {
 		return nil, fmt.Errorf("shm provider: %w", err)
 	}
 	c := p.cfg
+	// The name compared at setup carries the credits or window too: ends
+	// configured differently fail here (core.ErrMismatch), not mid-stream.
+	// The window's cap below is the same on both ends once blocks and
+	// block size matched.
+	flow := flowcontrol.Signature(string(c.Flow), flowcontrol.Params{Credits: min(c.Credits, c.Blocks), VirtualWindow: c.VirtualWindow})
 	var t channelTransport
 	switch c.Transport {
 	case config.TransportSlidingWindow:
-		t, err = slidingwindow.Open(pr, fd, slidingwindow.Config{Blocks: c.Blocks, BlockSize: c.BlockSize, Flow: string(c.Flow)}, deadline)
+		t, err = slidingwindow.Open(pr, fd, slidingwindow.Config{Blocks: c.Blocks, BlockSize: c.BlockSize, Flow: flow}, deadline)
 	default:
-		t, err = statusbyte.Open(pr, fd, statusbyte.Config{Blocks: c.Blocks, BlockSize: c.BlockSize, Flow: string(c.Flow)}, deadline)
+		t, err = statusbyte.Open(pr, fd, statusbyte.Config{Blocks: c.Blocks, BlockSize: c.BlockSize, Flow: flow}, deadline)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s transport: %w", c.Transport, err)
@@ -50,7 +57,7 @@ func (p *Process) establish(fd int, deadline time.Time) (*core.Channel, error) {
 		t.Close()
 		return nil, fmt.Errorf("flow control: %w", err)
 	}
-	cc := core.ChannelConfig{Initiator: t.Initiator(), NewFlow: withProgress(newFlow), NewPolicy: p.policy}
+	cc := core.ChannelConfig{Initiator: t.Initiator(), NewFlow: shimFlow(c.Flow, newFlow), NewPolicy: p.policy}
 	if c.Channel == config.ChannelPerConnection {
 		cc.MaxStreams = 1
 	}
@@ -59,28 +66,35 @@ func (p *Process) establish(fd int, deadline time.Time) (*core.Channel, error) {
 		t.Close()
 		return nil, err
 	}
+	p.addChannelStats(ch, t, peerPID)
+	go p.closeProviderWhenDone(ch, pr)
 	return ch, nil
 }
 
-// withProgress makes every controller flush held bytes in the background
-// (AsyncFlush). The packed algorithm sends bytes it coalesced only when
-// the application next calls in (the paper's progress problem); a
-// transparent socket has no such promise: a program may write to one
-// socket and then wait on another for an answer that needs those bytes,
-// which on kernel TCP always arrive. So the shim never leaves bytes behind
-// the application's back; packed keeps its packing and its accounting.
-func withProgress(newFlow func() core.FlowController) func() core.FlowController {
-	return func() core.FlowController {
-		fc := newFlow()
-		if fc.AsyncFlush() {
-			return fc
-		}
-		return progressFlow{fc}
+// shimFlow returns the controllers the shim runs for algorithm, decided
+// per algorithm:
+//
+//   - credit: as it is. Nothing is held once a Write returns (it waits
+//     until its bytes are in blocks), so there is nothing to flush.
+//   - nicassist: as it is. It has its own progress: a window post wakes
+//     the channel's progress goroutine, which flushes held bytes.
+//   - packed: with a background flush (progressFlow). As in the paper it
+//     sends bytes it coalesced only when the application next calls in
+//     (the progress problem); a transparent socket has no such promise: a
+//     program may write to one socket and then wait on another for an
+//     answer that needs those bytes, which on kernel TCP always arrive. So
+//     the shim never leaves bytes behind the application's back; packed
+//     keeps its packing and its accounting. The seed 001 benchmarks
+//     (bench/seed001) run packed bare, with the paper's semantics.
+func shimFlow(algorithm config.Flow, newFlow func() core.FlowController) func() core.FlowController {
+	if algorithm != config.FlowPacked {
+		return newFlow
 	}
+	return func() core.FlowController { return progressFlow{newFlow()} }
 }
 
 // progressFlow is a flow controller whose held bytes flush in the
-// background.
+// background (packed in the shim).
 type progressFlow struct{ core.FlowController }
 
 func (progressFlow) AsyncFlush() bool { return true }

@@ -42,6 +42,9 @@ func (p *Process) Exit() {
 	if node != nil {
 		node.Close()
 	}
+	if p.stopStats != nil {
+		p.stopStats()
+	}
 }
 
 // noteDraining keeps a closed stream until it has sent its last block,

@@ -1,6 +1,8 @@
 package shim
 
 import (
+	"time"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -21,24 +23,92 @@ func (p *Process) Close(fd int) {
 	}
 	s := e.sock
 	s.mu.Lock()
+	if len(s.fds) == 1 && s.getState() == sockConnecting && s.pend != nil && s.pend.kernelDone {
+		// The last fd of a connection the acceptor may have taken: take
+		// the stream, so that the peer reads this close (FIN or reset)
+		// on it rather than on a stream nobody ends.
+		s.settleLocked()
+	}
 	for i, f := range s.fds {
 		if f == fd {
 			s.fds = append(s.fds[:i], s.fds[i+1:]...)
 			break
 		}
 	}
-	sets := make([]*epollSet, 0, len(s.epolls))
-	for set := range s.epolls {
-		sets = append(sets, set)
-	}
+	sets := s.epollsLocked()
 	last := len(s.fds) == 0
 	s.mu.Unlock()
-	for _, set := range sets {
-		set.forgetFD(fd, s)
-	}
 	if last {
-		s.close()
+		// An epoll entry belongs to the open socket, not to the number:
+		// it goes when the last copy closes.
+		for _, set := range sets {
+			set.forgetSocket(s)
+		}
+		if !s.closeBeforeVerdict(fd) {
+			s.close()
+		}
 	}
+}
+
+// closeBeforeVerdict handles the close of the last fd of a connection the
+// acceptor has not claimed yet: as on kernel TCP, the peer must still get
+// what was written (early.go) and then the end of the stream when it
+// accepts. The kernel connection is kept open (a protected duplicate of
+// fd) and the close finishes in the background once the verdict comes
+// (or after closeVerdictWait, when the bytes go to the kernel socket). It
+// reports whether it took the close over.
+func (s *Socket) closeBeforeVerdict(fd int) bool {
+	s.mu.Lock()
+	pc := s.pend
+	if s.getState() != sockConnecting || pc == nil || pc.answer == nil || !pc.kernelDone {
+		s.mu.Unlock()
+		return false
+	}
+	kfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, highBase())
+	if err != nil {
+		s.mu.Unlock()
+		return false
+	}
+	s.p.protect(kfd)
+	afd := pc.answer.Fd()
+	s.mu.Unlock()
+	go s.finishClose(kfd, afd)
+	return true
+}
+
+// closeVerdictWait bounds the wait for an acceptor to claim a connection
+// closed before it did.
+const closeVerdictWait = 60 * time.Second
+
+// finishClose waits for the verdict on answerFD, settles the socket through
+// kfd, closes it, and closes kfd.
+func (s *Socket) finishClose(kfd, answerFD int) {
+	if dup, err := unix.FcntlInt(uintptr(answerFD), unix.F_DUPFD_CLOEXEC, 0); err == nil {
+		pfd := []unix.PollFd{{Fd: int32(dup), Events: unix.POLLIN}}
+		for end := time.Now().Add(closeVerdictWait); time.Now().Before(end); {
+			if n, _ := unix.Poll(pfd, 500); n > 0 {
+				break
+			}
+		}
+		unix.Close(dup)
+	}
+	s.mu.Lock()
+	if s.getState() == sockConnecting {
+		s.fds = []int{kfd}
+		s.settleLocked()
+		if pc := s.pend; s.getState() == sockConnecting && pc != nil && pc.answer != nil {
+			// Never claimed: the bytes go to the kernel socket.
+			s.pend = nil
+			pc.answer.Close()
+			pc.end.giveUp(pc.id)
+			s.fallBackLocked()
+		}
+		s.fds = nil
+	}
+	s.mu.Unlock()
+	s.close()
+	s.p.unprotect(kfd)
+	unix.Close(kfd)
 }
 
 // close ends a socket whose last fd is gone.
@@ -49,8 +119,10 @@ func (s *Socket) close() {
 	s.unregisterLocked()
 	if pc := s.pend; pc != nil {
 		s.pend = nil
-		pc.answer.Close()
-		pc.end.giveUp(pc.id)
+		if pc.answer != nil { // nil: the offer is being made (connectAsync gives it up)
+			pc.answer.Close()
+			pc.end.giveUp(pc.id)
+		}
 	}
 	s.mu.Unlock()
 	if state != sockAccelerated {
@@ -61,9 +133,12 @@ func (s *Socket) close() {
 	}
 	p := s.p
 	st := s.stream.Load()
+	p.unwatchSwitch(s, -1) // forkswitch.go
 	p.tids.forget(s)
 	s.dropAttendance()
-	st.Close()
+	st.ReadReady() // takes arrived blocks: data unread at close means a reset
+	s.closeWithEarly(st, s.abortClose.Load())
+	s.closeStats()
 	st.SetNotify(nil)
 	s.wake.release(p)
 	p.noteDraining(st)
@@ -96,12 +171,6 @@ func (p *Process) Dup(oldfd, newfd int) FDState {
 	p.fds.set(newfd, e)
 	return p.host.FDState(oldfd)
 }
-
-// Evict is the evict hook: the program wants fd, which the core holds, as
-// a dup2/dup3 target. The core's descriptors cannot move (kernel epoll
-// registrations and the runtime refer to them by number): -EBUSY, the
-// program's call fails with EBUSY.
-func (p *Process) Evict(fd int) int64 { return negErrno(unix.EBUSY) }
 
 // Nonblock is the nonblock hook: O_NONBLOCK changed on fd.
 func (p *Process) Nonblock(fd int, on bool) {

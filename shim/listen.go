@@ -59,23 +59,28 @@ func (p *Process) Listen(fd, backlog int) int64 {
 		return 0 // a new backlog, same registration
 	}
 	s.setState(sockListening)
-	if _, ok := p.shmAllowed(); !ok {
+	if r, ok := p.shmAllowed(); !ok {
+		s.unlisted = r
 		return 0
 	}
 	addr, err := sockName(fd)
 	if err != nil {
+		s.unlisted = rendezvous.ReasonUnsupportedOption
 		return 0
 	}
 	if !p.cfg.Eligible(addr.Addr(), addr.Port()) {
 		p.log.WithField("listen", addr).Debug("listener excluded by rule: not registered")
+		s.unlisted = rendezvous.ReasonExcluded
 		return 0
 	}
 	node, err := p.rendezvousNode()
 	if err != nil {
+		s.unlisted = rendezvous.ReasonOf(err)
 		return 0
 	}
 	if err := node.Register(addr); err != nil {
 		p.log.WithError(err).WithField("listen", addr).Warn("cannot register listener; its connections stay on kernel TCP")
+		s.unlisted = rendezvous.ReasonOf(err)
 		return 0
 	}
 	s.listenAddr, s.registered = addr, true
@@ -130,7 +135,7 @@ func (p *Process) handleOffer(req rendezvous.Request) (rendezvous.Payload, any, 
 	}
 	var e *channelEnd
 	if o.newChannel {
-		ch, err := p.establish(files[0], time.Now().Add(setupTimeout))
+		ch, err := p.establish(files[0], o.from.pid, time.Now().Add(setupTimeout))
 		if err != nil {
 			p.log.WithError(err).Debug("channel setup failed")
 			return rendezvous.Payload{}, nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: err}
@@ -164,9 +169,12 @@ func (p *Process) Accept(lfd, fd int, peer netip.AddrPort, flags int) FDState {
 		return FDUnmanaged
 	}
 	ls.mu.Lock()
-	registered := ls.registered
+	registered, unlisted := ls.registered, ls.unlisted
 	ls.mu.Unlock()
 	if !registered {
+		if unlisted != rendezvous.ReasonNone {
+			p.fallback(unlisted, fd, logrus.Fields{"remote": peer}, nil)
+		}
 		return FDUnmanaged
 	}
 	p.mu.Lock()
@@ -178,7 +186,7 @@ func (p *Process) Accept(lfd, fd int, peer netip.AddrPort, flags int) FDState {
 	}
 	m, ok := node.Claim(local, peer)
 	if !ok {
-		p.fallback(rendezvous.ReasonNotShimmed, logrus.Fields{"local": local, "remote": peer}, nil)
+		p.fallback(rendezvous.ReasonNotShimmed, fd, logrus.Fields{"local": local, "remote": peer}, nil)
 		return FDUnmanaged
 	}
 	pr, _ := m.Prepared.(*prepared)

@@ -13,7 +13,8 @@ import (
 
 // Ioctl is the ioctl hook. For FIONREAD (SIOCINQ) of an accelerated
 // socket it returns the bytes a read would return at once; SIOCOUTQ and
-// SIOCOUTQNSD report 0 (bytes handed to the stream count as sent). val is
+// SIOCOUTQNSD the bytes written that have not been handed to the peer
+// yet (queued in the stream, not in blocks). val is
 // stored as an int by the caller when res is 0.
 func (p *Process) Ioctl(fd int, req uint) (val int, res int64) {
 	s := p.lookup(fd)
@@ -30,15 +31,29 @@ func (p *Process) Ioctl(fd int, req uint) (val int, res int64) {
 			return 0, 0
 		}
 	case unix.SIOCOUTQ, unix.SIOCOUTQNSD:
-		if st != nil || s.getState() == sockConnecting {
+		if st != nil {
+			return st.Unsent(), 0
+		}
+		if s.getState() == sockConnecting {
 			return 0, 0
 		}
 	}
 	return 0, Pass
 }
 
-// Getsockopt is the getsockopt hook: the kernel answers (Pass).
-func (p *Process) Getsockopt(fd, level, name int) int64 { return Pass }
+// Getsockopt is the getsockopt hook: the kernel answers (Pass), except
+// SO_ERROR of an accelerated socket: the stream's reset, once (reading it
+// clears it, as the kernel's sk_err), stored as an int when res is 0.
+func (p *Process) Getsockopt(fd, level, name int) (val int, res int64) {
+	s := p.lookup(fd)
+	if s == nil || level != unix.SOL_SOCKET || name != unix.SO_ERROR || s.stream.Load() == nil {
+		return 0, Pass
+	}
+	if s.streamFailed() && !s.errSeen.Swap(true) {
+		return int(unix.ECONNRESET), 0
+	}
+	return 0, 0
+}
 
 // Setsockopt is the setsockopt hook: SO_RCVTIMEO and SO_SNDTIMEO are noted
 // (blocking happens in the shim), then every option goes to the kernel.
@@ -48,6 +63,11 @@ func (p *Process) Setsockopt(fd, level, name int, val []byte) int64 {
 		return Pass
 	}
 	switch name {
+	case unix.SO_LINGER:
+		if len(val) >= 8 {
+			on := binary.NativeEndian.Uint32(val) != 0
+			s.abortClose.Store(on && binary.NativeEndian.Uint32(val[4:]) == 0)
+		}
 	case unix.SO_RCVTIMEO, unix.SO_RCVTIMEO_NEW:
 		if d, ok := timevalOf(val); ok {
 			s.rcvTimeo.Store(int64(d))
@@ -81,12 +101,24 @@ func (p *Process) Shutdown(fd, how int) int64 {
 	if s == nil {
 		return Pass
 	}
+	if how != unix.SHUT_RD && how != unix.SHUT_WR && how != unix.SHUT_RDWR {
+		return Pass // the kernel's EINVAL
+	}
 	st := s.stream.Load()
+	if st == nil && s.getState() == sockConnecting {
+		s.mu.Lock()
+		r := s.settleLocked()
+		if r.stream == nil && !r.fallback {
+			// The verdict is pending: the shutdown applies to the stream
+			// once accelerated (accelerateLocked), to the kernel socket
+			// now (which also carries it if the connection falls back).
+			s.pendShut.Or(int32(how + 1))
+		}
+		s.mu.Unlock()
+		st = r.stream
+	}
 	if st == nil {
 		return Pass
-	}
-	if how != unix.SHUT_RD && how != unix.SHUT_WR && how != unix.SHUT_RDWR {
-		return negErrno(unix.EINVAL)
 	}
 	if how != unix.SHUT_WR {
 		s.shutRD.Store(true)
@@ -95,7 +127,7 @@ func (p *Process) Shutdown(fd, how int) int64 {
 		s.shutWR.Store(true)
 		st.CloseWrite()
 	}
-	unix.Shutdown(fd, how)
+	s.kernelShutdown(fd, how) // the kernel's FIN waits for a switch (forkswitch.go)
 	s.wake.ring()
 	return 0
 }

@@ -38,6 +38,9 @@ const (
 // descriptor to sleep on for a change (fd, events), or fd -1 to sleep on
 // the socket's eventfd (accelerated).
 func (s *Socket) pollEvents(fd int, events int16) (revents int16, waitFD int, waitEv int16) {
+	if s.sw.Load() != swNone {
+		return s.switchPoll(fd, events) // switching to kernel TCP (forkswitch.go)
+	}
 	st := s.stream.Load()
 	if st == nil {
 		if s.getState() != sockConnecting {
@@ -45,10 +48,16 @@ func (s *Socket) pollEvents(fd int, events int16) (revents int16, waitFD int, wa
 		}
 		s.mu.Lock()
 		r := s.settleLocked()
+		connected := r.stream == nil && s.pend != nil && s.pend.kernelDone
 		s.mu.Unlock()
 		switch {
 		case r.fallback:
 			return kernelPoll(fd, events), fd, events
+		case connected && events&pollOut != 0 && s.earlyN.Load() < earlyMax:
+			// The kernel connect completed, the acceptor has not claimed
+			// the connection yet: writable, as the kernel's socket is,
+			// while the early buffer has room (early.go).
+			return events & pollOut, -1, 0
 		case r.stream == nil:
 			return 0, r.waitFD, r.waitEvents
 		}
@@ -61,7 +70,10 @@ func (s *Socket) pollEvents(fd int, events int16) (revents int16, waitFD int, wa
 		switch {
 		case n > 0:
 			rev |= pollIn
-		case s.shutRD.Load(), errors.Is(err, io.EOF):
+		case errors.Is(err, io.EOF):
+			s.peerFin.Store(true)
+			fallthrough
+		case s.shutRD.Load():
 			rev |= pollIn | pollRDHUP
 			if s.shutWR.Load() {
 				rev |= unix.POLLHUP
@@ -73,10 +85,26 @@ func (s *Socket) pollEvents(fd int, events int16) (revents int16, waitFD int, wa
 			}
 		}
 	}
-	if events&(pollOut|pollWRBAND) != 0 && (s.shutWR.Load() || rev&unix.POLLHUP != 0 || st.WriteReady()) {
-		rev |= pollOut
+	if events&(pollOut|pollWRBAND) != 0 {
+		if s.shutWR.Load() || rev&unix.POLLHUP != 0 || (s.earlyFlushed(st) && st.WriteReady()) {
+			rev |= pollOut
+		} else {
+			s.nospace.Add(1) // as tcp_poll sets SOCK_NOSPACE
+		}
 	}
 	return rev & (events | pollAlways), -1, 0
+}
+
+// streamFailed reports whether the stream ended in a reset or the peer's
+// death (an error other than EOF).
+func (s *Socket) streamFailed() bool {
+	st := s.stream.Load()
+	if st == nil {
+		return false
+	}
+	var one [1]byte
+	n, err := st.Peek(one[:])
+	return n == 0 && err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, core.ErrWouldBlock)
 }
 
 // kernelPoll asks the kernel about fd without waiting.
@@ -143,6 +171,9 @@ func (p *Process) Poll(fds, wait []unix.PollFd) (ready, nwait int) {
 			e.s.wake.eventFD(p)
 			e.s.wake.drain()
 			attend = append(attend, e.s)
+		} else if e.s.getState() == sockConnecting {
+			e.s.wake.eventFD(p) // before the last check: a nonblocking connect's offer rings it
+			e.s.wake.drain()
 		}
 	}
 	p.tids.begin(tid, attend)

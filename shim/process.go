@@ -9,14 +9,15 @@ import (
 
 	"github.com/sdpshim/sdpshim/core"
 	"github.com/sdpshim/sdpshim/core/rendezvous"
-	"github.com/sdpshim/sdpshim/core/shm"
 	"github.com/sdpshim/sdpshim/shim/config"
+	"github.com/sdpshim/sdpshim/shim/stats"
 )
 
 // Process is the shim's state in one shimmed process: the configuration
 // (loaded once from the environment the interposer saw at load time), the
-// logger, the fd table mirror, the rendezvous node and the provider
-// (created on first use), and the channels to other processes. There is
+// logger, the fd table mirror, the rendezvous node (created on first
+// use), and the channels to other processes, each on its own provider
+// (domain.go). There is
 // one per process; preload/entry holds it.
 //
 // Lock order: Socket.mu, then Process.mu, then channelTable.mu.
@@ -37,14 +38,16 @@ type Process struct {
 	mu        sync.Mutex
 	node      *rendezvous.Node       // +checklocks:mu; nil until first needed
 	nodeErr   error                  // +checklocks:mu; why there is none
-	provider  *shm.Provider          // +checklocks:mu
 	listeners map[*Socket]struct{}   // +checklocks:mu; registered listeners
 	live      map[*Socket]struct{}   // +checklocks:mu; accelerated sockets
 	draining  []*core.Stream         // +checklocks:mu; closed, maybe not all sent yet (Exit)
 	epolls    map[*epollSet]struct{} // +checklocks:mu
 	logFile   *os.File               // +checklocks:mu
-	fallbacks [ReasonMax]uint64      // +checklocks:mu; the shim's own counts, for tests and stats
-	counters  map[string]uint64      // +checklocks:mu
+
+	stats     *stats.Registry // every counter of the process (observe.go)
+	stopStats func()          // stops the stats socket; nil when none
+	chanIDs   channelIDs
+	swatch    switchWatch // peers' switch requests (switchwatch.go)
 }
 
 // procID names a process across pid reuse: its pid and start time.
@@ -60,6 +63,9 @@ type procID struct {
 func Init(host Host, environ []string) (*Process, int) {
 	protectRuntime(host)
 	rt := config.Open(environ)
+	if rt.Config.Enabled {
+		protectProviderFDs(host)
+	}
 	if !rt.Config.Enabled {
 		if rt.Reason == "" {
 			return nil, ReasonShimOff
@@ -69,11 +75,12 @@ func Init(host Host, environ []string) (*Process, int) {
 	p := &Process{
 		host: host, cfg: rt.Config, log: rt.Log,
 		listeners: map[*Socket]struct{}{}, live: map[*Socket]struct{}{},
-		epolls: map[*epollSet]struct{}{}, counters: map[string]uint64{},
+		epolls:  map[*epollSet]struct{}{},
 		logFile: rt.LogFile,
 	}
 	p.policy = waitPolicyFactory(rt.Config, rt.Log)
 	p.pollWait = core.NewWaiter(p.policy())
+	p.initStats()
 	p.self = procID{pid: os.Getpid(), start: processStart(os.Getpid())}
 	p.chans.init()
 	if rt.LogFile != nil {
@@ -106,29 +113,13 @@ func (p *Process) rendezvousNode() (*rendezvous.Node, error) {
 	return p.node, p.nodeErr
 }
 
-// shmProvider returns the process's shm provider, opening it on first use.
-func (p *Process) shmProvider() (*shm.Provider, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.provider != nil {
-		return p.provider, nil
-	}
-	pr, err := shm.Open()
-	if err != nil {
-		return nil, err
-	}
-	p.provider = pr
-	return pr, nil
-}
-
-// fallback records that a connection stays on kernel TCP for reason r:
-// counted by the interposer (host) and here, logged at debug level.
-func (p *Process) fallback(r rendezvous.Reason, fields logrus.Fields, why error) {
+// fallback records that the connection of socket fd stays on kernel TCP
+// for reason r: counted by the interposer (host) and in the stats
+// registry (which fires the probe), logged at debug level.
+func (p *Process) fallback(r rendezvous.Reason, fd int, fields logrus.Fields, why error) {
 	n := coreReason(r)
 	p.host.CountFallback(n)
-	p.mu.Lock()
-	p.fallbacks[n]++
-	p.mu.Unlock()
+	p.noteFallback(n, fd, fields)
 	if p.log.IsLevelEnabled(logrus.DebugLevel) {
 		e := p.log.WithFields(fields).WithField("reason", r.String())
 		if why != nil {
@@ -136,30 +127,6 @@ func (p *Process) fallback(r rendezvous.Reason, fields logrus.Fields, why error)
 		}
 		e.Debug("connection stays on kernel TCP")
 	}
-}
-
-// count bumps one of the shim's named counters.
-func (p *Process) count(name string) {
-	p.mu.Lock()
-	p.counters[name]++
-	p.mu.Unlock()
-}
-
-// Counters returns a snapshot of the shim's named counters and fallback
-// counts (by reason name), for stats and tests.
-func (p *Process) Counters() map[string]uint64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make(map[string]uint64, len(p.counters)+8)
-	for k, v := range p.counters {
-		out[k] = v
-	}
-	for _, r := range rendezvous.Reasons() {
-		if v := p.fallbacks[coreReason(r)]; v > 0 {
-			out["fallback."+r.String()] = v
-		}
-	}
-	return out
 }
 
 func (p *Process) pollWaiter() *core.Waiter { return p.pollWait }

@@ -245,14 +245,7 @@ func TestSelfConnectDataPath(t *testing.T) {
 
 func TestPlainPeerFallsBack(t *testing.T) {
 	p, h := newProcess(t)
-	l, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0) // not shimmed
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(l)
-	unix.Bind(l, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}})
-	unix.Listen(l, 4)
-	addr, _ := sockName(l)
+	addr := plainListener(t)
 	c := tcpSocket(t, p, h)
 	defer unix.Close(c)
 	if r := p.Connect(c, rawSockaddr4(addr)); r != Pass {

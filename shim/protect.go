@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core"
 )
 
 // Protected fds. The Go runtime owns two descriptors once its network
@@ -17,10 +19,13 @@ import (
 // for the runtime's, only those two kinds count.
 //
 // The shim's own long-lived descriptors are protected where they are made
-// (eventfds of socket wakeups, the log file). Descriptors inside the
-// transport (memfds, eventfds and sockets of the shm provider) are not:
-// a host that closes them ends the channel, which its streams report as
-// ECONNRESET; see the report in preload/entry/doc.go.
+// (eventfds of socket wakeups, the log file). The core reports every
+// long-lived descriptor of a channel through core.FDHook: the shm
+// provider's (memfds of regions and control areas, eventfds, side-channel
+// sockets, epoll sets, peers' memfds) and the transports' (doorbell and
+// kick eventfds). protectProviderFDs marks each PROTECTED as it appears
+// and gives it back just before the core closes it, so a host's
+// close_range or closing loop leaves the channels intact.
 
 // protectRuntime protects the runtime's poller descriptors. It runs
 // first in Init, before anything that may open an os.File (which starts
@@ -34,6 +39,16 @@ func protectRuntime(host Host) {
 			host.SetFDState(fd, FDProtected)
 		}
 	}
+}
+
+// protectProviderFDs has the core's channel descriptors protected for the
+// life of the process (there is one Process). Init installs it before any
+// channel exists.
+func protectProviderFDs(host Host) {
+	core.SetFDHook(core.FDHook{
+		Opened:  func(fd int) { host.SetFDState(fd, FDProtected) },
+		Closing: func(fd int) { host.SetFDState(fd, FDUnmanaged) },
+	})
 }
 
 // protect marks fd as the core's.

@@ -21,7 +21,7 @@ func (p *Process) Recv(fd int, buf []byte, flags int, w *Wait) int64 {
 		return r
 	}
 	bufs := [1][]byte{buf}
-	return s.recv(st, bufs[:], flags, w)
+	return s.countReceived(s.recv(st, bufs[:], flags, w), flags, w)
 }
 
 // RecvMsg is the recvmsg hook (recvmsg, readv, recvmmsg): bufs are the
@@ -36,7 +36,7 @@ func (p *Process) RecvMsg(fd int, bufs [][]byte, flags int, w *Wait) int64 {
 	if st == nil {
 		return r
 	}
-	return s.recv(st, bufs, flags, w)
+	return s.countReceived(s.recv(st, bufs, flags, w), flags, w)
 }
 
 // recv implements every receive call of an accelerated socket with the
@@ -66,6 +66,9 @@ func (s *Socket) recv(st *core.Stream, bufs [][]byte, flags int, w *Wait) int64 
 	for {
 		n, err := readInto(st, bufs, done, peek)
 		done += n
+		if n > 0 && !peek {
+			s.rxRead.Add(uint64(n))
+		}
 		if n > 0 && (!waitAll || done == total) {
 			return int64(done)
 		}
@@ -76,6 +79,10 @@ func (s *Socket) recv(st *core.Stream, bufs [][]byte, flags int, w *Wait) int64 
 		case n > 0:
 			continue // MSG_WAITALL: more may be there already
 		case errors.Is(err, io.EOF):
+			if done == 0 && s.sw.Load() != swNone {
+				return s.switchEOF(flags, w) // switched to kernel TCP (forkswitch.go)
+			}
+			s.peerFin.Store(true)
 			return int64(done)
 		case err != nil && !errors.Is(err, core.ErrWouldBlock):
 			if done > 0 {

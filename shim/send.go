@@ -15,12 +15,12 @@ func (p *Process) Send(fd int, buf []byte, flags int, w *Wait) int64 {
 	if s == nil {
 		return Pass
 	}
-	st, r := s.active(w)
-	if st == nil {
-		return r
-	}
 	bufs := [1][]byte{buf}
-	return s.send(st, bufs[:], flags, w)
+	st, r := s.activeForWrite(bufs[:], w)
+	if st == nil {
+		return s.countSent(r, w)
+	}
+	return s.countSent(s.send(st, bufs[:], flags, w), w)
 }
 
 // SendMsg is the sendmsg hook (sendmsg, writev, sendmmsg, sendto with an
@@ -32,11 +32,22 @@ func (p *Process) SendMsg(fd int, bufs [][]byte, flags int, w *Wait) int64 {
 	if s == nil {
 		return Pass
 	}
-	st, r := s.active(w)
+	st, r := s.activeForWrite(bufs, w)
 	if st == nil {
-		return r
+		return s.countSent(r, w)
 	}
-	return s.send(st, bufs, flags, w)
+	return s.countSent(s.send(st, bufs, flags, w), w)
+}
+
+// activeForWrite is active for a write: while the verdict is pending the
+// bytes go into the early buffer (early.go), and r is their count.
+func (s *Socket) activeForWrite(bufs [][]byte, w *Wait) (*core.Stream, int64) {
+	if s.stream.Load() == nil && s.getState() == sockConnecting {
+		if n, ok := s.sendEarly(bufs); ok {
+			return nil, n
+		}
+	}
+	return s.active(w)
 }
 
 // send implements every send call of an accelerated socket: a blocking
@@ -47,6 +58,9 @@ func (p *Process) SendMsg(fd int, bufs [][]byte, flags int, w *Wait) int64 {
 // the peer's death, -EPIPE after. The interposer raises SIGPIPE for -EPIPE
 // unless MSG_NOSIGNAL.
 func (s *Socket) send(st *core.Stream, bufs [][]byte, flags int, w *Wait) int64 {
+	if s.sw.Load() != swNone {
+		return s.switchSend(flags, w) // switched to kernel TCP (forkswitch.go)
+	}
 	if flags&unix.MSG_OOB != 0 {
 		return negErrno(unix.EOPNOTSUPP)
 	}
@@ -58,6 +72,11 @@ func (s *Socket) send(st *core.Stream, bufs [][]byte, flags int, w *Wait) int64 
 	if s.shutWR.Load() {
 		return negErrno(unix.EPIPE)
 	}
+	if s.peerFin.Load() {
+		// Half-closed by the peer: a reset it answered an earlier write
+		// with must be seen now, as the kernel's RST is.
+		st.ReadReady()
+	}
 	total := 0
 	for _, b := range bufs {
 		total += len(b)
@@ -67,8 +86,14 @@ func (s *Socket) send(st *core.Stream, bufs [][]byte, flags int, w *Wait) int64 
 	}
 	nonblock := s.nonblock.Load() || flags&unix.MSG_DONTWAIT != 0
 	done := 0
+	write := func() (int, error) {
+		if !s.earlyFlushed(st) {
+			return 0, core.ErrWouldBlock // the early bytes go first
+		}
+		return writeFrom(st, bufs, done)
+	}
 	for {
-		n, err := writeFrom(st, bufs, done)
+		n, err := write()
 		done += n
 		switch {
 		case done == total:
@@ -79,18 +104,23 @@ func (s *Socket) send(st *core.Stream, bufs [][]byte, flags int, w *Wait) int64 
 			if done > 0 {
 				return int64(done)
 			}
+			if s.sw.Load() != swNone {
+				return s.switchSend(flags, w) // the stream closed for a switch (forkswitch.go)
+			}
 			return s.writeErr(err)
 		case nonblock || passed(deadline):
+			s.nospace.Add(1)
 			if done > 0 {
 				return int64(done)
 			}
 			return negErrno(unix.EAGAIN)
 		}
+		s.nospace.Add(1)
 		// The condition polled is a write attempt itself: room comes back
 		// in ways that raise no event here (credits, freed blocks).
 		var failed error
 		ready := func() bool {
-			n, err := writeFrom(st, bufs, done)
+			n, err := write()
 			done += n
 			if err != nil && !errors.Is(err, core.ErrWouldBlock) {
 				failed = err
@@ -103,6 +133,9 @@ func (s *Socket) send(st *core.Stream, bufs [][]byte, flags int, w *Wait) int64 
 		if failed != nil {
 			if done > 0 {
 				return int64(done)
+			}
+			if s.sw.Load() != swNone {
+				return s.switchSend(flags, w)
 			}
 			return s.writeErr(failed)
 		}
@@ -117,8 +150,8 @@ func (s *Socket) send(st *core.Stream, bufs [][]byte, flags int, w *Wait) int64 
 func (s *Socket) writeErr(err error) int64 {
 	s.p.log.WithError(err).Debug("send: stream ended")
 	e := errnoOf(err)
-	if e == unix.ECONNRESET && s.errSeen.Swap(true) {
-		e = unix.EPIPE
+	if e == unix.ECONNRESET && (s.errSeen.Swap(true) || s.peerFin.Load()) {
+		e = unix.EPIPE // a reset after the peer's FIN is EPIPE (tcp_reset in CLOSE_WAIT)
 	}
 	return negErrno(e)
 }

@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"errors"
 	"time"
 	"unsafe"
 
@@ -29,64 +30,62 @@ func (p *Process) SendFile(out, in int, off *int64, count int, w *Wait) int64 {
 	if st == nil {
 		return r
 	}
-	return s.fromFile(st, in, off, count, w)
+	return s.countSent(s.fromFile(st, in, off, count, w), w)
 }
 
-// fromFile moves count bytes from file in into the stream. Bytes read but
-// not taken by the stream are given back to the file (the offset is not
-// advanced past them, or the file offset is moved back).
+// fromFile moves count bytes from file in into the stream, with send's
+// semantics (send.go): nonblocking sockets get what fitted or -EAGAIN,
+// blocking ones wait (SO_SNDTIMEO), each refused write counts as "no
+// space" (the edge EPOLLET's EPOLLOUT waits for), early bytes go first, and
+// a socket switched to kernel TCP passes to the kernel's sendfile. Bytes
+// read but not taken by the stream are given back to the file (the offset
+// is not advanced past them, or the file offset is moved back).
 func (s *Socket) fromFile(st *core.Stream, in int, off *int64, count int, w *Wait) int64 {
+	if s.sw.Load() != swNone {
+		return s.switchSend(0, w) // switched to kernel TCP (forkswitch.go)
+	}
 	kept, back := s.resume(true)
+	if back {
+		s.woke(true)
+	}
 	deadline := deadlineOf(kept, back, s.sndTimeo.Load())
 	if s.shutWR.Load() {
 		return negErrno(unix.EPIPE)
 	}
+	if s.peerFin.Load() {
+		st.ReadReady() // a reset answering an earlier write is seen now
+	}
 	buf := make([]byte, min(count, fileChunk))
 	done := 0
 	for done < count {
-		k := min(len(buf), count-done)
-		var n int
-		var err error
-		if off != nil {
-			n, err = unix.Pread(in, buf[:k], *off)
-		} else {
-			n, err = unix.Read(in, buf[:k])
-		}
-		if err != nil || n == 0 {
-			if done > 0 {
-				return int64(done)
-			}
-			return neg(err)
-		}
-		gen := s.wake.gen()
-		m, werr := writeFrom(st, [][]byte{buf[:n]}, 0)
-		if m < n {
-			if off == nil {
-				unix.Seek(in, int64(m-n), 1) // give back what the stream did not take
-			}
-		}
-		if off != nil {
-			*off += int64(m)
-		}
+		m, rerr, werr := s.fileChunk(st, in, off, buf[:min(len(buf), count-done)])
 		done += m
-		if m == n {
-			continue
-		}
-		if m > 0 {
-			continue
-		}
 		switch {
-		case werr != nil && werr != core.ErrWouldBlock:
+		case m > 0:
+			continue
+		case rerr != nil || werr == nil:
+			// The file failed or ended: what went, else its error or 0.
 			if done > 0 {
 				return int64(done)
+			}
+			return neg(rerr)
+		case !errors.Is(werr, core.ErrWouldBlock):
+			if done > 0 {
+				return int64(done)
+			}
+			if s.sw.Load() != swNone {
+				return s.switchSend(0, w)
 			}
 			return s.writeErr(werr)
-		case s.nonblock.Load() || passed(deadline):
+		}
+		s.nospace.Add(1)
+		if s.nonblock.Load() || passed(deadline) {
 			if done > 0 {
 				return int64(done)
 			}
 			return negErrno(unix.EAGAIN)
 		}
+		gen := s.wake.gen()
 		ready := func() bool {
 			st.ReadReady()
 			st.WriteReady()
@@ -99,6 +98,39 @@ func (s *Socket) fromFile(st *core.Stream, in int, off *int64, count int, w *Wai
 	return int64(done)
 }
 
+// fileChunk reads up to len(buf) bytes of the file and writes them into
+// the stream, giving back to the file what the stream did not take. It
+// returns the bytes moved, the read's error, and, when nothing moved but
+// bytes were read, why the stream took none (nil werr with m == 0: the
+// file is at its end).
+func (s *Socket) fileChunk(st *core.Stream, in int, off *int64, buf []byte) (m int, rerr, werr error) {
+	if !s.earlyFlushed(st) {
+		return 0, nil, core.ErrWouldBlock // the early bytes go first
+	}
+	var n int
+	if off != nil {
+		n, rerr = unix.Pread(in, buf, *off)
+	} else {
+		n, rerr = unix.Read(in, buf)
+	}
+	if rerr != nil || n == 0 {
+		return 0, rerr, nil
+	}
+	m, werr = writeFrom(st, [][]byte{buf[:n]}, 0)
+	if m < n && off == nil {
+		unix.Seek(in, int64(m-n), 1) // give back what the stream did not take
+	}
+	if off != nil {
+		*off += int64(m)
+	}
+	if m > 0 {
+		werr = nil
+	} else if werr == nil {
+		werr = core.ErrWouldBlock
+	}
+	return m, nil, werr
+}
+
 // Splice is the splice hook: one side is a pipe, the other an
 // accelerated socket (either side may also be a file or plain socket the
 // kernel handles: Pass).
@@ -109,16 +141,16 @@ func (p *Process) Splice(in int, offIn *int64, out int, offOut *int64, n int, w 
 			return r
 		}
 		if offIn != nil {
-			return s.fromFile(st, in, offIn, n, w)
+			return s.countSent(s.fromFile(st, in, offIn, n, w), w)
 		}
-		return s.fromPipe(st, in, n)
+		return s.countSent(s.fromPipe(st, in, n), w)
 	}
 	if s := p.fds.socket(in); s != nil {
 		st, r := s.active(w)
 		if st == nil {
 			return r
 		}
-		return s.toPipe(st, out, n, w)
+		return s.countReceived(s.toPipe(st, out, n, w), 0, w)
 	}
 	return Pass
 }

@@ -18,6 +18,9 @@ import (
 // when the descriptor the connection waits for is ready.
 func (s *Socket) active(w *Wait) (*core.Stream, int64) {
 	if st := s.stream.Load(); st != nil {
+		if s.sw.Load() == swBusy { // switching to kernel TCP (forkswitch.go)
+			return nil, s.switchWait(w, false, swReplay)
+		}
 		return st, 0
 	}
 	if s.getState() != sockConnecting {
@@ -93,6 +96,11 @@ func (s *Socket) settleLocked() settleResult {
 	if s.getState() != sockConnecting || pc == nil {
 		return settleResult{fallback: true}
 	}
+	if pc.answer == nil {
+		// The offer of a nonblocking connect is being made (connect.go):
+		// its end rings the wakeup (waitFD -1: the socket's own).
+		return settleResult{waitFD: -1}
+	}
 	fd := s.fds[0]
 	p := s.p
 	if !pc.kernelDone {
@@ -120,7 +128,7 @@ func (s *Socket) settleLocked() settleResult {
 		pc.answer.Close()
 		pc.end.giveUp(pc.id)
 		s.pend = nil
-		p.fallback(rendezvous.ReasonRefused, logrus.Fields{"remote": pc.dst}, errDeclined)
+		p.fallback(rendezvous.ReasonRefused, fd, logrus.Fields{"remote": pc.dst}, errDeclined)
 		s.fallBackLocked()
 		return settleResult{fallback: true}
 	}
@@ -131,6 +139,7 @@ func (s *Socket) settleLocked() settleResult {
 		// Cannot happen with a sane peer: it accepted, so it writes into a
 		// stream this side does not have. The connection is lost.
 		p.log.WithError(err).WithField("remote", pc.dst).Warn("accelerated connection lost at setup")
+		p.fallback(rendezvous.ReasonPeerGone, fd, logrus.Fields{"remote": pc.dst}, err)
 		pc.end.giveUp(pc.id)
 		s.fallBackLocked()
 		return settleResult{fallback: true}

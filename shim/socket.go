@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/rendezvous"
 )
 
 // Socket is one TCP socket the shim tracks, named by one or more fds (dup
@@ -32,27 +33,40 @@ type Socket struct {
 	p      *Process
 	family int
 
-	state    atomic.Uint32 // sockState
-	nonblock atomic.Bool
-	shutRD   atomic.Bool
-	shutWR   atomic.Bool
-	rcvTimeo atomic.Int64 // SO_RCVTIMEO in ns, 0: none
-	sndTimeo atomic.Int64
-	errSeen  atomic.Bool // ECONNRESET reported once: later reads see EOF, writes EPIPE
+	state      atomic.Uint32 // sockState
+	nonblock   atomic.Bool
+	shutRD     atomic.Bool
+	shutWR     atomic.Bool
+	rcvTimeo   atomic.Int64 // SO_RCVTIMEO in ns, 0: none
+	sndTimeo   atomic.Int64
+	errSeen    atomic.Bool   // ECONNRESET reported once: later reads see EOF, writes EPIPE
+	rxRead     atomic.Uint64 // bytes the program has read (arrived = this + buffered)
+	nospace    atomic.Uint32 // bumped each time a write found no room (EPOLLET's wakeup)
+	abortClose atomic.Bool   // SO_LINGER {1, 0}: close resets
+	pendShut   atomic.Int32
+	peerFin    atomic.Bool // the peer's FIN was seen (EOF read or polled)
 
-	stream atomic.Pointer[core.Stream] // accelerated: the stream
-	wake   wakeup                      // accelerated: how blocked threads sleep
-	rdWait *core.Waiter                // spin policy of blocking reads
-	wrWait *core.Waiter                // and writes
-	attend attendance
+	stream  atomic.Pointer[core.Stream] // accelerated: the stream
+	wake    wakeup                      // accelerated: how blocked threads sleep
+	rdWait  *core.Waiter                // spin policy of blocking reads
+	wrWait  *core.Waiter                // and writes
+	attend  attendance
+	obs     atomic.Pointer[connObs] // accelerated: the connection's counters (observe.go)
+	sw      atomic.Uint32           // switch to kernel TCP at a fork (forkswitch.go): swNone...
+	reqSent atomic.Bool             // this end wrote its switch REQ
+	swFork  atomic.Bool             // a fork waits for the switch: this end returns its unread bytes
 
 	mu         sync.Mutex
 	fds        []int                  // +checklocks:mu; fds naming the socket
 	listenAddr netip.AddrPort         // +checklocks:mu; registered address
 	registered bool                   // +checklocks:mu
+	unlisted   rendezvous.Reason      // +checklocks:mu; listening but not registered: why (its accepts fall back with it)
 	pend       *pendingConnect        // +checklocks:mu; connecting: what the verdict decides
 	end        *channelEnd            // +checklocks:mu; accelerated: the channel end
 	epolls     map[*epollSet]struct{} // +checklocks:mu; emulated epoll sets holding it
+	early      []byte                 // +checklocks:mu; written before the verdict (early.go)
+	earlyN     atomic.Int32           // len(early), read without the lock
+	earlyPush  bool                   // +checklocks:mu; pushEarly started
 }
 
 // sockState is a Socket's place in its state machine.
@@ -98,10 +112,21 @@ func (s *Socket) accelerateLocked(e *channelEnd, st *core.Stream) {
 	st.SetNotify(s.wake.ring)
 	s.stream.Store(st)
 	s.setState(sockAccelerated)
+	s.flushEarlyLocked(st)
+	if sh := s.pendShut.Load(); sh != 0 {
+		s.shutRD.Store(sh&1 != 0)
+		if sh&2 != 0 {
+			s.shutWR.Store(true)
+			st.CloseWrite()
+		}
+	}
 	s.p.mu.Lock()
 	s.p.live[s] = struct{}{}
 	s.p.mu.Unlock()
-	s.p.count("accelerated")
+	s.openStatsLocked(e, st)
+	if len(s.fds) > 0 {
+		s.p.watchSwitchFD(s, s.fds[0]) // a peer's fork switches it to kernel TCP (forkswitch.go)
+	}
 }
 
 // fallBackLocked makes s plain kernel TCP: every fd of it UNMANAGED, out of
@@ -109,15 +134,60 @@ func (s *Socket) accelerateLocked(e *channelEnd, st *core.Stream) {
 //
 // +checklocks:s.mu
 func (s *Socket) fallBackLocked() {
+	if len(s.early) > 0 && len(s.fds) > 0 {
+		s.earlyToKernelLocked(s.fds[0])
+	}
 	s.setState(sockFallback)
 	for _, fd := range s.fds {
 		s.p.fds.take(fd)
 		s.p.host.SetFDState(fd, FDUnmanaged)
 	}
 	s.fds = nil
-	if s.wake.word != nil {
-		s.wake.release(s.p) // threads asleep on it wake and find plain TCP
+	if s.wake.word == nil {
+		return
 	}
+	// Threads asleep on it wake and find plain TCP. Epoll sets holding s
+	// take its entry into their kernel list before its eventfd, which
+	// they may be waiting on, closes.
+	s.wake.wakeEverything()
+	if len(s.epolls) == 0 {
+		s.wake.release(s.p)
+		return
+	}
+	sets := s.epollsLocked()
+	go func() {
+		for _, set := range sets {
+			set.handOver(s)
+		}
+		s.wake.release(s.p)
+	}()
+}
+
+// arrived returns the bytes that have arrived on the stream so far (read
+// or buffered): it grows with every arrival, which EPOLLET reports.
+func (s *Socket) arrived() uint64 {
+	st := s.stream.Load()
+	if st == nil {
+		return 0
+	}
+	for {
+		r := s.rxRead.Load()
+		b := st.Buffered()
+		if s.rxRead.Load() == r {
+			return r + uint64(b)
+		}
+	}
+}
+
+// epollsLocked returns the emulated epoll sets holding s.
+//
+// +checklocks:s.mu
+func (s *Socket) epollsLocked() []*epollSet {
+	sets := make([]*epollSet, 0, len(s.epolls))
+	for set := range s.epolls {
+		sets = append(sets, set)
+	}
+	return sets
 }
 
 // fdsLocked returns a copy of the fds naming s.

@@ -63,6 +63,17 @@ func (w *wakeup) wakeAll() {
 	futexWake(w.word)
 }
 
+// wakeEverything wakes every thread asleep on the socket: on its word
+// and, when it has one, on its eventfd (poll, epoll), registered or not.
+func (w *wakeup) wakeEverything() {
+	w.wakeAll()
+	w.efdMu.RLock()
+	if fd := w.efd.Load() - 1; fd >= 0 {
+		eventfdAdd(int(fd))
+	}
+	w.efdMu.RUnlock()
+}
+
 // eventFD returns the socket's eventfd, creating it (protected) on first
 // use; -1 when it cannot be created.
 func (w *wakeup) eventFD(p *Process) int {
@@ -78,10 +89,34 @@ func (w *wakeup) eventFD(p *Process) int {
 	if err != nil {
 		return -1
 	}
+	fd = highFD(fd)
 	p.protect(fd)
 	w.efd.Store(int32(fd) + 1)
 	return fd
 }
+
+// highFD moves fd, a descriptor the shim keeps, to a number at or above
+// highBase: the program's own descriptors stay as low as without the shim
+// (programs size tables by them: wrk's event loop, select's FD_SETSIZE).
+// It returns the new number, or fd when it cannot move it.
+func highFD(fd int) int {
+	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, highBase())
+	if err != nil {
+		return fd
+	}
+	unix.Close(fd)
+	return nfd
+}
+
+// highBase is where the shim's own descriptors go: half the soft
+// RLIMIT_NOFILE, at most 65536, at least 64.
+var highBase = sync.OnceValue(func() int {
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) != nil || rl.Cur < 128 {
+		return 64
+	}
+	return int(min(rl.Cur/2, 1<<16))
+})
 
 // drain empties the eventfd (before a readiness check).
 func (w *wakeup) drain() {

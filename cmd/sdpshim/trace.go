@@ -67,7 +67,12 @@ func runTrace(env *Env, args []string) int {
 		return exitUsage
 	}
 	libPath, warning := coreLibrary(env, *lib)
-	tr, err := probes.Load(probes.Options{Library: libPath})
+	shimPath := interposerLibrary(libPath)
+	tr, err := probes.Load(probes.Options{Library: libPath, Interposer: shimPath})
+	if err != nil && !errors.Is(err, probes.ErrNotPermitted) && shimPath != "" {
+		shimPath = "" // an old interposer without the probe: the core's alone
+		tr, err = probes.Load(probes.Options{Library: libPath})
+	}
 	if err != nil && !errors.Is(err, probes.ErrNotPermitted) && libPath != "" {
 		warning = err.Error()
 		libPath = ""
@@ -93,6 +98,9 @@ func runTrace(env *Env, args []string) int {
 	probed := "no probes (no core library; use --lib)"
 	if libPath != "" {
 		probed = "probes in " + libPath
+		if shimPath != "" {
+			probed += " and " + shimPath
+		}
 	}
 	fmt.Fprintf(env.Stderr, "sdpshim trace: tracing kernel TCP (sock_send_length, sock_recv_length, inet_sock_set_state) and %s; Ctrl-C to stop\n", probed)
 
@@ -155,6 +163,20 @@ func coreLibrary(env *Env, flagValue string) (path, warning string) {
 		return "", "no core library at " + p + " (use --lib)"
 	}
 	return p, ""
+}
+
+// interposerLibrary returns libsdpshim.so beside the core library, whose
+// fallback probe reports what the interposer decides without the core;
+// "" when there is none.
+func interposerLibrary(core string) string {
+	if core == "" {
+		return ""
+	}
+	p := filepath.Join(filepath.Dir(core), "libsdpshim.so")
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
 }
 
 type connID struct {

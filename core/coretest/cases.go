@@ -31,6 +31,7 @@ var cases = []testCase{
 	{name: "CloseFlushesOutstanding", a: closeFlushA, b: closeFlushB},
 	{name: "MalformedRequests", a: malformedA, b: malformedB},
 	{name: "RegionAfterConnect", a: lateRegionA, b: lateRegionB},
+	{name: "RegionsStayInTheirDomain", a: domainsA, b: domainsB},
 }
 
 func caseNamed(name string) (testCase, bool) {

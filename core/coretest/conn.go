@@ -26,7 +26,10 @@ const (
 
 // newConn creates a queue pair in QPInit with its own completion queues
 // (unless cfg names them); zero limits in cfg get the suite's defaults.
-func (s *side) newConn(cfg core.QPConfig) *conn {
+func (s *side) newConn(cfg core.QPConfig) *conn { return s.newConnOn(s.p, cfg) }
+
+// newConnOn is newConn on provider p (the side's own or an extra one).
+func (s *side) newConnOn(p core.Provider, cfg core.QPConfig) *conn {
 	if cfg.MaxSend == 0 {
 		cfg.MaxSend = defaultMaxSend
 	}
@@ -40,12 +43,12 @@ func (s *side) newConn(cfg core.QPConfig) *conn {
 		cfg.MaxSGE = defaultMaxSGE
 	}
 	if cfg.SendCQ == nil {
-		cfg.SendCQ = s.newCQ(defaultCQDepth)
+		cfg.SendCQ = s.newCQOn(p, defaultCQDepth)
 	}
 	if cfg.RecvCQ == nil {
-		cfg.RecvCQ = s.newCQ(defaultCQDepth)
+		cfg.RecvCQ = s.newCQOn(p, defaultCQDepth)
 	}
-	qp, err := s.p.CreateQP(cfg)
+	qp, err := p.CreateQP(cfg)
 	s.must(err, "CreateQP(%+v)", limits(cfg))
 	c := &conn{qp: qp, scq: cfg.SendCQ, rcq: cfg.RecvCQ, cfg: cfg}
 	c.closer = s.own(fmt.Sprintf("queue pair %d", qp.Number()), qp)
@@ -55,8 +58,10 @@ func (s *side) newConn(cfg core.QPConfig) *conn {
 	return c
 }
 
-func (s *side) newCQ(depth int) core.CompletionQueue {
-	cq, err := s.p.CreateCQ(depth)
+func (s *side) newCQ(depth int) core.CompletionQueue { return s.newCQOn(s.p, depth) }
+
+func (s *side) newCQOn(p core.Provider, depth int) core.CompletionQueue {
+	cq, err := p.CreateCQ(depth)
 	s.must(err, "CreateCQ(%d)", depth)
 	s.own("completion queue", cq)
 	return cq
@@ -86,8 +91,11 @@ func (s *side) connectTo(c *conn, remote core.Endpoint) {
 // creates with its matching connect call. It returns once both sides have
 // checked their queue pair is ready, so that nothing either side does next
 // (close it, fail it with a bad request) can race the other's check.
-func (s *side) connect(cfg core.QPConfig) *conn {
-	c := s.newConn(cfg)
+func (s *side) connect(cfg core.QPConfig) *conn { return s.connectOn(s.p, cfg) }
+
+// connectOn is connect with the queue pair created on provider p.
+func (s *side) connectOn(p core.Provider, cfg core.QPConfig) *conn {
+	c := s.newConnOn(p, cfg)
 	s.connectTo(c, s.swapEndpoints(c))
 	s.step("connected")
 	s.await("connected")
@@ -96,7 +104,12 @@ func (s *side) connect(cfg core.QPConfig) *conn {
 
 // region registers size bytes with access; the side closes it at the end.
 func (s *side) region(size int, access core.Access) core.Region {
-	r, err := s.p.RegisterRegion(size, access)
+	return s.regionOn(s.p, size, access)
+}
+
+// regionOn is region on provider p.
+func (s *side) regionOn(p core.Provider, size int, access core.Access) core.Region {
+	r, err := p.RegisterRegion(size, access)
 	s.must(err, "RegisterRegion(%d, %s)", size, accessString(access))
 	s.own(fmt.Sprintf("region of %d bytes", size), r)
 	if got := len(r.Bytes()); got != size {

@@ -47,7 +47,9 @@
 // post-list chains with an invalid middle request, queue-full, unsignaled
 // completions, CQ overrun, concurrent posters, the notification fd (no lost wakeup), the peer
 // process killed, the peer's queue pair closed, Close flushing, malformed
-// requests as error completions, and regions registered after Connect.
+// requests as error completions, regions registered after Connect, and
+// regions out of reach of the queue pairs of another Provider (protection
+// domain), even by their key.
 //
 // # Failing, not hanging
 //

@@ -147,6 +147,7 @@ func runInProcess(t *testing.T, h Harness, c testCase, seed uint64) {
 	seed = caseSeed(seed, c.name)
 	a := newSide("A", openProvider(t, h), fa, deadline, seed, testing.Short())
 	b := newSide("B", openProvider(t, h), fb, deadline, seed, testing.Short())
+	a.open, b.open = h.Open, h.Open
 	doneA, doneB := make(chan error, 1), make(chan error, 1)
 	go func() { doneA <- a.run(c.a) }()
 	go func() { doneB <- b.run(c.b) }()

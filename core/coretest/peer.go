@@ -65,6 +65,7 @@ func servePeer(h Harness, name string) int {
 		return fail("open provider: %v", err)
 	}
 	s := newSide("B", p, peerLinkFD, deadline, v[1], v[2] != 0)
+	s.open = h.Open
 	err = s.run(c.b)
 	for _, l := range s.logs {
 		fmt.Fprintf(os.Stderr, "side B: %s\n", l)
@@ -113,6 +114,7 @@ func runCrossProcess(t *testing.T, h Harness, c testCase, seed uint64) {
 		short = 1
 	}
 	a := newSide("A", openProvider(t, h), fa, deadline, seed, testing.Short())
+	a.open = h.Open
 	a.killPeer = func() {
 		a.peerKilled = true
 		if err := unix.Kill(pid, unix.SIGKILL); err != nil {

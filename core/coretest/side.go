@@ -23,6 +23,10 @@ type side struct {
 	rng      *rand.Rand
 	short    bool
 
+	// open opens another Provider of the harness (a second protection
+	// domain) for cases that need one; see extraProvider.
+	open func() (core.Provider, error)
+
 	// killPeer SIGKILLs the peer process; nil on side B and in-process.
 	killPeer func()
 	// peerKilled is set by killPeer: the final barrier is skipped.

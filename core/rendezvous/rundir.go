@@ -3,6 +3,7 @@ package rendezvous
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
@@ -15,10 +16,23 @@ const maxSockPath = 107
 // created); nobody has registered, so no peer is shimmed.
 var errNoRunDir = errors.New("run directory does not exist")
 
+// EnsureRunDir creates the run directory dir when missing (mode 0700,
+// missing parents too) and checks it as openRunDir does. It is the one
+// check of a run directory: the rendezvous node, the stats server and the
+// configuration all use it. Errors carry ReasonRunDir.
+func EnsureRunDir(dir string) error {
+	fd, err := openRunDir(dir, true)
+	if err != nil {
+		return err
+	}
+	unix.Close(fd)
+	return nil
+}
+
 // openRunDir opens the run directory and checks it: a real directory (not
 // a symlink), owned by the effective uid, with no permission bits for
-// group or others. With create it makes a missing directory (one level,
-// mode 0700). The checks are made on the opened fd, so the directory used
+// group or others (0700, the one rule). With create it makes a missing
+// directory (mode 0700; missing parents 0700 too). The checks are made on the opened fd, so the directory used
 // is the one checked; callers use *at calls on the returned fd and close
 // it. Errors carry ReasonRunDir, except a missing directory without create
 // (errNoRunDir, ReasonNotShimmed).
@@ -32,7 +46,7 @@ func openRunDir(dir string, create bool) (int, error) {
 		if !create {
 			return -1, &FallbackError{ReasonNotShimmed, fmt.Errorf("%s: %w", dir, errNoRunDir)}
 		}
-		if err := unix.Mkdir(dir, 0o700); err != nil && err != unix.EEXIST {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return -1, &FallbackError{ReasonRunDir, fmt.Errorf("create run directory %s: %w", dir, err)}
 		}
 		fd, err = unix.Open(dir, flags, 0)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core"
 )
 
 // server is a Node's rendezvous socket and the goroutines serving it: one
@@ -35,6 +37,7 @@ func startServer(n *Node) (*server, error) {
 		if err != nil {
 			return err
 		}
+		core.NoteFDs(fd) // long-lived: kept from the host (core.FDHook)
 		// The socket inode's mode becomes the file's mode at bind (less
 		// the umask), so no moment exists where others may connect.
 		unix.Fchmod(fd, 0o600)
@@ -58,7 +61,7 @@ func startServer(n *Node) (*server, error) {
 			}
 		}
 		if err != nil {
-			unix.Close(fd)
+			core.CloseFD(fd)
 			return err
 		}
 		return nil
@@ -79,7 +82,7 @@ func (s *server) stop() {
 	// valid until the loop has returned.
 	unix.Shutdown(s.fd, unix.SHUT_RDWR)
 	s.loop.Wait()
-	unix.Close(s.fd)
+	core.CloseFD(s.fd)
 	unix.Unlink(s.path)
 	s.conns.Wait()
 }

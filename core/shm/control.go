@@ -11,7 +11,8 @@ import (
 // (the owner) and its peer map it. It holds the owner's inbound ring: the
 // records the peer sends to the owner. Each word has one writer:
 //
-//	owner line    state, epoch, cons, nack: written by the owner, read by the peer
+//	owner line    state, epoch, cons, nack, nack status: written by the
+//	              owner, read by the peer
 //	sleep line    sleeping: the owner stores 1 before it sleeps, the peer
 //	              swaps 1 for 0 and then rings the owner's eventfd
 //	producer line prod: written by the peer, read by the owner
@@ -22,7 +23,7 @@ import (
 // is checked before it is used.
 const (
 	ctlMagic   = 0x53504453 // "SDPS"
-	ctlVersion = 1
+	ctlVersion = 2
 
 	offMagic    = 0
 	offVersion  = 4
@@ -30,6 +31,7 @@ const (
 	offEpoch    = 68  // uint32: bumped after every region announcement
 	offCons     = 72  // uint64: inbound ring bytes consumed
 	offNack     = 80  // uint64: 1 + ring position of a record the owner rejected
+	offNackSt   = 88  // uint32: core.Status of that rejection, stored before nack
 	offSleeping = 128 // uint32: owner asleep, ring me
 	offProd     = 192 // uint64: inbound ring bytes produced
 
@@ -60,8 +62,18 @@ const (
 	recSendImm   = 2 // SEND with immediate, payload follows
 	recWriteImm  = 3 // receive side of WRITE_WITH_IMM; length is the write's length
 	recPad       = 4 // skip to the start of the ring
-	recKindLimit = 5
+	recWrite     = 5 // WRITE carried by the ring: write header, then length bytes
+	recWriteData = 6 // WRITE_WITH_IMM carried by the ring: as recWrite, then a RECV
+	recKindLimit = 7
 )
+
+// A WRITE or WRITE_WITH_IMM posted behind records the peer has not
+// consumed yet travels in the ring itself, so that the peer executes it
+// after them (RC ordering) without the sender waiting for a round trip.
+// Its payload starts with a write header: remote address (uint64), remote
+// key (uint32), reserved (uint32); the record's length field counts the
+// data after it, at most MaxMessageSize.
+const writeHeader = 16
 
 // recordSize returns the ring bytes a record with payload bytes occupies.
 func recordSize(payload uint64) uint64 {
@@ -77,6 +89,7 @@ type area struct {
 	sleeping *atomic.Uint32
 	cons     *atomic.Uint64
 	nack     *atomic.Uint64
+	nackSt   *atomic.Uint32
 	prod     *atomic.Uint64
 }
 
@@ -90,6 +103,7 @@ func newArea(mem []byte) area {
 		sleeping: core.Uint32At(mem, offSleeping),
 		cons:     core.Uint64At(mem, offCons),
 		nack:     core.Uint64At(mem, offNack),
+		nackSt:   core.Uint32At(mem, offNackSt),
 		prod:     core.Uint64At(mem, offProd),
 	}
 }

@@ -26,6 +26,9 @@ type completionQueue struct {
 
 	qpMu sync.Mutex
 	qps  map[*queuePair]struct{} // queue pairs using the queue; +checklocks:qpMu
+
+	progMu  sync.Mutex
+	progQPs []*queuePair // progress's snapshot of qps; +checklocks:progMu
 }
 
 func newCompletionQueue(p *Provider, depth int) (*completionQueue, error) {
@@ -33,6 +36,7 @@ func newCompletionQueue(p *Provider, depth int) (*completionQueue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shm: create CQ: eventfd: %w", err)
 	}
+	noteFDs(efd)
 	return &completionQueue{
 		p:    p,
 		efd:  efd,
@@ -81,7 +85,38 @@ func (cq *completionQueue) notifyLocked() {
 
 // Poll moves up to len(out) completions into out, oldest first. After an
 // overrun it still returns what was queued, together with ErrCQOverrun.
+// Finding the queue empty, it first does the ready work of the queue
+// pairs using it (queuePair.pollProgress), then looks again.
 func (cq *completionQueue) Poll(out []core.Completion) (int, error) {
+	k, err := cq.take(out)
+	if k > 0 || err != nil || len(out) == 0 || !cq.progress() {
+		return k, err
+	}
+	return cq.take(out)
+}
+
+// progress runs pollProgress on every queue pair using the queue; it
+// reports false when another poller is already doing so.
+func (cq *completionQueue) progress() bool {
+	if !cq.progMu.TryLock() {
+		return false
+	}
+	defer cq.progMu.Unlock()
+	cq.qpMu.Lock()
+	cq.progQPs = cq.progQPs[:0]
+	for q := range cq.qps {
+		cq.progQPs = append(cq.progQPs, q)
+	}
+	cq.qpMu.Unlock()
+	for i, q := range cq.progQPs {
+		q.pollProgress()
+		cq.progQPs[i] = nil
+	}
+	return true
+}
+
+// take is Poll without progress.
+func (cq *completionQueue) take(out []core.Completion) (int, error) {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
 	if cq.closed {
@@ -148,12 +183,12 @@ func (cq *completionQueue) Close() error {
 		return fmt.Errorf("shm: close CQ: %w", core.ErrClosed)
 	}
 	cq.p.forgetCQ(cq)
-	unix.Close(cq.efd)
+	closeRaw(cq.efd)
 	return nil
 }
 
 // release frees a queue that was never published.
-func (cq *completionQueue) release() { unix.Close(cq.efd) }
+func (cq *completionQueue) release() { closeRaw(cq.efd) }
 
 // attach records that q uses the queue; false when the queue is closed.
 // Lock order: qpMu before mu.

@@ -6,9 +6,11 @@
 // and grow) mapped MAP_SHARED, its size rounded up to a page. Its local and
 // remote keys are the same small id (the remote key is zero without remote
 // access) and RemoteRegion.Addr is 0, so remote addresses are offsets. A
-// region with remote access is pushed, as its memfd, to the peer of every
-// queue pair of the provider over that queue pair's side channel before
-// RegisterRegion returns; Region.Close pushes its removal the same way. A
+// Provider is one protection domain: a region with remote access is
+// pushed, as its memfd, to the peer of every queue pair of that provider,
+// and of no other provider, over that queue pair's side channel before
+// RegisterRegion returns (a peer naming any other key, guessed or stale,
+// gets StatusRemoteAccess); Region.Close pushes its removal the same way. A
 // side channel holds a few hundred announcements; beyond that (a peer that
 // has not connected yet) they wait in a backlog that the NIC goroutine
 // flushes, and a peer request naming a key still in transit waits for it
@@ -28,17 +30,30 @@
 // takes the files over from the peer queue pair instead of sharing them.
 //
 // Execution. One-sided operations (WRITE, READ and WRITE_WITH_IMM's data)
-// run synchronously on the posting goroutine: a copy into or out of the
-// peer's mapping, a 1/2/4/8-byte aligned transfer being one atomic access.
-// SEND and the receive side of WRITE_WITH_IMM are records in the peer's
-// inbound ring; a small software-NIC goroutine per connected queue pair
-// (nic.go) matches arriving records to posted RECVs in order, acknowledges
-// them, completes the sender's requests when acknowledged, and executes
-// requests that had to wait. A request that would overtake an
-// unacknowledged SEND or WRITE_WITH_IMM waits behind it (RC ordering), as
-// do all requests while the peer has not connected. The NIC goroutine
-// sleeps in epoll when idle; peers ring each other's eventfd only when the
-// sleeper has armed a flag in shared memory.
+// run synchronously on the posting goroutine when nothing is in flight: a
+// copy into or out of the peer's mapping, a 1/2/4/8-byte aligned transfer
+// being one atomic access. SEND and the receive side of WRITE_WITH_IMM are
+// records in the peer's inbound ring; a small software-NIC goroutine per
+// connected queue pair (nic.go) matches arriving records to posted RECVs
+// in order, acknowledges each at once, completes the sender's requests
+// when acknowledged, and executes requests that had to wait. A WRITE or
+// WRITE_WITH_IMM posted behind records the peer has not consumed yet is
+// carried by the ring (data and all, up to MaxMessageSize) and executed by
+// the peer's NIC goroutine when it reaches it, after the records before it
+// (RC ordering) and checked against the peer's own regions, so the sender
+// never waits for a round trip there; a READ, or a larger WRITE, waits for
+// the acknowledgement of what is in flight, as do all requests while the
+// peer has not connected. A goroutine that polls a completion queue and
+// finds it empty consumes the inbound rings and takes the acknowledgements
+// of the queue pairs using it itself (when no one else is doing so), so
+// completions do not wait for a NIC goroutine to be scheduled. The NIC
+// goroutine sleeps in epoll when idle;
+// peers ring each other's eventfd only when the sleeper has armed a flag
+// in shared memory.
+//
+// Descriptors. Every descriptor the provider creates or takes over is
+// reported to the process's core.FDHook when it appears and before it is
+// closed (the shim keeps them out of the host program's reach).
 //
 // Trust. Everything read from shared memory or from the side channel is
 // validated; a peer that writes garbage moves the queue pair to QPError and

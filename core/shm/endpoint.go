@@ -125,6 +125,7 @@ func (q *queuePair) LocalEndpoint() (core.Endpoint, error) {
 // the NIC goroutine. It owns remote.Files from the start: it keeps the
 // eventfd and the side channel and closes everything else, also on error.
 func (q *queuePair) Connect(remote core.Endpoint) error {
+	noteFDs(remote.Files...)
 	ed, err := decodeEndpoint(remote.Data)
 	if err != nil {
 		closeFDs(remote.Files)
@@ -137,7 +138,7 @@ func (q *queuePair) Connect(remote core.Endpoint) error {
 	}
 	ctlFD, peerEfd, rx := files[0], files[1], files[2]
 	mem, err := mapPeerMemfd(ctlFD, ctlSize, true)
-	unix.Close(ctlFD)
+	closeRaw(ctlFD)
 	if err == nil {
 		err = checkEventfd(peerEfd)
 	}
@@ -199,15 +200,16 @@ func newNICEpoll(efd, rx int) (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("epoll_create1: %w", err)
 	}
+	noteFDs(epfd)
 	add := func(fd int, events uint32) error {
 		return unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: events, Fd: int32(fd)})
 	}
 	if err := add(efd, unix.EPOLLIN); err != nil {
-		unix.Close(epfd)
+		closeRaw(epfd)
 		return -1, fmt.Errorf("epoll add eventfd: %w", err)
 	}
 	if err := add(rx, unix.EPOLLIN|unix.EPOLLRDHUP); err != nil {
-		unix.Close(epfd)
+		closeRaw(epfd)
 		return -1, fmt.Errorf("epoll add side channel: %w", err)
 	}
 	return epfd, nil

@@ -54,6 +54,21 @@ func TestHostileInboundRing(t *testing.T) {
 			putRecordHeader(ring, 0, ^uint32(0), kindSend, 0)
 			*prod = ringSize
 		}},
+		{"carried write over the message limit", func(ring []byte, prod *uint64) {
+			putRecordHeader(ring, 0, MaxMessageSize+1, recWriteData, 0)
+			*prod = ringSize
+		}},
+		{"carried write past its region", func(ring []byte, prod *uint64) {
+			putRecordHeader(ring, 0, 64, recWriteData, 0)
+			binary.LittleEndian.PutUint64(ring[recHeader:], ^uint64(0)-8) // address wraps
+			binary.LittleEndian.PutUint32(ring[recHeader+8:], 1)          // b's region
+			*prod = recordSize(writeHeader + 64)
+		}},
+		{"carried write to an unknown key", func(ring []byte, prod *uint64) {
+			putRecordHeader(ring, 0, 8, recWrite, 0)
+			binary.LittleEndian.PutUint32(ring[recHeader+8:], 0xdead)
+			*prod = recordSize(writeHeader + 8)
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

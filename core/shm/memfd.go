@@ -23,18 +23,19 @@ func createSealedMemfd(name string, size int) (fd int, mem []byte, err error) {
 	if err != nil {
 		return -1, nil, fmt.Errorf("memfd_create: %w", err)
 	}
+	noteFDs(fd)
 	if err = unix.Ftruncate(fd, int64(size)); err != nil {
-		unix.Close(fd)
+		closeRaw(fd)
 		return -1, nil, fmt.Errorf("ftruncate memfd to %d: %w", size, err)
 	}
 	seals := unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
 	if _, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
-		unix.Close(fd)
+		closeRaw(fd)
 		return -1, nil, fmt.Errorf("seal memfd: %w", err)
 	}
 	mem, err = unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		unix.Close(fd)
+		closeRaw(fd)
 		return -1, nil, fmt.Errorf("mmap memfd (%d bytes): %w", size, err)
 	}
 	return fd, mem, nil

@@ -106,7 +106,9 @@ func (q *queuePair) nicProgress() {
 	if core.QPState(q.state.Load()) != core.QPReady {
 		return
 	}
+	q.inMu.Lock()
 	q.processInbound()
+	q.inMu.Unlock()
 	q.sqMu.Lock()
 	q.progressSendLocked()
 	q.sqMu.Unlock()
@@ -121,7 +123,8 @@ func (q *queuePair) nicHasWork() bool {
 	if core.QPState(q.state.Load()) != core.QPReady {
 		return false
 	}
-	if q.my.prod.Load() != q.in.cons && !(q.in.blocked && q.rqCount.Load() == 0) {
+	// my.cons is in.cons whenever no consumer is inside processInbound.
+	if q.my.prod.Load() != q.my.cons.Load() && !(q.inBlocked.Load() && q.rqCount.Load() == 0) {
 		return true
 	}
 	if q.peer.state.Load() != q.peerStateSeen.Load() {

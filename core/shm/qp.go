@@ -10,8 +10,8 @@ import (
 	"github.com/sdpshim/sdpshim/core"
 )
 
-// queuePair is a reliable-connected queue pair. Lock order: sqMu, rqMu,
-// annMu, region locks, CQ locks; Provider.mu comes
+// queuePair is a reliable-connected queue pair. Lock order: inMu, sqMu,
+// rqMu, annMu, region locks, CQ locks; Provider.mu comes
 // before annMu and is never taken while holding sqMu or rqMu, nor is the
 // registry lock.
 type queuePair struct {
@@ -54,7 +54,11 @@ type queuePair struct {
 	rq      recvQueue // +checklocks:rqMu
 	rqCount atomic.Int32
 
-	in inbound // NIC goroutine only
+	// The inbound ring's consumer: the NIC goroutine, or a poller of one
+	// of the queue pair's completion queues (pollProgress).
+	inMu      sync.Mutex
+	in        inbound     // +checklocks:inMu
+	inBlocked atomic.Bool // mirror of in.blocked for the NIC's idle check
 
 	annRecv atomic.Uint32 // announcements received from the peer; changes hold sqMu
 
@@ -93,17 +97,21 @@ func newQueuePair(p *Provider, scq, rcq *completionQueue, lim qpLimits) (q *queu
 	q.my = newArea(mem)
 	q.my.initHeader()
 	if q.efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		q.efd = -1
 		return nil, fmt.Errorf("shm: create QP: eventfd: %w", err)
 	}
+	noteFDs(q.efd)
 	evDup, err := unix.FcntlInt(uintptr(q.efd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("shm: create QP: dup eventfd: %w", err)
 	}
+	noteFDs(evDup)
 	q.give = append(q.give, evDup)
 	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("shm: create QP: socketpair: %w", err)
 	}
+	noteFDs(sp[0], sp[1])
 	q.keep = sp[0]
 	q.give = append(q.give, sp[1])
 	return q, nil
@@ -118,9 +126,7 @@ func (q *queuePair) finishCreate() {
 
 // release frees the own resources of a queue pair that never got a peer.
 func (q *queuePair) release() {
-	for _, fd := range q.give {
-		unix.Close(fd)
-	}
+	closeFDs(q.give)
 	q.give = nil
 	if q.my.mapped() {
 		unix.Munmap(q.my.mem)
@@ -128,14 +134,6 @@ func (q *queuePair) release() {
 	}
 	closeFD(&q.efd)
 	closeFD(&q.keep)
-}
-
-// closeFD closes *fd if open and marks it closed.
-func closeFD(fd *int) {
-	if *fd >= 0 {
-		unix.Close(*fd)
-		*fd = -1
-	}
 }
 
 // Number returns the queue pair number, unique within the provider.
@@ -177,6 +175,7 @@ func (q *queuePair) Close() error {
 
 	// Every entry point checks QPClosed under the lock it holds, and the NIC
 	// goroutine has exited: nothing uses the resources any more.
+	q.inMu.Lock()
 	q.sqMu.Lock()
 	q.rqMu.Lock()
 	q.annMu.Lock()
@@ -197,5 +196,31 @@ func (q *queuePair) Close() error {
 	q.annMu.Unlock()
 	q.rqMu.Unlock()
 	q.sqMu.Unlock()
+	q.inMu.Unlock()
 	return nil
+}
+
+// pollProgress does, on a goroutine polling one of the queue pair's
+// completion queues and finding it empty, the NIC work whose completions
+// it may be waiting for: it consumes the inbound ring (receive
+// completions) and takes the peer's acknowledgements (send completions),
+// so that completions do not wait for the NIC goroutine to be scheduled.
+// It never blocks: work another goroutine is doing is left to it. Waiting
+// send requests are left to the NIC goroutine, which it kicks.
+func (q *queuePair) pollProgress() {
+	if q.inMu.TryLock() {
+		if core.QPState(q.state.Load()) == core.QPReady && q.my.prod.Load() != q.in.cons &&
+			!(q.in.blocked && q.rqCount.Load() == 0) {
+			q.processInbound()
+		}
+		q.inMu.Unlock()
+	}
+	if q.sqBusy.Load() && q.sqMu.TryLock() {
+		if core.QPState(q.state.Load()) == core.QPReady && q.sq.peerReady && q.peer.cons.Load() != q.sq.acked {
+			if q.ackLocked() && q.sq.exec != q.sq.tail {
+				q.kickNIC()
+			}
+		}
+		q.sqMu.Unlock()
+	}
 }

@@ -1,6 +1,7 @@
 package shm
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/sdpshim/sdpshim/core"
@@ -82,16 +83,16 @@ func (q *queuePair) flushRecv() {
 
 // inbound is the NIC goroutine's private view of the inbound ring.
 type inbound struct {
-	cons    uint64 // bytes consumed; the shared copy is only ever written
-	blocked bool   // the head record waits for a receive
+	cons      uint64 // bytes consumed; the shared copy is only ever written
+	published uint64 // cons as last published to the peer
+	blocked   bool   // the head record waits for a receive
 }
 
-// processInbound matches records in the inbound ring to posted receives,
+// processInbound (the caller holds inMu) matches records in the inbound ring to posted receives,
 // in order, completing each receive and acknowledging each record. It
 // stops at a record that finds no receive (receiver not ready). Every value
 // read from the ring is validated; a violation fails the queue pair.
 func (q *queuePair) processInbound() {
-	start := q.in.cons
 	for core.QPState(q.state.Load()) == core.QPReady {
 		p := q.my.prod.Load()
 		avail := p - q.in.cons
@@ -116,6 +117,12 @@ func (q *queuePair) processInbound() {
 			size = recordSize(uint64(length))
 		case recWriteImm:
 			size = recordSize(0)
+		case recWrite, recWriteData:
+			if length > MaxMessageSize {
+				q.peerViolation()
+				return
+			}
+			size = recordSize(writeHeader + uint64(length))
 		default:
 			q.peerViolation()
 			return
@@ -128,21 +135,34 @@ func (q *queuePair) processInbound() {
 			q.in.cons += size
 			continue
 		}
-		st, consumed := q.deliver(off, length, kind, imm)
+		st, consumed := core.StatusSuccess, true
+		if kind == recWrite {
+			st = q.execCarriedWrite(off, length)
+		} else {
+			st, consumed = q.deliver(off, length, kind, imm)
+		}
 		if !consumed {
 			q.in.blocked = true
+			q.inBlocked.Store(true)
 			break
 		}
 		q.in.blocked = false
+		q.inBlocked.Store(false)
 		if st != core.StatusSuccess {
+			// The rejection's status goes first: the peer reads it once it
+			// sees nack.
+			q.my.nackSt.Store(uint32(st))
 			q.my.nack.Store(q.in.cons + 1)
-			q.publishCons(start)
+			q.publishCons()
 			q.fail(core.StatusFlushed)
 			return
 		}
 		q.in.cons += size
+		// Acknowledge each record at once: the sender completes it and
+		// reuses its ring space without waiting for the rest of the batch.
+		q.publishCons()
 	}
-	q.publishCons(start)
+	q.publishCons()
 }
 
 // deliver consumes the oldest posted receive for the record at ring
@@ -154,12 +174,19 @@ func (q *queuePair) deliver(off uint64, length, kind, imm uint32) (st core.Statu
 		q.rq.waiting = true
 		return core.StatusSuccess, false
 	}
+	if kind == recWriteData {
+		// The write goes first; a failed one consumes no receive (the
+		// queue pair fails and flushes them all).
+		if st := q.execCarriedWrite(off, length); st != core.StatusSuccess {
+			return st, true
+		}
+	}
 	e := q.rq.at(q.rq.head)
 	q.rq.head++
 	q.rqCount.Add(-1)
 	c := core.Completion{ID: e.id, QP: q.num, Op: core.OpRecv, ByteLen: length, Imm: imm}
 	switch kind {
-	case recWriteImm:
+	case recWriteImm, recWriteData:
 		c.Op, c.HasImm = core.OpRecvWithImm, true
 	case recSendImm:
 		c.HasImm = true
@@ -183,12 +210,49 @@ func (q *queuePair) deliver(off uint64, length, kind, imm uint32) (st core.Statu
 }
 
 // publishCons acknowledges consumed records to the peer when the consumer
-// position moved since start.
-func (q *queuePair) publishCons(start uint64) {
-	if q.in.cons != start {
+// position moved since it was last published.
+func (q *queuePair) publishCons() {
+	if q.in.cons != q.in.published {
+		q.in.published = q.in.cons
 		q.my.cons.Store(q.in.cons)
 		q.ringPeer()
 	}
+}
+
+// execCarriedWrite executes the WRITE carried by the record at ring offset
+// off (length data bytes after its write header) into this side's region
+// it names. The key, range and rights are checked against this provider's
+// regions: the peer reaches only regions of this queue pair's protection
+// domain that grant remote write. An aligned 1/2/4/8-byte write is one
+// atomic store, as on the direct path.
+func (q *queuePair) execCarriedWrite(off uint64, length uint32) core.Status {
+	body := q.my.ring[off+recHeader : off+recHeader+writeHeader+uint64(length)]
+	raddr := binary.LittleEndian.Uint64(body[0:])
+	rkey := binary.LittleEndian.Uint32(body[8:])
+	src := body[writeHeader:]
+	if length == 0 {
+		return core.StatusSuccess
+	}
+	r := q.p.regions.lookup(rkey)
+	if r == nil || r.access&core.AccessRemoteWrite == 0 {
+		return core.StatusRemoteAccess
+	}
+	mem := r.acquire()
+	if mem == nil {
+		return core.StatusRemoteAccess
+	}
+	defer r.release()
+	n := uint64(length)
+	if raddr > uint64(len(mem)) || n > uint64(len(mem))-raddr {
+		return core.StatusRemoteAccess
+	}
+	dst := mem[raddr : raddr+n]
+	if smallAligned(n, raddr) {
+		storeSmall(dst, src)
+	} else {
+		copy(dst, src)
+	}
+	return core.StatusSuccess
 }
 
 // peerViolation fails the queue pair after the peer broke the ring

@@ -100,7 +100,7 @@ func (r *region) unmap() {
 	if mem != nil {
 		unix.Munmap(mem)
 	}
-	unix.Close(r.fd)
+	closeRaw(r.fd)
 }
 
 // acquire returns the mapping, read-locked, or nil when closed.

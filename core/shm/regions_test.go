@@ -95,3 +95,33 @@ func TestRegionsAreSealed(t *testing.T) {
 		t.Fatal("a region's memfd could be truncated")
 	}
 }
+
+// TestRegionsStayInTheirProvider: a region is announced (its memfd sent)
+// only to the peers of its own provider's queue pairs. A process with two
+// channels, one provider each: the peer of the second never receives the
+// first channel's regions, registered before or after Connect.
+func TestRegionsStayInTheirProvider(t *testing.T) {
+	a1, b1 := newPair(t, core.QPConfig{}, 4096)
+	a2, b2 := newPair(t, core.QPConfig{}, 4096)
+	late, err := a1.p.RegisterRegion(8192, accessAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Close()
+	waitFor(t, "channel 1's peer to map both of its regions", func() bool {
+		q := b1.q()
+		q.sqMu.Lock()
+		defer q.sqMu.Unlock()
+		q.drainAnnouncements()
+		return q.remote[a1.mr.Remote().Key] != nil && q.remote[late.Remote().Key] != nil
+	})
+	q := b2.q()
+	q.sqMu.Lock()
+	q.drainAnnouncements()
+	n, recv := len(q.remote), q.annRecv.Load()
+	own := q.remote[a2.mr.Remote().Key]
+	q.sqMu.Unlock()
+	if n != 1 || recv != 1 || own == nil || own.length != 4096 {
+		t.Fatalf("channel 2's peer maps %d regions after %d announcements, want only channel 2's own of 4096 bytes", n, recv)
+	}
+}

@@ -67,6 +67,7 @@ func (q *queuePair) drainAnnouncements() (gone, bad bool) {
 			return true, false
 		}
 		fds, ok := parseRights(oob[:oobn])
+		noteFDs(fds...)
 		if n == 0 && oobn == 0 {
 			return true, false
 		}
@@ -94,7 +95,7 @@ func (q *queuePair) applyAnnouncement(msg []byte, fds []int) bool {
 		if err != nil {
 			return false
 		}
-		unix.Close(fds[0])
+		closeRaw(fds[0])
 		rr = &remoteRegion{mem: mem, length: length, access: access}
 	default:
 		return false
@@ -136,10 +137,4 @@ func parseRights(oob []byte) (fds []int, ok bool) {
 		fds = append(fds, got...)
 	}
 	return fds, ok
-}
-
-func closeFDs(fds []int) {
-	for _, fd := range fds {
-		unix.Close(fd)
-	}
 }

@@ -1,6 +1,8 @@
 package shm
 
 import (
+	"encoding/binary"
+
 	"github.com/sdpshim/sdpshim/core"
 )
 
@@ -81,16 +83,20 @@ func (q *queuePair) progressSendLocked() {
 	produced := false
 	for q.sq.exec != q.sq.tail {
 		e := q.sq.at(q.sq.exec)
-		if (e.op != core.OpSend || e.failed) && q.sq.head != q.sq.exec {
-			// It would overtake an unacknowledged SEND or WRITE_WITH_IMM;
-			// a failed request waits too, so that those complete first.
+		// Records on the wire the peer has not consumed yet: e must not
+		// take effect at the peer before them.
+		behind := q.sq.head != q.sq.exec
+		if behind && (e.failed || !q.ringCarries(e)) {
+			// A failed request waits so that those complete first; a
+			// READ, or a WRITE too large for the ring, waits for their
+			// acknowledgement.
 			break
 		}
 		if e.failed {
 			q.failLocked(core.StatusFlushed) // e is the oldest: it gets its own status
 			return
 		}
-		if e.oneSided {
+		if e.oneSided && !behind {
 			n, st := q.execEntry(e)
 			if st != core.StatusSuccess {
 				e.failed, e.status = true, st
@@ -100,7 +106,7 @@ func (q *queuePair) progressSendLocked() {
 			q.completeHeadLocked(core.StatusSuccess, n)
 			continue
 		}
-		ok, st := q.putOnWireLocked(e)
+		ok, st := q.putOnWireLocked(e, behind)
 		if st != core.StatusSuccess {
 			e.failed, e.status = true, st
 			continue
@@ -152,27 +158,60 @@ func (q *queuePair) ackLocked() bool {
 	return true
 }
 
-// putOnWireLocked writes e's record into the peer's inbound ring. It
-// returns false without side effects when the ring lacks space, and a
-// status other than success when e cannot be sent.
-func (q *queuePair) putOnWireLocked(e *sendEntry) (bool, core.Status) {
-	var payload uint64
+// ringCarries reports whether e can go on the wire behind records the
+// peer has not consumed: a SEND always can, a WRITE or WRITE_WITH_IMM when
+// its data fits a ring record (it then travels in the ring and the peer
+// executes it in order), a READ never (it must see the effects of the
+// requests before it, so it waits for their acknowledgement).
+func (q *queuePair) ringCarries(e *sendEntry) bool {
+	switch e.op {
+	case core.OpSend:
+		return true
+	case core.OpWrite, core.OpWriteWithImm:
+		return entryLength(e) <= MaxMessageSize
+	}
+	return false
+}
+
+// entryLength returns the bytes e's SGEs (or inline payload) name.
+func entryLength(e *sendEntry) uint64 {
+	if e.inline {
+		return uint64(len(e.stash))
+	}
+	var n uint64
+	for _, s := range e.sges {
+		n += uint64(s.Length)
+	}
+	return n
+}
+
+// putOnWireLocked writes e's record into the peer's inbound ring: a SEND
+// with its payload; a WRITE_WITH_IMM whose data it writes now, or, when
+// carried (behind unconsumed records), a WRITE or WRITE_WITH_IMM whose data
+// travels in the record for the peer to write. It returns false without
+// side effects when the ring lacks space, and a status other than success
+// when e cannot be sent.
+func (q *queuePair) putOnWireLocked(e *sendEntry, carried bool) (bool, core.Status) {
+	var payload, data uint64
 	kind := uint32(recWriteImm)
-	if e.op == core.OpSend {
+	switch {
+	case e.op == core.OpSend:
 		kind = recSend
 		if e.hasImm {
 			kind = recSendImm
 		}
-		if e.inline {
-			payload = uint64(len(e.stash))
-		} else {
-			for _, s := range e.sges {
-				payload += uint64(s.Length)
-			}
-		}
-		if payload > MaxMessageSize {
+		data = entryLength(e)
+		if data > MaxMessageSize {
 			return false, core.StatusLocalLength
 		}
+		payload = data
+	case carried:
+		kind = recWriteData
+		if e.op == core.OpWrite {
+			kind = recWrite
+		}
+		data = entryLength(e)
+		payload = writeHeader + data
 	}
 	size := recordSize(payload)
 	pos := q.sq.prod
@@ -184,7 +223,16 @@ func (q *queuePair) putOnWireLocked(e *sendEntry) (bool, core.Status) {
 	if pos-q.sq.acked+pad+size > ringSize {
 		return false, core.StatusSuccess
 	}
-	if e.op == core.OpWriteWithImm {
+	switch {
+	case carried && e.op != core.OpSend:
+		// Checked here as a direct WRITE would be; the peer checks again
+		// (the region may be gone by the time it executes the record).
+		if data > 0 {
+			if _, st := q.acquireRemote(e.rkey, e.raddr, data, core.AccessRemoteWrite); st != core.StatusSuccess {
+				return false, st
+			}
+		}
+	case e.op == core.OpWriteWithImm:
 		n, st := q.execEntryWrite(e)
 		if st != core.StatusSuccess {
 			return false, st
@@ -196,14 +244,20 @@ func (q *queuePair) putOnWireLocked(e *sendEntry) (bool, core.Status) {
 		pos += pad
 		off = 0
 	}
-	if e.op == core.OpSend {
-		dst := q.peer.ring[off+recHeader : off+recHeader+payload]
+	if e.op == core.OpSend || carried {
+		body := q.peer.ring[off+recHeader : off+recHeader+payload]
+		if e.op != core.OpSend {
+			binary.LittleEndian.PutUint64(body[0:], e.raddr)
+			binary.LittleEndian.PutUint32(body[8:], e.rkey)
+			binary.LittleEndian.PutUint32(body[12:], 0)
+			body = body[writeHeader:]
+		}
 		if e.inline {
-			copy(dst, e.stash)
-		} else if st := q.gatherLocal(e.sges, dst); st != core.StatusSuccess {
+			copy(body, e.stash)
+		} else if st := q.gatherLocal(e.sges, body); st != core.StatusSuccess {
 			return false, st
 		}
-		e.byteLen = uint32(payload)
+		e.byteLen = uint32(data)
 	}
 	putRecordHeader(q.peer.ring, off, e.byteLen, kind, e.imm)
 	e.wirePos = pos
@@ -235,7 +289,7 @@ func (q *queuePair) completeHeadLocked(st core.Status, n uint32) {
 // flushSendLocked completes every entry in order: an entry that failed
 // with its own status, the oldest other one with first, the rest with
 // StatusFlushed. A wire entry the peer rejected (nack) completes with
-// StatusRemoteInvalid.
+// the status the peer gave (see nackStatus).
 func (q *queuePair) flushSendLocked(first core.Status) {
 	var nack uint64
 	if q.peer.mapped() {
@@ -249,13 +303,24 @@ func (q *queuePair) flushSendLocked(first core.Status) {
 		case e.failed:
 			st = e.status
 		case i < exec && nack != 0 && nack-1 == e.wirePos:
-			st = core.StatusRemoteInvalid
+			st = nackStatus(q.peer.nackSt.Load())
 		case i == oldest:
 			st = first
 		}
 		q.completeHeadLocked(st, 0)
 	}
 	q.sq.exec = q.sq.head
+}
+
+// nackStatus maps the status word of a peer's rejection: a carried write
+// the peer could not execute is StatusRemoteAccess; anything else (a
+// record its receive could not take, or a value this build does not
+// know) is StatusRemoteInvalid.
+func nackStatus(v uint32) core.Status {
+	if core.Status(v) == core.StatusRemoteAccess {
+		return core.StatusRemoteAccess
+	}
+	return core.StatusRemoteInvalid
 }
 
 // enterErrorLocked moves an Init or Ready queue pair to QPError and tells

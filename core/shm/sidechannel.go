@@ -63,6 +63,7 @@ func (q *queuePair) announce(kind uint32, r *region) {
 			q.requestFail() // out of descriptors: the peer would miss the region
 			return
 		}
+		noteFDs(fd)
 		a.fd = fd
 	}
 	q.backlog = append(q.backlog, a)

@@ -71,6 +71,7 @@ func (t *Transport) Release(b core.Block) {
 		return
 	}
 	r.released[b.Index] = true
+	t.stats.released.Add(1)
 	for r.tail < r.delivered && r.released[r.tail%n] {
 		r.released[r.tail%n] = false
 		r.tail++

@@ -88,6 +88,7 @@ func Open(p core.Provider, fd int, cfg Config, deadline time.Time) (t *Transport
 	if t.kickFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 		return t, fmt.Errorf("slidingwindow: eventfd: %w", err)
 	}
+	core.NoteFDs(t.kickFD)
 	if t.ring, err = p.RegisterRegion(n*size, core.AccessLocalWrite|core.AccessRemoteWrite); err != nil {
 		return t, fmt.Errorf("slidingwindow: ring region: %w", err)
 	}
@@ -183,7 +184,7 @@ func (t *Transport) release() {
 		}
 	}
 	if t.kickFD >= 0 {
-		unix.Close(t.kickFD)
+		core.CloseFD(t.kickFD)
 		t.kickFD = -1
 	}
 }

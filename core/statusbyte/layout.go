@@ -18,9 +18,10 @@ const (
 // layout places the regions' parts. Receive region (the peer writes and
 // reads it): the doorbell board, the status array, the blocks. Local
 // region: bell scratch, the constant status byte 1, the READ landing area
-// for the peer's status array, the staging copies of the blocks (a block's
-// staging copy is reused only after the peer released the block, that is
-// after its WRITE executed).
+// for the peer's status array, and one staging block: every block is
+// staged there, since a block's WRITE is posted visible (it completed when
+// PostData returns) before the next is staged. One block instead of N
+// keeps the copy into it in cache.
 type layout struct {
 	blocks, size int // N, S
 
@@ -43,7 +44,7 @@ func newLayout(blocks, size int) layout {
 	l.oneOff = core.BellScratchSize
 	l.readOff = align
 	l.stageOff = l.readOff + statusLen
-	l.localLen = l.stageOff + blocks*size
+	l.localLen = l.stageOff + size
 	return l
 }
 

@@ -127,6 +127,7 @@ func (t *Transport) Release(b core.Block) {
 	r.mine[b.Index] = slotFree
 	core.StoreByte(t.status, b.Index, slotFree)
 	t.rmu.Unlock()
+	t.stats.released.Add(1)
 	if err := t.bells.Ring(bellSpace); err != nil {
 		t.rmu.Lock()
 		r.fail(err)

@@ -20,6 +20,7 @@ type sender struct {
 	streamOf []uint32 // stream last written to each block
 	held     map[uint32]int
 	retained map[uint32]int
+	free     int // blocks the view shows free
 	cursor   int
 	err      error
 	wr       [2]core.SendRequest
@@ -31,6 +32,7 @@ func (s *sender) init(n int) {
 	s.streamOf = make([]uint32, n)
 	s.held = make(map[uint32]int)
 	s.retained = make(map[uint32]int)
+	s.free = n
 }
 
 func (s *sender) fail(err error) {
@@ -101,13 +103,14 @@ func (t *Transport) TrySend(hdr core.BlockHeader, payload []byte) (bool, error) 
 }
 
 // writeLocked stages block i and posts its data WRITE and status WRITE,
-// waiting until both are visible at the peer (Ring needs that).
+// waiting until both are visible at the peer (Ring needs that, and the
+// staging block is free again once they completed).
 //
 // +checklocks:t.smu
 func (t *Transport) writeLocked(i int, hdr core.BlockHeader, payload []byte) error {
 	s := &t.snd
 	l := &t.lay
-	off := l.stageOff + i*l.size
+	off := l.stageOff
 	st := t.local.Bytes()[off : off+l.size]
 	hdr.Encode(st)
 	n := core.HeaderSize + copy(st[core.HeaderSize:], payload)
@@ -123,6 +126,7 @@ func (t *Transport) writeLocked(i int, hdr core.BlockHeader, payload []byte) err
 		return s.err
 	}
 	s.view[i] = slotBusy
+	s.free--
 	s.streamOf[i] = hdr.Stream
 	s.held[hdr.Stream]++
 	s.cursor = i + 1
@@ -167,6 +171,7 @@ func (s *sender) apply(i int, v byte) error {
 	stream := s.streamOf[i]
 	switch {
 	case v == slotFree:
+		s.free++
 		if s.held[stream]--; s.held[stream] <= 0 {
 			delete(s.held, stream)
 		}
@@ -199,6 +204,13 @@ func (t *Transport) Held(stream uint32) (int, bool) {
 	t.smu.Lock()
 	defer t.smu.Unlock()
 	return t.snd.held[stream], t.snd.retained[stream] > 0
+}
+
+// Free returns the blocks the view shows free (core.BlockCounter).
+func (t *Transport) Free() int {
+	t.smu.Lock()
+	defer t.smu.Unlock()
+	return t.snd.free
 }
 
 // Refresh READs the peer's status array now (core.BlockCounter).

@@ -53,7 +53,7 @@ type Transport struct {
 	link    *core.Link
 	bells   *core.Bells
 	recv    core.Region // blocks and status bytes the peer writes into
-	local   core.Region // staging copies, READ landing area, scratch
+	local   core.Region // staging block, READ landing area, scratch
 	peer    core.RemoteRegion
 	status  []byte // this side's status array (in recv)
 	blocksM []byte // this side's blocks (in recv)
@@ -175,10 +175,12 @@ type Stats struct {
 	StatusReads                uint64 // READs of the peer's status array
 	SkippedRetained            uint64 // slots passed over because the peer retains them
 	SendFull                   uint64 // TrySend calls that found no room after a READ
+	BlocksReleased             uint64 // received blocks released (BlocksReceived less these are in use)
+	BellRings                  uint64 // doorbell rings posted to the peer (only when it armed)
 }
 
 type counters struct {
-	sent, received, reads, skipped, full atomic.Uint64
+	sent, received, reads, skipped, full, released atomic.Uint64
 }
 
 // Stats returns a snapshot of the counters.
@@ -186,6 +188,7 @@ func (t *Transport) Stats() Stats {
 	return Stats{
 		BlocksSent: t.stats.sent.Load(), BlocksReceived: t.stats.received.Load(),
 		StatusReads: t.stats.reads.Load(), SkippedRetained: t.stats.skipped.Load(), SendFull: t.stats.full.Load(),
+		BlocksReleased: t.stats.released.Load(), BellRings: t.bells.RingsPosted(),
 	}
 }
 

@@ -19,6 +19,7 @@
  * that was dlopen()ed is never dlclose()d: a Go runtime cannot be unloaded.
  */
 #include "shim.h"
+#include "../../probes/c/probe.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -237,7 +238,14 @@ static int sdp_core_try_load(void)
 	}
 	if ((reason = sdp_core_locate()) != 0)
 		return reason;
+	/* The Go runtime's threads start with the mask of the thread that
+	 * loads it: with the program's signals held, a process-directed signal
+	 * (SIGTERM, SIGINT, ...) always goes to one of the program's threads,
+	 * interrupting its blocking call there, never to a runtime thread. */
+	sigset_t held;
+	sdp_signals_hold(&held);
 	void *h = dlopen(sdp_core_path, RTLD_NOW | RTLD_LOCAL);
+	sdp_signals_release(&held);
 	if (h == NULL) {
 		const char *err = dlerror();
 		/* A path the user chose is a configuration problem; the default
@@ -323,6 +331,11 @@ void sdp_core_atfork_child(void)
 	}
 	__atomic_store_n(&sdp_core_reason, SDPSHIM_REASON_FORK_DECLINE, __ATOMIC_RELEASE);
 	__atomic_store_n(&sdp_core_state, SDP_CORE_OFF, __ATOMIC_RELEASE);
+	/* Inherited connections were switched to kernel TCP by fork_prepare
+	 * and are UNMANAGED already; what is left MANAGED (emulated epoll
+	 * sets) is counted; listeners stay CANDIDATE and count each accept. */
 	unsigned long n = sdp_fd_forget_all();
 	__atomic_add_fetch(&sdp_fallback[SDPSHIM_REASON_FORK_DECLINE], n, __ATOMIC_RELAXED);
+	if (n > 0)
+		sdpshim_probe_fallback(SDPSHIM_REASON_FORK_DECLINE, -1, 0); /* once for the n fds */
 }

@@ -64,6 +64,9 @@ static int sdp_epoll_kernel(int epfd, struct epoll_event *ev, int max, int64_t d
 		if (left < 0)
 			left = 0;
 	}
+	sigset_t m;
+	if (forever || left > 0)
+		mask = sdp_sleep_mask(mask, &m);
 	if (ns) {
 		struct timespec ts = {left / 1000000000LL, left % 1000000000LL};
 		return sdp_real.epoll_pwait2(epfd, ev, max, forever ? NULL : &ts, mask);
@@ -73,12 +76,28 @@ static int sdp_epoll_kernel(int epfd, struct epoll_event *ev, int max, int64_t d
 }
 
 /* epoll_wait on a MANAGED epoll fd. timeout_ns < 0 waits forever. */
+static int epoll_engine_held(int epfd, struct epoll_event *ev, int max, int64_t timeout_ns, int ns,
+			     const sigset_t *mask);
+
 static SDP_COLD int epoll_engine(int epfd, struct epoll_event *ev, int max, int64_t timeout_ns, int ns,
 				 const sigset_t *mask)
 {
+	sigset_t old;
+	sdp_signals_hold(&old);
+	int r = epoll_engine_held(epfd, ev, max, timeout_ns, ns, mask != NULL ? mask : &old);
+	sdp_signals_release(&old);
+	return r;
+}
+
+/* The engine with the program's signals held; mask is the one to sleep
+ * with (the caller's, or the thread's own). */
+static int epoll_engine_held(int epfd, struct epoll_event *ev, int max, int64_t timeout_ns, int ns,
+			     const sigset_t *mask)
+{
 	int forever = timeout_ns < 0;
 	int64_t deadline = forever ? 0 : sdp_now_ns() + timeout_ns;
-	int r = SDP_CORE_CALL(sdp_core.epoll_wait(epfd, ev, max, -1));
+	/* -1: the core may poll for its budget first; -2 (zero timeout): not. */
+	int r = SDP_CORE_CALL(sdp_core.epoll_wait(epfd, ev, max, timeout_ns == 0 ? -2 : -1));
 	if (r == SDPSHIM_PASS)
 		return sdp_epoll_kernel(epfd, ev, max, deadline, forever, ns, mask);
 	if (r != 0)

@@ -72,9 +72,9 @@ unsigned long sdp_fd_forget_all(void)
 	int hi = __atomic_load_n(&sdp_fd_hi, __ATOMIC_RELAXED);
 	for (int fd = 0; fd <= hi; fd++) {
 		int s = sdp_fd_state(fd);
-		if (s == SDPSHIM_FD_UNMANAGED)
+		if (s == SDPSHIM_FD_UNMANAGED || s == SDPSHIM_FD_CANDIDATE)
 			continue;
-		if (s != SDPSHIM_FD_PROTECTED)
+		if (s == SDPSHIM_FD_MANAGED)
 			n++;
 		sdp_fd_set(fd, SDPSHIM_FD_UNMANAGED);
 	}

@@ -77,10 +77,24 @@ static void sdp_poll_census(const struct pollfd *fds, nfds_t n, nfds_t *managed,
 	}
 }
 
+static int sdp_poll_engine_held(struct pollfd *fds, nfds_t n, nfds_t managed, const struct timespec *timeout,
+				const sigset_t *sigmask);
+
 /* poll over fds with MANAGED or PROTECTED entries. timeout: NULL waits
- * forever. Returns the poll result, -1 with errno on failure. */
+ * forever. Returns the poll result, -1 with errno on failure. The
+ * program's signals are held meanwhile (sdp_signals_hold). */
 static int sdp_poll_engine(struct pollfd *fds, nfds_t n, nfds_t managed, const struct timespec *timeout,
 			   const sigset_t *sigmask)
+{
+	sigset_t old;
+	sdp_signals_hold(&old);
+	int r = sdp_poll_engine_held(fds, n, managed, timeout, sigmask != NULL ? sigmask : &old);
+	sdp_signals_release(&old);
+	return r;
+}
+
+static int sdp_poll_engine_held(struct pollfd *fds, nfds_t n, nfds_t managed, const struct timespec *timeout,
+				const sigset_t *sigmask)
 {
 	if (!sdp_ts_valid(timeout))
 		return (int)sdp_fail(EINVAL);
@@ -134,7 +148,8 @@ static int sdp_poll_engine(struct pollfd *fds, nfds_t n, nfds_t managed, const s
 		}
 		int64_t now = ready > 0 || timeout == NULL ? 0 : sdp_now_ns();
 		struct timespec left = ready > 0 ? (struct timespec){0, 0} : sdp_ts_left(deadline, now);
-		int kr = sdp_real.ppoll(k, u + nwait, ready > 0 || timeout ? &left : NULL, sigmask);
+		sigset_t m;
+		int kr = sdp_real.ppoll(k, u + nwait, ready > 0 || timeout ? &left : NULL, sdp_sleep_mask(sigmask, &m));
 		if (kr < 0 && ready == 0) {
 			result = -1;
 			goto out;

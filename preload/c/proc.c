@@ -73,6 +73,29 @@ SDP_EXPORT int posix_spawnp(pid_t *restrict pid, const char *restrict file, cons
 	return spawn(sdp_real.posix_spawnp, pid, file, fa, attr, argv, envp);
 }
 
+/* Around vfork: its child may exec with inherited sockets, as after
+ * posix_spawn. Called by vfork_x86_64.S with nothing to preserve. */
+SDP_HIDDEN void sdp_vfork_prepare(void);
+SDP_HIDDEN void sdp_vfork_parent(pid_t pid);
+
+void sdp_vfork_prepare(void)
+{
+	if (sdp_passthrough() || !sdp_core_ready())
+		return;
+	int saved = errno;
+	SDP_CORE_DO(sdp_core.fork_prepare(SDPSHIM_SPAWN));
+	errno = saved;
+}
+
+void sdp_vfork_parent(pid_t pid)
+{
+	if (sdp_passthrough() || !sdp_core_ready())
+		return;
+	int saved = errno;
+	SDP_CORE_DO(sdp_core.fork_parent(SDPSHIM_SPAWN, pid));
+	errno = saved;
+}
+
 #if defined(__x86_64__)
 /* Error exit of vfork_x86_64.S (no child exists then). */
 SDP_HIDDEN long sdp_vfork_error(int err);
@@ -83,9 +106,12 @@ long sdp_vfork_error(int err) { return sdp_fail(err); }
  * tables. */
 SDP_EXPORT pid_t vfork(void)
 {
+	sdp_vfork_prepare();
 	pid_t pid = sdp_real.fork();
 	if (pid == 0)
 		sdp_vfork_child = 1;
+	else if (pid > 0)
+		sdp_vfork_parent(pid);
 	return pid;
 }
 #endif

@@ -145,7 +145,7 @@ struct sdpshim_wait {
 /* fork_prepare/fork_parent kinds. */
 enum sdpshim_fork_kind {
 	SDPSHIM_FORK = 1,  /* fork(): the child runs on, without the core */
-	SDPSHIM_SPAWN = 2, /* posix_spawn/posix_spawnp: the child execs */
+	SDPSHIM_SPAWN = 2, /* posix_spawn/posix_spawnp/vfork: the child execs */
 };
 
 /* What the interposer offers the core; valid for the life of the process. */
@@ -245,13 +245,16 @@ struct sdpshim_host {
  *     events) and return the final count; 0 sends the interposer back to
  *     sleep for the rest of the timeout. SDPSHIM_PASS: a kernel epoll_wait.
  * fork_prepare(kind), fork_parent(kind, pid)
- *     Around fork()/posix_spawn() in the parent; pid < 0 is -errno.
+ *     Around fork()/posix_spawn()/vfork() in the parent; pid < 0 is -errno.
+ *     fork_prepare may block (bounded, a few seconds at worst) while it
+ *     switches inherited connections to kernel TCP with their peers.
  * fork_child()
  *     In a fork() child, before fork() returns. Written in C inside the core
  *     library and async-signal-safe: the child must never enter the old Go
- *     runtime (it hangs). It declines inherited streams (through their
- *     shared memory, so the peer falls back to TCP without losing a byte)
- *     and sets their fds UNMANAGED. Afterwards the interposer sets every
+ *     runtime (it hangs). fork_prepare(SDPSHIM_FORK) has switched every
+ *     inherited accelerated connection to kernel TCP (with the peer, no
+ *     byte lost); fork_prepare(SDPSHIM_SPAWN), also called around vfork,
+ *     those with an fd an exec keeps. Afterwards the interposer sets every
  *     remaining non-UNMANAGED fd UNMANAGED and never calls the core again
  *     in that process.
  */

@@ -213,8 +213,10 @@ static inline void sdp_fd_fresh(int fd, int state)
 	if (state != SDPSHIM_FD_UNMANAGED || !sdp_fd_plain(fd))
 		sdp_fd_set(fd, state);
 }
-/* Fork child: every non-UNMANAGED fd set UNMANAGED; returns how many were
- * CANDIDATE or MANAGED. */
+/* Fork child: every MANAGED or PROTECTED fd set UNMANAGED (returns how
+ * many were MANAGED); CANDIDATE ones (listeners, unconnected sockets) stay,
+ * so that what the child accepts on them is counted (sock.c), while the
+ * core being off routes every call on them to libc. */
 SDP_HIDDEN unsigned long sdp_fd_forget_all(void);
 
 /* ---- the core (core.c) ---------------------------------------------------- */
@@ -246,6 +248,9 @@ SDP_HIDDEN int sdp_core_acquire(void);
 /* Why the core is off (enum sdpshim_reason), 0 while it is not. */
 SDP_HIDDEN int sdp_core_off_reason(void);
 SDP_HIDDEN void sdp_fallback_count(int reason);
+/* Counts a fallback the interposer decided itself and fires the fallback
+ * probe (probe.c); fd is the socket, or -1. Async-signal-safe. */
+SDP_HIDDEN void sdp_fallback_note(int reason, int fd);
 /* Fork child of a process whose core was loading or running. */
 SDP_HIDDEN void sdp_core_atfork_child(void);
 /* Absolute path of this library, computed by the constructor. */
@@ -318,6 +323,20 @@ SDP_HIDDEN long sdp_core_splice(int in, loff_t *oi, int out, loff_t *oo, size_t 
 
 /* Sleeps as *w says; 0, or EINTR when a signal handler interrupted it. */
 SDP_HIDDEN int sdp_wait(const struct sdpshim_wait *w);
+/* The signal mask for a kernel sleep on the program's behalf: the caller's
+ * mask (NULL: the thread's current one) with the Go runtime's preemption
+ * signal (SIGURG) blocked, so only the program's own signals interrupt
+ * it, as on kernel TCP. Returns buf. */
+SDP_HIDDEN const sigset_t *sdp_sleep_mask(const sigset_t *caller, sigset_t *buf);
+/* Blocks the program's asynchronous signals (all but SIGURG and the
+ * synchronous ones) for the time an event engine spends in the core before
+ * its kernel sleep, saving the mask in *old: a signal that comes meanwhile
+ * stays pending and interrupts the sleep (made with *old, or the caller's
+ * mask), as it would a kernel epoll_wait it came during, instead of being
+ * handled before a sleep that would then not end. sdp_signals_release
+ * restores *old. */
+SDP_HIDDEN void sdp_signals_hold(sigset_t *old);
+SDP_HIDDEN void sdp_signals_release(const sigset_t *old);
 /* Turns a hook result into a libc result: sets errno from -errno, raises
  * SIGPIPE on -EPIPE when sigpipe is set. SDPSHIM_PASS must be handled before. */
 SDP_HIDDEN long sdp_result(long r, int sigpipe);

@@ -23,14 +23,14 @@ static SDP_COLD int socket_tcp(int fd, int domain, int type, int protocol)
 {
 	if (sdp_passthrough()) {
 		if (sdp_vfork_child)
-			sdp_fallback_count(SDPSHIM_REASON_VFORK_CHILD);
+			sdp_fallback_note(SDPSHIM_REASON_VFORK_CHILD, fd);
 		else
 			sdp_fd_fresh(fd, SDPSHIM_FD_UNMANAGED); /* the core's own socket */
 		return fd;
 	}
 	if (!sdp_core_acquire()) {
 		int reason = sdp_core_off_reason();
-		sdp_fallback_count(reason ? reason : SDPSHIM_REASON_CORE_BUSY);
+		sdp_fallback_note(reason ? reason : SDPSHIM_REASON_CORE_BUSY, fd);
 		sdp_fd_fresh(fd, SDPSHIM_FD_UNMANAGED);
 		return fd;
 	}
@@ -98,8 +98,15 @@ static SDP_COLD int accept_slow(int lfd, struct sockaddr *addr, socklen_t *len, 
 	switch (sdp_route(lfd)) {
 	case SDP_ROUTE_REAL: {
 		int fd = is4 ? sdp_real.accept4(lfd, addr, len, flags) : sdp_real.accept(lfd, addr, len);
-		if (fd >= 0)
+		if (fd >= 0) {
 			sdp_fd_fresh(fd, SDPSHIM_FD_UNMANAGED);
+			/* a fork child accepting on an inherited listener (proc.c) */
+			if (!sdp_passthrough() && sdp_core_off_reason() == SDPSHIM_REASON_FORK_DECLINE) {
+				sdp_fallback_note(SDPSHIM_REASON_FORK_DECLINE, fd);
+				sdp_log(SDP_LOG_DEBUG, "fork child: fd %d accepted on an inherited listener stays on "
+					"kernel TCP (fork-exec-decline)", fd);
+			}
+		}
 		return fd;
 	}
 	case SDP_ROUTE_BADF:

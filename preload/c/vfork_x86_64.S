@@ -4,6 +4,9 @@
  * stack slot), plus setting sdp_vfork_child in the child and restoring its
  * previous value in the parent. The kernel preserves every register but
  * rax, rcx and r11 across syscall, in the child as in the parent.
+ * Before the system call, sdp_vfork_prepare (proc.c) lets the core switch
+ * the connections the child may take into an exec to kernel TCP; after
+ * it, the parent calls sdp_vfork_parent.
  */
 #if defined(__x86_64__)
 	.text
@@ -15,6 +18,11 @@ vfork:
 #ifdef __CET__
 	endbr64
 #endif
+	subq	$8, %rsp				/* align the stack for the call */
+	.cfi_adjust_cfa_offset 8
+	call	sdp_vfork_prepare
+	addq	$8, %rsp
+	.cfi_adjust_cfa_offset -8
 	movq	sdp_vfork_child@gottpoff(%rip), %rsi	/* TLS offset of the flag */
 	movl	%fs:(%rsi), %edx			/* its value, for the parent */
 	popq	%rdi					/* return address */
@@ -33,6 +41,12 @@ vfork:
 	ret
 .Lparent:
 	movl	%edx, %fs:(%rsi)			/* the child may have set it */
+	pushq	%rax					/* the child's pid; aligns the stack */
+	.cfi_adjust_cfa_offset 8
+	movl	%eax, %edi
+	call	sdp_vfork_parent
+	popq	%rax
+	.cfi_adjust_cfa_offset -8
 	ret
 .Lerror:
 	negl	%eax

@@ -30,6 +30,29 @@ long sdp_result(long r, int sigpipe)
 	return -1;
 }
 
+const sigset_t *sdp_sleep_mask(const sigset_t *caller, sigset_t *buf)
+{
+	if (caller != NULL)
+		*buf = *caller;
+	else if (pthread_sigmask(SIG_BLOCK, NULL, buf) != 0)
+		sigemptyset(buf);
+	sigaddset(buf, SIGURG);
+	return buf;
+}
+
+void sdp_signals_hold(sigset_t *old)
+{
+	sigset_t all;
+	sigfillset(&all);
+	static const int keep[] = {SIGURG, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT};
+	for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
+		sigdelset(&all, keep[i]);
+	if (pthread_sigmask(SIG_BLOCK, &all, old) != 0)
+		pthread_sigmask(SIG_BLOCK, NULL, old);
+}
+
+void sdp_signals_release(const sigset_t *old) { pthread_sigmask(SIG_SETMASK, old, NULL); }
+
 int sdp_wait(const struct sdpshim_wait *w)
 {
 	struct timespec ts, *tp = NULL;
@@ -49,7 +72,8 @@ int sdp_wait(const struct sdpshim_wait *w)
 	}
 	if (w->kind == SDPSHIM_WAIT_FD) {
 		struct pollfd p = {.fd = w->fd, .events = w->events};
-		int r = sdp_real.ppoll(&p, 1, tp, NULL);
+		sigset_t m;
+		int r = sdp_real.ppoll(&p, 1, tp, sdp_sleep_mask(NULL, &m));
 		return r < 0 && errno == EINTR ? EINTR : 0;
 	}
 	sched_yield(); /* unknown kind: never spin hot */

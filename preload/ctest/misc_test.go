@@ -52,7 +52,7 @@ var miscHooks = map[string]map[string]int{
 	"dup":        {"dup": 4, "close": 5},
 	"closerange": {"close": 3},
 	"fork":       {"fork_prepare": 1, "fork_parent": 1, "fork_child": 1},
-	"vfork":      {"init": 1, "close": 0, "fork_prepare": 0},
+	"vfork":      {"init": 1, "close": 0, "fork_prepare": 2, "fork_parent": 2}, // prepare: sockets an exec inherits go to kernel TCP
 	"spawn":      {"fork_prepare": 4, "fork_parent": 4},
 	"sigpipe":    {"init": 1},
 	"udp":        {"init": 0},

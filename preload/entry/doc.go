@@ -6,29 +6,26 @@
 // preload/c/sdpshim_core.h: exports.go holds one //export wrapper per
 // entry point, each a few lines that convert C types and call package
 // shim; host.go adapts struct sdpshim_host to shim.Host; fork.c is the C
-// part (fork_child, and the exit hook). exports.map is the linker version
-// script that keeps every other symbol local.
+// part (fork_child, and the exit hook); probe.c compiles the probe
+// functions of probes/c, which probes.go fires (host.go's table is a
+// shim.Observer through it). exports.map is the linker version script
+// that keeps every other symbol local.
 //
 // Fork children. fork_child (fork.c) runs in the child of a fork() and
 // never enters the Go runtime, which has no threads there and would hang.
-// It does not decline inherited streams through shared memory yet; what
-// happens instead, precisely:
+// Precisely:
+//   - Before the fork (fork_prepare, in the parent, where the runtime
+//     runs), every accelerated connection the child inherits is switched
+//     to kernel TCP with the peer's help, without losing or duplicating a
+//     byte (shim/forkswitch.go): after fork(), all of them; after
+//     posix_spawn and vfork, those with an fd lacking FD_CLOEXEC (what an
+//     exec keeps). Parent and child then share plain kernel sockets: the
+//     kernel counts the holders, so the parent closing its copy ends
+//     nothing; exec keeps them working. Each is counted as
+//     fork-exec-decline.
 //   - The interposer sets every inherited fd UNMANAGED and turns the core
-//     off in the child: all its sockets are plain kernel TCP from then on,
-//     and new connections it makes are not accelerated (reason
-//     fork-exec-decline, counted by the interposer).
-//   - An inherited accelerated connection is, in the child, its kernel TCP
-//     socket, on which the accelerated peer neither sends nor reads. The
-//     parent still owns the stream: as long as the parent keeps its fd
-//     open, the connection works through the parent only. What the child
-//     writes on its copy reaches the peer's kernel socket and is never
-//     read; the child's reads block until the peer closes (then EOF).
-//     Closing the copy in the child (what pre-fork servers and exec'ed
-//     children with close-on-exec do) has no effect on the connection.
-//   - When the parent closes its fd, the stream closes (the peer reads EOF)
-//     even though the child's copy of the kernel socket is still open:
-//     a server that accepts, forks a worker for the connection and closes
-//     its own copy loses the connection. Such servers are issue 5.
+//     off in the child: new connections it makes are not accelerated
+//     (reason fork-exec-decline, counted by the interposer).
 //   - Listeners: after fork() the parent unregisters its listeners (a child
 //     may accept on them), so later connections to them stay on kernel TCP
 //     (shim/fork.go).
@@ -46,10 +43,10 @@
 // keep their deadlines with Go timers (shim/block.go). poll, select and
 // epoll_wait over accelerated sockets may still return a spurious EINTR.
 //
-// Protected descriptors: the Go runtime's poller fds, the log file and the
-// eventfds of socket wakeups are PROTECTED in the interposer's table
-// (shim/protect.go). The transport's own descriptors (memfds, eventfds and
-// sockets of the shm provider) are not: a program that closes descriptors
-// it did not open (close_range over everything) ends the channels, and its
-// accelerated connections see ECONNRESET.
+// Protected descriptors: the Go runtime's poller fds, the log file, the
+// eventfds of socket wakeups and every descriptor of the shm provider
+// (memfds, eventfds, side-channel sockets, epoll sets; reported through
+// shm.FDHook) are PROTECTED in the interposer's table (shim/protect.go),
+// so a program that closes descriptors it did not open (close_range over
+// everything) leaves its accelerated connections working.
 package main

@@ -154,7 +154,15 @@ func sdpshim_core_ioctl(fd C.int, req C.ulong, arg unsafe.Pointer) C.int {
 
 //export sdpshim_core_getsockopt
 func sdpshim_core_getsockopt(fd, level, name C.int, val unsafe.Pointer, n *C.socklen_t) C.int {
-	return C.int(proc.Getsockopt(int(fd), int(level), int(name)))
+	v, r := proc.Getsockopt(int(fd), int(level), int(name))
+	if r == 0 {
+		if val == nil || n == nil || *n < C.socklen_t(unsafe.Sizeof(C.int(0))) {
+			return -C.EINVAL
+		}
+		*(*C.int)(val) = C.int(v)
+		*n = C.socklen_t(unsafe.Sizeof(C.int(0)))
+	}
+	return C.int(r)
 }
 
 //export sdpshim_core_setsockopt

@@ -16,9 +16,9 @@ int sdp_core_pid;
 static volatile int sdp_core_forked;
 
 /* In a fork() child, before fork() returns: async-signal-safe, no Go.
- * Inherited streams are not declined through shared memory yet; the
- * interposer sets every inherited fd UNMANAGED after this returns (see
- * doc.go for what that means for those connections). */
+ * The inherited connections are kernel TCP already (fork_prepare switched
+ * them, shim/forkswitch.go); the interposer sets every inherited fd
+ * UNMANAGED after this returns. */
 __attribute__((visibility("default"))) void sdpshim_core_fork_child(void) { sdp_core_forked = 1; }
 
 /* At exit of the process that runs the core: drain the streams. Never in

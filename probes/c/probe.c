@@ -1,7 +1,14 @@
 /*
  * probe.c - the probe functions of probe.h. Include this file in exactly
- * one C file of the core library (preload/entry/probe.c does), and export
- * the names (sdpshim_probe_* in preload/entry/exports.map).
+ * one C file of a library and export the names from its version script:
+ * the core library (preload/entry/probe.c, exports.map) and the
+ * interposer (preload/c/probe.c, libsdpshim.map: sdpshim_probe_fallback
+ * for its own codes, 64 and up, when the core is not running).
+ *
+ * The symbols are protected: exported, but calls from inside the library
+ * bind to its own copy, so the core never calls the interposer's probe
+ * (loaded first, it would win the global lookup) and each library's
+ * probe reports that library's events.
  */
 #include "probe.h"
 
@@ -17,6 +24,7 @@
 #define SDPSHIM_PROBE(name)                                   \
 	__asm__(".pushsection .text." #name ",\"ax\",%progbits\n" \
 		".globl " #name "\n"                                  \
+		".protected " #name "\n"                              \
 		".type " #name ", %function\n"                        \
 		".p2align 4\n" #name ":\n\t" SDPSHIM_PROBE_BODY       \
 		".size " #name ", . - " #name "\n"                    \

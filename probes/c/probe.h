@@ -1,7 +1,9 @@
 /*
  * probe.h - sdpshim's probe points: exported no-op functions that eBPF
- * uprobes attach to (`sdpshim trace`). Compiled into the Go core library
- * (libsdpshim-core.so) from probe.c; see docs/observability.md.
+ * uprobes attach to (`sdpshim trace`). Compiled from probe.c into the Go
+ * core library (libsdpshim-core.so: both) and the interposer
+ * (libsdpshim.so: sdpshim_probe_fallback, for the fallbacks it decides
+ * without the core); see docs/observability.md.
  *
  * Each function's first instruction is a 5-byte NOP on x86-64 (a 4-byte
  * NOP on arm64, the only size there) followed by a return, so calling one

@@ -18,7 +18,8 @@
 //     private plumbing between the CLI, the interposer and the core, and
 //     are ignored here.
 //   - Load has no side effects: it opens, creates and checks no file.
-//     OpenLog opens the log file; EnsureRunDir creates the run directory.
+//     OpenLog opens the log file; rendezvous.EnsureRunDir creates and checks
+//     the run directory (the one rule: owned by the user, mode 0700).
 //   - A bad configuration never crashes the host program. Load reports
 //     every problem at once (Error, one line per problem: variable, value,
 //     what was expected). Fallback and Open apply the product's policy: the

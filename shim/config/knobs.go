@@ -120,21 +120,21 @@ var knobs = []Knob{
 	},
 	{
 		Name: "SDPSHIM_POLL_MAX", Default: "4096", Expected: "a poll count from 1 to 1000000, at least SDPSHIM_POLL_MIN",
-		Meaning: "adaptive polling: largest poll budget",
+		Meaning: "adaptive polling: largest poll budget, also granted to the wait after a wakeup (request/response keeps polling)",
 		set: func(c *Config, v string, _ *loader) error {
 			return store(&c.PollMax)(parseInt(v, 1, maxPolls))
 		},
 	},
 	{
 		Name: "SDPSHIM_POLL_ALPHA", Default: "2", Expected: "a number above 1, at most 16",
-		Meaning: "adaptive polling: factor applied to the budget when traffic rises",
+		Meaning: "adaptive polling: factor applied to the budget when traffic rises (and to the polls of a late hit)",
 		set: func(c *Config, v string, _ *loader) error {
 			return store(&c.PollAlpha)(parseFloat(v, func(f float64) bool { return f > 1 && f <= maxAlpha }))
 		},
 	},
 	{
 		Name: "SDPSHIM_POLL_BETA", Default: "0.5", Expected: "a number above 0 and below 1",
-		Meaning: "adaptive polling: factor applied to the budget when traffic falls",
+		Meaning: "adaptive polling: factor applied to the budget when traffic falls or a wait polls in vain",
 		set: func(c *Config, v string, _ *loader) error {
 			return store(&c.PollBeta)(parseFloat(v, func(f float64) bool { return f > 0 && f < 1 }))
 		},

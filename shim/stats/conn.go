@@ -85,6 +85,18 @@ func (c *Conn) Sent(n int) {
 	c.tx.msgs.Add(1) // after the bytes: a snapshot never sees a message without them
 }
 
+// SentBytes counts n bytes sent by a call that is not over yet (a
+// blocking send that moved part of its bytes before it had to sleep):
+// bytes without a message; the call's end counts its rest with Sent.
+func (c *Conn) SentBytes(n int) { c.tx.bytes.Add(uint64(n)) }
+
+// ReceivedBytes is SentBytes for the receiving side (MSG_WAITALL).
+func (c *Conn) ReceivedBytes(n int) { c.rx.bytes.Add(uint64(n)) }
+
+// ID returns the connection's id in its registry (ConnStats.ID), unique
+// in the process.
+func (c *Conn) ID() uint64 { return c.id }
+
 // Received counts one message of n bytes received by the program.
 func (c *Conn) Received(n int) {
 	c.rx.bytes.Add(uint64(n))

@@ -2,6 +2,7 @@ package stats
 
 import (
 	"io"
+	"maps"
 	"net/netip"
 	"os"
 	"slices"
@@ -53,6 +54,7 @@ type Registry struct {
 	past   pastTotals                     // +checklocks:mu
 	chans  map[*channelSource]struct{}    // +checklocks:mu
 	waits  map[*waiterSource]struct{}     // +checklocks:mu
+	events map[string]uint64              // +checklocks:mu; named setup events (Count)
 	recent [RecentFallbacks]FallbackEvent // +checklocks:mu; a ring
 	nrec   uint64                         // +checklocks:mu; events ever put in recent
 }
@@ -80,10 +82,27 @@ func NewRegistry(o Options) *Registry {
 		process: Process{
 			PID: os.Getpid(), UID: uint32(os.Geteuid()), Comm: comm(), Started: time.Now(),
 		},
-		conns: map[*Conn]struct{}{},
-		chans: map[*channelSource]struct{}{},
-		waits: map[*waiterSource]struct{}{},
+		conns:  map[*Conn]struct{}{},
+		chans:  map[*channelSource]struct{}{},
+		waits:  map[*waiterSource]struct{}{},
+		events: map[string]uint64{},
 	}
+}
+
+// Count bumps the named event counter (setup-path events that are not a
+// connection or a fallback: "connect.failed", "offer.dropped.expired",
+// ...). It takes the registry's lock; never call it per byte or message.
+func (r *Registry) Count(name string) {
+	r.mu.Lock()
+	r.events[name]++
+	r.mu.Unlock()
+}
+
+// Events returns the named event counters (Count), a copy.
+func (r *Registry) Events() map[string]uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.events)
 }
 
 // comm returns the process's command name, as ps shows it.
@@ -217,6 +236,7 @@ func (r *Registry) Snapshot() *Snapshot {
 		s.Totals.MessagesReceived += cs.MessagesReceived
 		s.Scheduler.Preemptions += cs.Preemptions
 	}
+	s.Events = maps.Clone(r.events)
 	for ch := range r.chans {
 		s.Channels = append(s.Channels, ChannelSnapshot{ch.info, ch.read()})
 	}

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sdpshim/sdpshim/core/rendezvous"
 )
 
 // Server serves a Registry's snapshots on the unix socket
@@ -56,8 +58,8 @@ func (s *Server) Start() (stop func(), err error) {
 		RunDir: s.RunDir, Allow: slices.Clone(s.Allow), Registry: s.Registry,
 		Protect: s.Protect, Unprotect: s.Unprotect, MaxClients: s.MaxClients, Timeout: s.Timeout,
 	}
-	if err := ensureRunDir(s.RunDir); err != nil {
-		return nil, err
+	if err := rendezvous.EnsureRunDir(s.RunDir); err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
 	}
 	sweepStale(s.RunDir)
 	path := filepath.Join(s.RunDir, SockName(os.Getpid()))

@@ -2,7 +2,6 @@ package stats
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,32 +13,6 @@ import (
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
-
-// ensureRunDir creates dir (mode 0700) when missing and checks it: a
-// real directory owned by the effective uid, with no group or other
-// access, so no other user can plant, replace or reach a stats socket.
-func ensureRunDir(dir string) error {
-	if !filepath.IsAbs(dir) {
-		return fmt.Errorf("stats: run directory %q is not absolute", dir)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("stats: run directory: %w", err)
-	}
-	info, err := os.Lstat(dir)
-	if err != nil {
-		return fmt.Errorf("stats: run directory: %w", err)
-	}
-	st, ok := info.Sys().(*syscall.Stat_t)
-	switch {
-	case !info.IsDir():
-		return fmt.Errorf("stats: run directory %s is not a directory", dir)
-	case !ok || int(st.Uid) != os.Geteuid():
-		return fmt.Errorf("stats: run directory %s is not owned by uid %d", dir, os.Geteuid())
-	case info.Mode().Perm()&0o077 != 0:
-		return fmt.Errorf("stats: run directory %s has mode %04o, want 0700", dir, info.Mode().Perm())
-	}
-	return nil
-}
 
 // sweepStale removes the stats sockets of processes that no longer exist.
 func sweepStale(dir string) {

@@ -27,6 +27,7 @@ type Snapshot struct {
 	Scheduler       SchedulerStats    `json:"scheduler"`
 	Fallbacks       []ReasonCount     `json:"fallbacks"` // codes with a non-zero count
 	RecentFallbacks []FallbackEvent   `json:"recent_fallbacks"`
+	Events          map[string]uint64 `json:"events"` // named setup events (Registry.Count)
 	Server          ServerStats       `json:"server"`
 }
 

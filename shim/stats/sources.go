@@ -15,7 +15,7 @@ type ChannelInfo struct {
 // ChannelStats are a channel's counters, read by the function given to
 // AddChannel.
 type ChannelStats struct {
-	BlocksInUse    uint64 `json:"blocks_in_use"`  // send-side blocks not yet released by the peer
+	BlocksInUse    uint64 `json:"blocks_in_use"`  // receive-ring blocks holding data not consumed yet (received less released)
 	ReadSyncs      uint64 `json:"read_syncs"`     // READs of the peer's status array
 	RetainedSkips  uint64 `json:"retained_skips"` // slots passed over: the peer retains them
 	BlocksSent     uint64 `json:"blocks_sent"`

@@ -1,0 +1,283 @@
+package programs
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// A measure runs one program pair in one mode and returns its figures
+// by row key (rows.go). A figure that could not be taken is absent, and
+// the error says why.
+type measure struct {
+	name  string
+	needs []string // programs on PATH
+	run   func(h *harness, m mode) (map[string]float64, error)
+}
+
+var measures = []measure{
+	{"sockperf", []string{"sockperf"}, (*harness).sockperf},
+	{"iperf3", []string{"iperf3"}, (*harness).iperf3},
+	{"redis", []string{"redis-server", "redis-benchmark"}, (*harness).redis},
+	{"nginx", []string{"nginx", "wrk"}, (*harness).nginx},
+	{"memcached", []string{"memcached", "gcc"}, (*harness).memcached},
+	{"postgres", []string{"gcc"}, (*harness).postgres},
+}
+
+// sockperfSizes are the ping-pong message sizes; 65507 is the largest
+// sockperf accepts (its "64 KiB").
+var sockperfSizes = []int{16, 64, 1024, 65507}
+
+var (
+	reAvg = regexp.MustCompile(`avg-latency=([\d.]+)`)
+	reP99 = regexp.MustCompile(`percentile 99\.000 =\s*([\d.]+)`)
+)
+
+func (h *harness) sockperf(m mode) (map[string]float64, error) {
+	rd, port, err := h.pair()
+	if err != nil {
+		return nil, err
+	}
+	srv, err := startServer(h.env.of(m, rd), nil, "sockperf", "server", "--tcp", "-i", "127.0.0.1", "-p", fmt.Sprint(port))
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop(syscall.SIGKILL)
+	if err := srv.waitListen(port); err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	sizes := sockperfSizes
+	if h.quick {
+		sizes = []int{64, 65507} // the sizes with targets
+	}
+	for _, size := range sizes {
+		res, err := runClient(h.env.of(m, rd), nil, h.limit(), "sockperf", "ping-pong", "--tcp", "-i", "127.0.0.1",
+			"-p", fmt.Sprint(port), "-t", fmt.Sprint(h.seconds()), "-m", fmt.Sprint(size))
+		if err != nil {
+			return out, err
+		}
+		a, p := reAvg.FindStringSubmatch(res), reP99.FindStringSubmatch(res)
+		if a == nil || p == nil {
+			return out, fmt.Errorf("sockperf ping-pong -m %d: no latency in\n%s", size, tailOf(res))
+		}
+		out[fmt.Sprintf("pp%d.avg", size)] = atof(a[1])
+		out[fmt.Sprintf("pp%d.p99", size)] = atof(p[1])
+	}
+	return out, nil
+}
+
+func (h *harness) iperf3(m mode) (map[string]float64, error) {
+	rd, port, err := h.pair()
+	if err != nil {
+		return nil, err
+	}
+	srv, err := startServer(h.env.of(m, rd), nil, "iperf3", "-s", "-B", "127.0.0.1", "-p", fmt.Sprint(port))
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop(syscall.SIGKILL)
+	if err := srv.waitListen(port); err != nil {
+		return nil, err
+	}
+	res, err := runClient(h.env.of(m, rd), nil, h.limit(), "iperf3", "-c", "127.0.0.1", "-p", fmt.Sprint(port),
+		"-t", fmt.Sprint(h.seconds()), "-l", "64K", "-J")
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Error string `json:"error"`
+		End   struct {
+			Received struct {
+				BPS float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal([]byte(res), &r); err != nil || r.Error != "" {
+		return nil, fmt.Errorf("iperf3: %v %s", err, r.Error)
+	}
+	return map[string]float64{"iperf.gbps": r.End.Received.BPS / 1e9}, nil
+}
+
+func (h *harness) redis(m mode) (map[string]float64, error) {
+	rd, port, err := h.pair()
+	if err != nil {
+		return nil, err
+	}
+	srv, err := startServer(h.env.of(m, rd), nil, "redis-server", "--port", fmt.Sprint(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", h.env.tmp)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop(syscall.SIGKILL)
+	if err := srv.waitListen(port); err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	var errs []string
+	for _, c := range []int{1, 50} {
+		n := map[bool]int{false: 50000, true: 10000}[h.quick]
+		if c == 1 {
+			n /= 2
+		}
+		res, err := runClient(h.env.of(m, rd), nil, h.limit(), "redis-benchmark", "-p", fmt.Sprint(port),
+			"-c", fmt.Sprint(c), "-n", fmt.Sprint(n), "-t", "set,get", "--csv")
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("-c %d: %v", c, firstLine(err.Error())))
+			continue
+		}
+		for _, l := range strings.Split(res, "\n") {
+			f := strings.Split(l, ",")
+			if len(f) > 1 && (f[0] == `"SET"` || f[0] == `"GET"`) {
+				out[fmt.Sprintf("redis.c%d.%s", c, strings.Trim(f[0], `"`))] = atof(strings.Trim(f[1], `"`))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return out, fmt.Errorf("redis-benchmark %s", strings.Join(errs, "; "))
+	}
+	return out, nil
+}
+
+var (
+	reRPS = regexp.MustCompile(`Requests/sec:\s*([\d.]+)`)
+	reLat = regexp.MustCompile(`Latency\s+([\d.]+)(us|ms|s)`)
+)
+
+func (h *harness) nginx(m mode) (map[string]float64, error) {
+	rd, port, err := h.pair()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(h.env.tmp, "nginx")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "index.html"), []byte(strings.Repeat("sdpshim ", 64)), 0o644); err != nil {
+		return nil, err
+	}
+	// One process accepts (master_process off): pre-fork workers are not
+	// accelerated yet (their connections fall back).
+	conf := fmt.Sprintf(`daemon off;
+master_process off;
+worker_processes 1;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log error;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+  client_body_temp_path %[1]s;
+  proxy_temp_path %[1]s;
+  fastcgi_temp_path %[1]s;
+  uwsgi_temp_path %[1]s;
+  scgi_temp_path %[1]s;
+  server { listen 127.0.0.1:%[2]d; root %[1]s; }
+}
+`, dir, port)
+	cf := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	srv, err := startServer(h.env.of(m, rd), nil, "nginx", "-p", dir, "-c", cf, "-e", filepath.Join(dir, "error.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop(syscall.SIGKILL)
+	if err := srv.waitListen(port); err != nil {
+		return nil, err
+	}
+	// One wrk thread, 64 connections: wrk refuses fds past its loop size,
+	// and the shim's own descriptors push the program's up.
+	res, err := runClient(h.env.of(m, rd), nil, h.limit(), "wrk", "-t", "1", "-c", "64", "-d", fmt.Sprint(h.seconds()),
+		fmt.Sprintf("http://127.0.0.1:%d/index.html", port))
+	if err != nil {
+		return nil, err
+	}
+	r, l := reRPS.FindStringSubmatch(res), reLat.FindStringSubmatch(res)
+	if r == nil || l == nil {
+		return nil, fmt.Errorf("wrk: no figures in\n%s", res)
+	}
+	if strings.Contains(res, "Socket errors") || strings.Contains(res, "Non-2xx") {
+		return nil, fmt.Errorf("wrk reported errors:\n%s", res)
+	}
+	lat := atof(l[1]) * map[string]float64{"us": 1, "ms": 1e3, "s": 1e6}[l[2]]
+	return map[string]float64{"nginx.rps": atof(r[1]), "nginx.lat": lat}, nil
+}
+
+func (h *harness) memcached(m mode) (map[string]float64, error) {
+	mcload, err := h.cprog("mcload", "-pthread")
+	if err != nil {
+		return nil, err
+	}
+	rd, port, err := h.pair()
+	if err != nil {
+		return nil, err
+	}
+	srv, err := startServer(h.env.of(m, rd), nil, "memcached", "-l", "127.0.0.1", "-p", fmt.Sprint(port), "-U", "0", "-t", "2", "-u", "root")
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop(syscall.SIGKILL)
+	if err := srv.waitListen(port); err != nil {
+		return nil, err
+	}
+	res, err := runClient(h.env.of(m, rd), nil, h.limit(), mcload, "-p", fmt.Sprint(port), "-c", "8", "-d", fmt.Sprint(h.seconds()), "-s", "100")
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		OPS    float64 `json:"ops_per_sec"`
+		Errors int     `json:"errors"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(res)), &r); err != nil || r.Errors != 0 {
+		return nil, fmt.Errorf("mcload: %v %s", err, res)
+	}
+	return map[string]float64{"memcached.ops": r.OPS}, nil
+}
+
+func atof(s string) float64 {
+	f, _ := strconv.ParseFloat(s, 64)
+	return f
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}
+
+// cprog builds one of the embedded C programs once per run.
+func (h *harness) cprog(name string, flags ...string) (string, error) {
+	if p, ok := h.built[name]; ok {
+		return p, nil
+	}
+	src, err := csrc.ReadFile("csrc/" + name + ".c")
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(h.env.tmp, "bin")
+	os.MkdirAll(dir, 0o755)
+	cfile := filepath.Join(dir, name+".c")
+	if err := os.WriteFile(cfile, src, 0o644); err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, name)
+	args := append([]string{"-O2", "-Wall", "-o", out, cfile}, flags...)
+	if msg, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("gcc %s: %v\n%s", name, err, msg)
+	}
+	h.built[name] = out
+	return out, nil
+}
+
+// limit bounds one client run.
+func (h *harness) limit() time.Duration {
+	return time.Duration(h.seconds())*time.Second + 60*time.Second
+}

@@ -1,0 +1,62 @@
+package programs
+
+import "fmt"
+
+// row is one line of the table: a figure measured in both modes.
+type row struct {
+	key, label, unit string
+	higher           bool // higher is better (throughput)
+	absolute         bool // the target is on sdpshim's figure alone
+	target           string
+	judge            func(kernel, shim float64) bool
+	format           func(float64) string
+}
+
+func (r row) ratio(k, s float64) float64 {
+	if r.higher {
+		return s / k
+	}
+	return k / s
+}
+
+func (r row) targetText() string { return r.target }
+
+func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
+func f2(v float64) string { return fmt.Sprintf("%.2f", v) }
+func f0(v float64) string { return fmt.Sprintf("%.0f", v) }
+
+func atLeast(x float64) func(k, s float64) bool { return func(k, s float64) bool { return s >= x*k } }
+
+var rows = func() []row {
+	var rs []row
+	for _, size := range sockperfSizes {
+		label := fmt.Sprintf("sockperf ping-pong %d B half-RTT", size)
+		if size == 65507 {
+			label = "sockperf ping-pong 64 KiB (65507 B) half-RTT"
+		}
+		avg := row{key: fmt.Sprintf("pp%d.avg", size), label: label + " avg", unit: "us", format: f2}
+		if size == 64 {
+			avg.target = "<= 1 us"
+			avg.judge = func(k, s float64) bool { return s <= 1 }
+		}
+		rs = append(rs, avg, row{key: fmt.Sprintf("pp%d.p99", size), label: label + " p99", unit: "us", format: f2})
+	}
+	rs = append(rs,
+		row{key: "iperf.gbps", label: "iperf3 throughput, 64 KiB writes", unit: "Gbit/s", higher: true, format: f2,
+			target: ">= 6x", judge: atLeast(6)},
+		row{key: "redis.c1.GET", label: "redis-benchmark -c 1 GET", unit: "req/s", higher: true, format: f0, target: ">= 3x", judge: atLeast(3)},
+		row{key: "redis.c1.SET", label: "redis-benchmark -c 1 SET", unit: "req/s", higher: true, format: f0, target: ">= 3x", judge: atLeast(3)},
+		row{key: "redis.c50.GET", label: "redis-benchmark -c 50 GET", unit: "req/s", higher: true, format: f0},
+		row{key: "redis.c50.SET", label: "redis-benchmark -c 50 SET", unit: "req/s", higher: true, format: f0},
+		row{key: "nginx.rps", label: "nginx (1 process) + wrk -c 64", unit: "req/s", higher: true, format: f0, target: ">= 1.5x", judge: atLeast(1.5)},
+		row{key: "nginx.lat", label: "nginx + wrk latency avg", unit: "us", format: f1},
+		row{key: "memcached.ops", label: "memcached, mcload 8 conns 9:1 get:set", unit: "ops/s", higher: true, format: f0, target: ">= 2x", judge: atLeast(2)},
+		row{key: "pgbench.tps", label: "postgres pgbench -c 4 -j 2 (fork per backend)", unit: "tps", higher: true, format: f1},
+		row{key: "pass.ns", label: "pipe write/read, unmanaged fd (no preload | preload)", unit: "ns/call", format: f1,
+			target: "<= +5 ns", judge: func(k, s float64) bool { return s-k <= 5 }},
+		row{key: "start.us", label: "/bin/true start to exit (no preload | preload)", unit: "us", format: f0},
+		row{key: "start.core", label: "Go core mapped in a program without sockets", unit: "0/1", format: f0,
+			target: "0", absolute: true, judge: func(k, s float64) bool { return s == 0 }},
+	)
+	return rs
+}()

@@ -1,0 +1,27 @@
+package main
+
+import (
+	"io"
+	"os"
+
+	"github.com/sdpshim/sdpshim/bench/programs"
+)
+
+func init() {
+	registerBench(&BenchSection{
+		Name:    "programs",
+		Order:   50,
+		Summary: "unmodified programs (sockperf, iperf3, redis, nginx+wrk, memcached, pgbench) over kernel TCP and under the shim; passthrough and start-up costs",
+		Run: func(env *Env, quick bool) error {
+			lib, err := preloadPath("")
+			if err != nil {
+				return err
+			}
+			var log io.Writer = io.Discard
+			if os.Getenv("SDPSHIM_BENCH_VERBOSE") != "" {
+				log = env.Stderr
+			}
+			return programs.Run(programs.Config{Lib: lib, Environ: env.Environ, Quick: quick, Out: env.Stdout, Log: log})
+		},
+	})
+}

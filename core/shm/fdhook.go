@@ -1,0 +1,26 @@
+package shm
+
+import "github.com/sdpshim/sdpshim/core"
+
+// Every descriptor the provider creates or takes over is reported with
+// noteFDs and closed with closeRaw, closeFD or closeFDs, so that the
+// process's core.FDHook sees each one (the shim protects them from the
+// host program).
+
+// noteFDs reports descriptors the provider now holds.
+func noteFDs(fds ...int) { core.NoteFDs(fds...) }
+
+// closeRaw reports fd as closing and closes it.
+func closeRaw(fd int) { core.CloseFD(fd) }
+
+// closeFD closes *fd if open and marks it closed.
+func closeFD(fd *int) {
+	closeRaw(*fd)
+	*fd = -1
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		closeRaw(fd)
+	}
+}

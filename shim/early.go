@@ -1,0 +1,172 @@
+package shim
+
+import (
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core"
+)
+
+// Early data. A connected socket whose acceptor has not claimed the
+// connection yet (the verdict comes at its accept) takes writes as the
+// kernel's socket would: into a small buffer of the socket, up to
+// earlyMax bytes, so that a program that writes before the peer accepts
+// (one thread doing both, or a client sending its request at once) neither
+// blocks nor sees EAGAIN. The bytes go first on the stream once the
+// connection is accelerated (flushEarly, before any later write), or onto
+// the kernel socket, before anything else, when it falls back.
+
+// earlyMax bounds the early buffer (well under a loopback socket's
+// default buffers, so a fallback can always hand it to the kernel).
+const earlyMax = 64 << 10
+
+// sendEarly takes a write while the verdict is pending. ok is false when
+// the write is not for it (accelerated, plain, not connected yet, or the
+// buffer is full): the caller goes on as usual.
+func (s *Socket) sendEarly(bufs [][]byte) (n int64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.settleLocked()
+	if r.stream != nil || r.fallback || s.pend == nil || !s.pend.kernelDone {
+		return 0, false
+	}
+	if s.shutWR.Load() || s.pendShut.Load()&2 != 0 {
+		return negErrno(unix.EPIPE), true
+	}
+	room := earlyMax - len(s.early)
+	if room <= 0 {
+		return 0, false
+	}
+	total := 0
+	for _, b := range bufs {
+		take := min(len(b), room-total)
+		s.early = append(s.early, b[:take]...)
+		total += take
+		if total == room {
+			break
+		}
+	}
+	s.earlyN.Store(int32(len(s.early)))
+	if !s.earlyPush {
+		s.earlyPush = true
+		go s.pushEarly(s.pend.answer.Fd())
+	}
+	return int64(total), true
+}
+
+// pushEarly delivers the early bytes without waiting for the program's
+// next call: the peer may be waiting for them. It waits for the verdict
+// on the rendezvous connection (its own duplicate of answerFD), settles
+// the socket (accelerateLocked flushes), and keeps flushing while the
+// stream has no room for the rest.
+func (s *Socket) pushEarly(answerFD int) {
+	dup, err := unix.FcntlInt(uintptr(answerFD), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	pfd := []unix.PollFd{{Fd: int32(dup), Events: unix.POLLIN}}
+	for s.getState() == sockConnecting && s.stream.Load() == nil {
+		if n, _ := unix.Poll(pfd, 200); n > 0 {
+			break
+		}
+	}
+	unix.Close(dup)
+	s.mu.Lock()
+	if s.getState() == sockConnecting && len(s.fds) > 0 {
+		s.settleLocked()
+	}
+	s.mu.Unlock()
+	s.wake.wakeEverything() // a poller's early-buffer room may have changed
+	for pause := 100 * time.Microsecond; s.earlyN.Load() > 0 && s.getState() == sockAccelerated; pause = min(2*pause, 10*time.Millisecond) {
+		if st := s.stream.Load(); st != nil && s.earlyFlushed(st) {
+			break
+		}
+		time.Sleep(pause)
+	}
+}
+
+// flushEarlyLocked writes what it can of the early bytes onto st, without
+// waiting; it reports whether none is left.
+//
+// +checklocks:s.mu
+func (s *Socket) flushEarlyLocked(st *core.Stream) bool {
+	for len(s.early) > 0 {
+		n, err := st.Write(s.early)
+		s.early = s.early[n:]
+		if n == 0 || err != nil {
+			break
+		}
+	}
+	if len(s.early) == 0 {
+		s.early = nil
+	}
+	s.earlyN.Store(int32(len(s.early)))
+	return len(s.early) == 0
+}
+
+// earlyFlushed reports whether no early byte waits for st (flushing what
+// it can first).
+func (s *Socket) earlyFlushed(st *core.Stream) bool {
+	if s.earlyN.Load() == 0 {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.flushEarlyLocked(st)
+}
+
+// closeWithEarly closes st once the early bytes still waiting went (in the
+// background, as the kernel sends a closed socket's queue), or at once.
+func (s *Socket) closeWithEarly(st *core.Stream, abort bool) {
+	s.mu.Lock()
+	rest := s.early
+	s.early = nil
+	s.earlyN.Store(0)
+	s.mu.Unlock()
+	if abort || len(rest) == 0 {
+		if abort {
+			st.Abort()
+		} else {
+			st.Close()
+		}
+		return
+	}
+	go func() {
+		st.SetNonblock(false)
+		st.SetWriteDeadline(time.Now().Add(earlyLinger))
+		st.Write(rest)
+		st.Close()
+	}()
+}
+
+// earlyLinger bounds how long a closed socket's early bytes may wait for
+// room on the stream.
+const earlyLinger = 30 * time.Second
+
+// earlyToKernelLocked hands the early bytes to the kernel socket fd of a
+// connection that fell back: they go before anything the program writes
+// next, waiting (up to earlyLinger) for room when the socket is
+// nonblocking.
+//
+// +checklocks:s.mu
+func (s *Socket) earlyToKernelLocked(fd int) {
+	deadline := time.Now().Add(earlyLinger)
+	for len(s.early) > 0 && time.Now().Before(deadline) {
+		n, err := unix.Write(fd, s.early)
+		if n > 0 {
+			s.early = s.early[n:]
+			continue
+		}
+		if err != unix.EAGAIN && err != unix.EINTR {
+			break
+		}
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+		unix.Poll(pfd, 100)
+	}
+	if len(s.early) > 0 {
+		s.p.log.WithField("bytes", len(s.early)).Warn("early bytes lost at fallback")
+	}
+	s.early = nil
+	s.earlyN.Store(0)
+}

@@ -1,0 +1,142 @@
+package shim
+
+import (
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// switchWatch notices a peer's switch request (forkswitch.go) on the TCP
+// socket beside an accelerated stream, whatever the program is doing:
+// one epoll set per process (a protected fd) holds the TCP socket of
+// every accelerated connection, one-shot, and one goroutine waits on it.
+// Nothing but a REQ, a FIN or a reset ever arrives on such a socket, so
+// the goroutine wakes only for those.
+type switchWatch struct {
+	once  sync.Once
+	epfd  int
+	mu    sync.Mutex
+	next  int32
+	socks map[int32]*Socket // +checklocks:mu
+	ids   map[*Socket]int32 // +checklocks:mu
+}
+
+// switchFDMin is the lowest number the watcher's epoll fd takes when the
+// fd limit allows it.
+const switchFDMin = 512
+
+// watchSwitch adds the accelerated socket s (or arms it again).
+func (p *Process) watchSwitch(s *Socket) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.fds) > 0 {
+		p.watchSwitchFD(s, s.fds[0])
+	}
+}
+
+// watchSwitchFD is watchSwitch with s.mu held: fd is one of its fds.
+func (p *Process) watchSwitchFD(s *Socket, fd int) {
+	w := &p.swatch
+	w.once.Do(func() {
+		w.socks = map[int32]*Socket{}
+		w.ids = map[*Socket]int32{}
+		fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+		if err == nil {
+			// Out of the low numbers programs size their tables by.
+			if hi, e := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, switchFDMin); e == nil {
+				unix.Close(fd)
+				fd = hi
+			}
+		}
+		if err != nil {
+			w.epfd = -1
+			p.log.WithError(err).Warn("switch watcher unavailable: a peer's fork leaves its connections to it stuck")
+			return
+		}
+		p.protect(fd)
+		w.epfd = fd
+		go p.switchLoop()
+	})
+	if w.epfd < 0 {
+		return
+	}
+	w.mu.Lock()
+	id, known := w.ids[s]
+	if !known {
+		w.next++
+		id = w.next
+		w.ids[s] = id
+		w.socks[id] = s
+	}
+	w.mu.Unlock()
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: id}
+	if unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, fd, &ev) != nil {
+		unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, fd, &ev)
+	}
+}
+
+// unwatchSwitch forgets s; fd is one of its fds still open, or -1 (the
+// kernel drops the registration when the socket's last holder closes).
+func (p *Process) unwatchSwitch(s *Socket, fd int) {
+	w := &p.swatch
+	if w.socks == nil || w.epfd < 0 {
+		return
+	}
+	w.mu.Lock()
+	if id, ok := w.ids[s]; ok {
+		delete(w.ids, s)
+		delete(w.socks, id)
+	}
+	w.mu.Unlock()
+	if fd >= 0 {
+		unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+	}
+}
+
+func (p *Process) switchLoop() {
+	w := &p.swatch
+	evs := make([]unix.EpollEvent, 64)
+	for {
+		n, err := unix.EpollWait(w.epfd, evs, -1)
+		if err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			p.log.WithError(err).Warn("switch watcher stopped")
+			return
+		}
+		for _, ev := range evs[:n] {
+			w.mu.Lock()
+			s := w.socks[ev.Fd]
+			w.mu.Unlock()
+			if s != nil {
+				p.switchEvent(s)
+			}
+		}
+	}
+}
+
+// switchEvent looks at what arrived on s's TCP socket: a REQ starts the
+// responder; nothing yet re-arms; a FIN or reset leaves it disarmed (the
+// stream reports the end).
+func (p *Process) switchEvent(s *Socket) {
+	if s.getState() != sockAccelerated || s.sw.Load() != swNone {
+		return
+	}
+	// Peeked with s.mu held: the program's close of the fd waits for the
+	// close hook, which takes s.mu first.
+	var b [8]byte
+	s.mu.Lock()
+	if len(s.fds) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	n, _, err := unix.Recvfrom(s.fds[0], b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	s.mu.Unlock()
+	switch {
+	case n == len(b) && b == switchREQ:
+		go s.switchAsResponder()
+	case n > 0 && n < len(b), err == unix.EAGAIN, err == unix.EINTR:
+		p.watchSwitch(s)
+	}
+}

@@ -1,0 +1,129 @@
+package tests
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Servers that fork, exec, vfork or spawn around accelerated connections
+// (testdata/fork_echo.c) echo every byte exactly, the same as on kernel
+// TCP: a connection the child inherits is switched to kernel TCP before
+// the fork, with the client's core's help, including the bytes the
+// client had already sent over shared memory (the server pauses after
+// accept so that they pile up). The logs tell which connections were
+// accelerated and which were switched or fell back.
+
+var (
+	forkEchoOnce sync.Once
+	forkEchoPath string
+	forkEchoErr  error
+)
+
+func forkEcho(t *testing.T) (artefacts, string) {
+	t.Helper()
+	a := build(t)
+	forkEchoOnce.Do(func() {
+		forkEchoPath = filepath.Join(buildDir, "fork_echo")
+		out, err := exec.Command("gcc", "-O2", "-Wall", "-pthread", "-o", forkEchoPath, "testdata/fork_echo.c").CombinedOutput()
+		if err != nil {
+			forkEchoErr = fmt.Errorf("gcc fork_echo.c: %v\n%s", err, out)
+		}
+	})
+	if forkEchoErr != nil {
+		t.Fatal(forkEchoErr)
+	}
+	return a, forkEchoPath
+}
+
+// forkRun runs one server in mode and clients of the given sizes, one
+// after the other, every program shimmed or none; it returns the server's
+// log and each client's.
+func forkRun(t *testing.T, shim bool, mode string, delayMS int, sizes ...int) (string, []string) {
+	return forkRunLazy(t, shim, mode, delayMS, 0, sizes...)
+}
+
+// forkRunLazy is forkRun with clients that start reading readDelayMS
+// after they connect.
+func forkRunLazy(t *testing.T, shim bool, mode string, delayMS, readDelayMS int, sizes ...int) (string, []string) {
+	t.Helper()
+	a, prog := forkEcho(t)
+	rd := runDir(t)
+	logs := t.TempDir()
+	srvSide := side{shim: shim, log: filepath.Join(logs, "server.log")}
+	srv := start(t, a.environ(t, srvSide, rd), 30*time.Second, prog, "server", mode, fmt.Sprint(len(sizes)), fmt.Sprint(delayMS))
+	port := echoPort(t, srv)
+	var cliLogs []string
+	for i, n := range sizes {
+		cliSide := side{shim: shim, log: filepath.Join(logs, fmt.Sprintf("client%d.log", i))}
+		cli := start(t, a.environ(t, cliSide, rd), 20*time.Second, prog, "client", fmt.Sprint(port), fmt.Sprint(n), fmt.Sprint(i+11), fmt.Sprint(readDelayMS))
+		if err := cli.wait(); err != nil || strings.TrimSpace(cli.out.String()) != fmt.Sprintf("ok %d", n) {
+			t.Fatalf("%s client %d: %v %q\n%s\nserver: %s", mode, i, err, cli.out.String(), cli.errb.String(), srv.errb.String())
+		}
+		cliLogs = append(cliLogs, readLog(t, cliSide.log))
+	}
+	if err := srv.wait(); err != nil {
+		t.Fatalf("%s server: %v\n%s", mode, err, srv.errb.String())
+	}
+	return readLog(t, srvSide.log), cliLogs
+}
+
+func TestForkServersKernelBaseline(t *testing.T) {
+	for _, mode := range []string{"perconn", "prefork"} {
+		forkRun(t, false, mode, 0, 1<<20, 1<<20)
+	}
+}
+
+// The child of each mode takes over an accelerated connection: switched.
+func TestForkServersSwitchToKernel(t *testing.T) {
+	// greetfork: the parent answers before it forks and the client reads
+	// late, so the client's end switches with unread bytes (its "tail").
+	for _, mode := range []string{"perconn", "readfork", "greetfork", "exec", "vfork", "spawn"} {
+		t.Run(mode, func(t *testing.T) {
+			size, lazy := 2<<20, 0
+			switch mode {
+			case "perconn":
+				size = 10 << 20
+			case "greetfork":
+				lazy = 100
+			}
+			srv, cli := forkRunLazy(t, true, mode, 30, lazy, size, 1<<20)
+			if n := strings.Count(srv, "accepted accelerated"); n != 1 {
+				t.Errorf("server accepted %d accelerated connections, want 1 (the listener is withdrawn at fork)\n%s", n, srv)
+			}
+			if !strings.Contains(srv, "fork: connection switched to kernel TCP") || !strings.Contains(srv, "reason=fork-exec-decline") {
+				t.Errorf("server did not switch the forked connection:\n%s", srv)
+			}
+			if !strings.Contains(cli[0], "connected accelerated") || !strings.Contains(cli[0], "switched to kernel TCP by its peer") {
+				t.Errorf("first client not accelerated then switched:\n%s", cli[0])
+			}
+			if strings.Contains(cli[1], "connected accelerated") || !strings.Contains(cli[1], "reason=peer-not-shimmed") {
+				t.Errorf("second client should stay on kernel TCP (listener withdrawn):\n%s", cli[1])
+			}
+			if strings.Contains(srv+cli[0], "level=warn") || strings.Contains(srv+cli[0], "level=error") {
+				t.Errorf("warnings:\n%s\n%s", srv, cli[0])
+			}
+		})
+	}
+}
+
+// Prefork: workers accept on the listener the master made; the master
+// withdraws its rendezvous at fork, so every connection is plain TCP.
+func TestForkServersPrefork(t *testing.T) {
+	srv, cli := forkRun(t, true, "prefork", 0, 2<<20, 2<<20, 1<<20)
+	if strings.Contains(srv, "accepted accelerated") {
+		t.Errorf("prefork accepted accelerated connections:\n%s", srv)
+	}
+	if n := strings.Count(srv, "accepted on an inherited listener stays on kernel TCP (fork-exec-decline)"); n != len(cli) {
+		t.Errorf("workers counted %d fork-exec-decline accepts, want %d:\n%s", n, len(cli), srv)
+	}
+	for i, l := range cli {
+		if strings.Contains(l, "connected accelerated") || !strings.Contains(l, "reason=peer-not-shimmed") {
+			t.Errorf("client %d should be on kernel TCP:\n%s", i, l)
+		}
+	}
+}

@@ -1,0 +1,335 @@
+/*
+ * fork_echo.c - echo servers that fork, exec and spawn around their
+ * connections, and a checking client (tests/preload_fork_test.go).
+ *
+ *   fork_echo server MODE N [DELAY_MS]
+ *       Listens on 127.0.0.1 (port printed as "port P"), serves N
+ *       connections, each echoed until EOF, and exits when all are done.
+ *       DELAY_MS: pause after accept before forking (bytes pile up).
+ *       MODE:
+ *         perconn  accept, fork; the child echoes, the parent closes its
+ *                  copy right away
+ *         readfork accept, read a 64-byte request, fork; the child sends
+ *                  the request back, then echoes the rest
+ *         greetfork the same, but the parent sends the request back
+ *                  before it forks (unread by a lazy client then)
+ *         prefork  fork 2 workers that accept on the inherited listener
+ *         exec     accept, fork; the child execs "fork_echo fd FD"
+ *         vfork    accept, vfork + exec "fork_echo fd FD"
+ *         spawn    accept, posix_spawn "fork_echo fd FD"
+ *   fork_echo fd FD
+ *       Echoes on the inherited socket FD until EOF.
+ *   fork_echo client PORT BYTES SEED [READ_DELAY_MS]
+ *       Connects, writes BYTES pseudo-random bytes (one thread) while
+ *       reading the echo (another, which may start late), half-closes,
+ *       checks every byte and the EOF, prints "ok BYTES".
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static void die(const char *what)
+{
+	fprintf(stderr, "fork_echo[%d]: %s: %s\n", getpid(), what, strerror(errno));
+	exit(1);
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Echo on fd until EOF; 0 or -1. */
+static int echo(int fd)
+{
+	char buf[65536];
+	for (;;) {
+		ssize_t r = read(fd, buf, sizeof buf);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -1;
+		if (r == 0)
+			break;
+		if (write_all(fd, buf, (size_t)r) < 0)
+			return -1;
+	}
+	shutdown(fd, SHUT_WR);
+	return 0;
+}
+
+static char *self;
+
+static void exec_echo(int fd)
+{
+	char num[16];
+	snprintf(num, sizeof num, "%d", fd);
+	execl(self, self, "fd", num, (char *)NULL);
+	_exit(127);
+}
+
+static int listener(void)
+{
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+	int one = 1;
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 64) < 0)
+		die("listen");
+	socklen_t al = sizeof a;
+	getsockname(l, (struct sockaddr *)&a, &al);
+	printf("port %d\n", ntohs(a.sin_port));
+	fflush(stdout);
+	return l;
+}
+
+static int reap(int n)
+{
+	int bad = 0;
+	for (int i = 0; i < n; i++) {
+		int st;
+		if (wait(&st) < 0)
+			die("wait");
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			bad++;
+	}
+	return bad;
+}
+
+static int server(const char *mode, int n, int delay)
+{
+	int l = listener();
+	if (strcmp(mode, "prefork") == 0) {
+		/* Worker w serves connections until n in all were served: each
+		 * worker takes about half; they count through a pipe. */
+		int counter[2];
+		if (pipe(counter) < 0)
+			die("pipe");
+		pid_t workers[2];
+		for (int w = 0; w < 2; w++) {
+			pid_t pid = fork();
+			if (pid < 0)
+				die("fork");
+			workers[w] = pid;
+			if (pid == 0) {
+				signal(SIGTERM, SIG_DFL);
+				close(counter[0]);
+				for (;;) {
+					int c = accept(l, NULL, NULL);
+					if (c < 0) {
+						if (errno == EINTR)
+							continue;
+						die("accept");
+					}
+					if (echo(c) < 0)
+						die("echo");
+					close(c);
+					if (write(counter[1], "x", 1) != 1)
+						die("count");
+				}
+			}
+		}
+		close(counter[1]);
+		close(l);
+		for (int done = 0; done < n;) {
+			char x;
+			ssize_t r = read(counter[0], &x, 1);
+			if (r == 1)
+				done++;
+			else if (r < 0 && errno == EINTR)
+				continue;
+			else
+				die("counter");
+		}
+		for (int w = 0; w < 2; w++)
+			kill(workers[w], SIGTERM);
+		for (int w = 0; w < 2; w++)
+			waitpid(workers[w], NULL, 0);
+		return 0;
+	}
+	for (int i = 0; i < n; i++) {
+		int c = accept(l, NULL, NULL);
+		if (c < 0)
+			die("accept");
+		if (delay > 0)
+			sleep_ms(delay);
+		char req[64];
+		int have = 0;
+		if (strcmp(mode, "readfork") == 0 || strcmp(mode, "greetfork") == 0) {
+			while (have < (int)sizeof req) {
+				ssize_t r = read(c, req + have, sizeof req - (size_t)have);
+				if (r <= 0)
+					die("read request");
+				have += (int)r;
+			}
+			if (strcmp(mode, "greetfork") == 0) {
+				if (write_all(c, req, (size_t)have) < 0)
+					die("greet");
+				have = 0;
+			}
+		}
+		pid_t pid;
+		if (strcmp(mode, "vfork") == 0) {
+			pid = vfork();
+			if (pid == 0)
+				exec_echo(c);
+		} else if (strcmp(mode, "spawn") == 0) {
+			char num[16];
+			snprintf(num, sizeof num, "%d", c);
+			char *argv[] = {self, "fd", num, NULL};
+			int e = posix_spawn(&pid, self, NULL, NULL, argv, environ);
+			if (e != 0) {
+				errno = e;
+				die("posix_spawn");
+			}
+		} else {
+			pid = fork();
+			if (pid == 0) {
+				close(l);
+				if (strcmp(mode, "exec") == 0)
+					exec_echo(c);
+				if (have > 0 && write_all(c, req, (size_t)have) < 0)
+					_exit(2);
+				_exit(echo(c) < 0 ? 3 : 0);
+			}
+		}
+		if (pid < 0)
+			die("fork");
+		close(c); /* the parent's copy, right away */
+	}
+	return reap(n) ? 1 : 0;
+}
+
+/* ---- client ------------------------------------------------------------- */
+
+struct gen {
+	uint64_t s;
+};
+
+static uint8_t gen_byte(struct gen *g)
+{
+	g->s ^= g->s << 13;
+	g->s ^= g->s >> 7;
+	g->s ^= g->s << 17;
+	return (uint8_t)(g->s >> 24);
+}
+
+struct writer {
+	int fd;
+	long total;
+	uint64_t seed;
+	int err;
+};
+
+static void *write_side(void *arg)
+{
+	struct writer *w = arg;
+	struct gen g = {w->seed};
+	char buf[40000]; /* not a power of two: blocks and segments cut anywhere */
+	for (long sent = 0; sent < w->total;) {
+		size_t n = sizeof buf;
+		if ((long)n > w->total - sent)
+			n = (size_t)(w->total - sent);
+		for (size_t i = 0; i < n; i++)
+			buf[i] = (char)gen_byte(&g);
+		if (write_all(w->fd, buf, n) < 0) {
+			w->err = errno;
+			return NULL;
+		}
+		sent += (long)n;
+	}
+	if (shutdown(w->fd, SHUT_WR) < 0)
+		w->err = errno;
+	return NULL;
+}
+
+static int client(int port, long total, uint64_t seed, int read_delay)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) < 0)
+		die("connect");
+	struct writer w = {fd, total, seed | 1, 0};
+	pthread_t t;
+	pthread_create(&t, NULL, write_side, &w);
+	struct gen g = {seed | 1};
+	char buf[65536];
+	long got = 0;
+	if (read_delay > 0)
+		sleep_ms(read_delay);
+	for (;;) {
+		ssize_t r = read(fd, buf, sizeof buf);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			die("read");
+		if (r == 0)
+			break;
+		for (ssize_t i = 0; i < r; i++) {
+			if ((uint8_t)buf[i] != gen_byte(&g)) {
+				fprintf(stderr, "fork_echo: byte %ld differs\n", got + i);
+				return 1;
+			}
+		}
+		got += r;
+	}
+	pthread_join(t, NULL);
+	if (w.err != 0) {
+		errno = w.err;
+		die("write");
+	}
+	if (got != total) {
+		fprintf(stderr, "fork_echo: EOF after %ld bytes of %ld\n", got, total);
+		return 1;
+	}
+	close(fd);
+	printf("ok %ld\n", total);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	self = argv[0];
+	signal(SIGPIPE, SIG_IGN);
+	if (argc >= 4 && strcmp(argv[1], "server") == 0) {
+		signal(SIGCHLD, SIG_DFL);
+		return server(argv[2], atoi(argv[3]), argc > 4 ? atoi(argv[4]) : 0);
+	}
+	if (argc == 3 && strcmp(argv[1], "fd") == 0)
+		return echo(atoi(argv[2])) < 0 ? 1 : 0;
+	if ((argc == 5 || argc == 6) && strcmp(argv[1], "client") == 0)
+		return client(atoi(argv[2]), atol(argv[3]), strtoull(argv[4], NULL, 10), argc > 5 ? atoi(argv[5]) : 0);
+	fprintf(stderr, "usage: fork_echo server MODE N [DELAY_MS] | fd FD | client PORT BYTES SEED [READ_DELAY_MS]\n");
+	return 2;
+}

@@ -41,7 +41,14 @@ type epollSet struct {
 	mu      sync.Mutex
 	entries map[int]*epollEntry // +checklocks:mu; by the socket's fd
 	tokens  map[uint64]*epollEntry
-	fds     int // fds naming the set (dup); +checklocks:mu
+	// retired holds the tokens of removed entries, oldest first in
+	// retiredQ: a kernel registration under such a token can outlive the
+	// entry (an event already returned by the kernel's wait, a
+	// rendezvous fd closed later), and its events must never reach the
+	// program as its data. Bounded by maxRetired.
+	retired  map[uint64]struct{} // +checklocks:mu
+	retiredQ []uint64            // +checklocks:mu
+	fds      int                 // fds naming the set (dup); +checklocks:mu
 
 	selfFD    int    // nested: the self eventfd, -1 until needed; +checklocks:mu
 	selfToken uint64 // its token in the kernel list
@@ -260,6 +267,39 @@ func (set *epollSet) removeLocked(e *epollEntry) {
 	}
 	delete(set.entries, e.fd)
 	delete(set.tokens, e.token)
+	set.retireLocked(e.token)
+}
+
+// maxRetired bounds the retired tokens a set remembers.
+const maxRetired = 1 << 16
+
+// retireLocked remembers token as ours after its entry is gone.
+//
+// +checklocks:set.mu
+func (set *epollSet) retireLocked(token uint64) {
+	if set.retired == nil {
+		set.retired = map[uint64]struct{}{}
+	}
+	if len(set.retiredQ) >= maxRetired {
+		delete(set.retired, set.retiredQ[0])
+		set.retiredQ = set.retiredQ[1:]
+	}
+	set.retired[token] = struct{}{}
+	set.retiredQ = append(set.retiredQ, token)
+}
+
+// oursLocked reports whether t is a token of the shim's (live or
+// retired) rather than the program's data.
+//
+// +checklocks:set.mu
+func (set *epollSet) oursLocked(t uint64) bool {
+	if _, ok := set.tokens[t]; ok {
+		return true
+	}
+	if _, ok := set.retired[t]; ok {
+		return true
+	}
+	return set.selfFD >= 0 && t == set.selfToken
 }
 
 // toKernelLocked hands the entry of a socket that fell back to kernel TCP
@@ -345,8 +385,7 @@ func (set *epollSet) filter(ev []unix.EpollEvent, k int) int {
 	n := 0
 	set.mu.Lock()
 	for _, x := range ev[:k] {
-		t := epollData(&x)
-		if _, ours := set.tokens[t]; !ours && (set.selfFD < 0 || t != set.selfToken) {
+		if !set.oursLocked(epollData(&x)) {
 			ev[n] = x
 			n++
 		}

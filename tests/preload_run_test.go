@@ -73,6 +73,9 @@ func start(t *testing.T, env []string, limit time.Duration, name string, args ..
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = env
+	// A descendant that inherited the output pipes (a forked server's
+	// worker) must not keep Wait, and so the test, from ending.
+	cmd.WaitDelay = 5 * time.Second
 	p := &proc{cmd: cmd, cancel: cancel, out: new(lockedBuffer), errb: new(lockedBuffer), done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = p.out, p.errb
 	if err := cmd.Start(); err != nil {

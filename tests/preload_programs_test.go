@@ -15,41 +15,6 @@ import (
 	"time"
 )
 
-// curl downloads a file from python3 -m http.server, both shimmed: the
-// connection is accelerated and the file arrives intact.
-func TestCurlPythonHTTPServer(t *testing.T) {
-	a := build(t)
-	curl := need(t, "curl")
-	python := need(t, "python3")
-	const size = 64 << 20
-	www := t.TempDir()
-	file := filepath.Join(www, "big.bin")
-	want := writeRandomFile(t, file, size)
-	rd := runDir(t)
-	logs := t.TempDir()
-	srvSide := side{shim: true, log: filepath.Join(logs, "server.log")}
-	cliSide := side{shim: true, log: filepath.Join(logs, "client.log")}
-	port := freePort(t)
-	srv := start(t, a.environ(t, srvSide, rd), 60*time.Second, python, "-m", "http.server", fmt.Sprint(port),
-		"--bind", "127.0.0.1", "--directory", www)
-	waitPort(t, srv, port)
-	out := filepath.Join(t.TempDir(), "got.bin")
-	cli := start(t, a.environ(t, cliSide, rd), 60*time.Second, curl, "-sS", "--fail", "-o", out,
-		fmt.Sprintf("http://127.0.0.1:%d/big.bin", port))
-	if err := cli.wait(); err != nil {
-		t.Fatalf("curl: %v\n%s", err, cli.errb.String())
-	}
-	if got := fileHash(t, out); got != want {
-		t.Fatalf("downloaded file differs: sha256 %x, want %x", got, want)
-	}
-	if l := readLog(t, cliSide.log); !strings.Contains(l, "connected accelerated") {
-		t.Errorf("curl's connection was not accelerated:\n%s", l)
-	}
-	if l := readLog(t, srvSide.log); !strings.Contains(l, "accepted accelerated") {
-		t.Errorf("http.server's connection was not accelerated:\n%s", l)
-	}
-}
-
 // A process that connects to itself: the connection is accelerated (the
 // kernel's TCP carries none of its bytes) and every socket semantic the
 // program checks holds, as it does on kernel TCP.

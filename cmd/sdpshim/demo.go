@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sdpshim/sdpshim/shim/config"
+	"github.com/sdpshim/sdpshim/shim/stats"
 )
 
 func init() {
@@ -204,21 +205,37 @@ type demoShimAnswer struct {
 	Detail      string // transport, fallback reason, ... in words
 }
 
-// demoShimReport is the hook through which the demo asks the shim which
-// transport carried the connection that the server process pid accepted
-// on port (127.0.0.1). The demo calls it about every 100 ms while the
-// server runs, and keeps the last known answer.
-//
-// TODO(issue 6): answer from the stats socket of pid (`sdpshim stats
-// --json PID`). Until that exists the shim cannot tell, and the demo says
-// so rather than guess.
-var demoShimReport = func(pid, port int) demoShimAnswer {
+// demoShimReport asks the shim which transport carried the connection
+// that the server process pid accepted on port (127.0.0.1): it reads pid's
+// stats socket in rundir. The demo calls it about every 100 ms while the
+// server runs and keeps the last known answer; Known is false while the
+// socket cannot be read (stats off, the process not started yet).
+var demoShimReport = func(rundir string, pid, port int) demoShimAnswer {
+	s, err := stats.Fetch(filepath.Join(rundir, stats.SockName(pid)), 200*time.Millisecond)
+	if err != nil {
+		return demoShimAnswer{}
+	}
+	local := "127.0.0.1:" + strconv.Itoa(port)
+	for _, c := range s.Connections {
+		if c.Local != local {
+			continue
+		}
+		detail := c.Transport
+		if c.ReasonName != "" {
+			detail += ", " + c.ReasonName
+		}
+		return demoShimAnswer{Known: true, Accelerated: c.Transport != "tcp-fallback", Detail: detail}
+	}
+	for _, f := range s.RecentFallbacks {
+		if f.Local == local {
+			return demoShimAnswer{Known: true, Detail: fmt.Sprintf("tcp fallback, %s(%d)", f.Name, f.Code)}
+		}
+	}
 	return demoShimAnswer{}
 }
 
 // demoShimReportMissing is printed while demoShimReport cannot answer.
-const demoShimReportMissing = "the shim's own report: not available yet (sdpshim stats is not implemented; " +
-	"hook demoShimReport in cmd/sdpshim/demo.go)"
+const demoShimReportMissing = "the shim's own report: not available (no stats socket answered; SDPSHIM_STATS=0?)"
 
 func runDemo(env *Env, args []string) int {
 	cmd := commands["demo"]
@@ -279,7 +296,9 @@ func runDemo(env *Env, args []string) int {
 		}
 		d.lib = lib
 		d.shimEnv = withPreload(mergeEnv(base, o.env), lib)
-		if _, err := config.Load(d.shimEnv); err != nil {
+		c, err := config.Load(d.shimEnv)
+		d.shimRunDir = c.RunDir
+		if err != nil {
 			for _, line := range strings.Split(strings.TrimSpace(err.Error()), "\n") {
 				notes = append(notes, "warning: "+line+" (the shim disables itself: the sdpshim column runs on kernel TCP)")
 			}
@@ -338,6 +357,7 @@ type demo struct {
 	env                *Env
 	lib                string // "" with --no-preload
 	kernelEnv, shimEnv []string
+	shimRunDir         string            // where the shim column's processes serve their stats
 	progs              map[string]string // test -> executable
 	timeouts           map[string]int    // "mode test" -> runs past --timeout
 	// kernelBytesErr is set when sock_diag is unusable; written by the one
@@ -869,7 +889,7 @@ func (d *demo) sample(ctx context.Context, port, pid int) demoSamples {
 		}
 		if time.Since(lastShim) >= 100*time.Millisecond {
 			lastShim = time.Now()
-			if a := demoShimReport(pid, port); a.Known {
+			if a := demoShimReport(d.shimRunDir, pid, port); a.Known {
 				s.shim, s.shimKnown = a, true
 			}
 		}

@@ -121,7 +121,7 @@ func TestDemoTablePrebuilt(t *testing.T) {
 			t.Errorf("table lacks row %q:\n%s", spec.label, stdout)
 		}
 	}
-	for _, want := range []string{"kernel TCP", "sdpshim", "speed-up", "stand-in", "not available yet"} {
+	for _, want := range []string{"kernel TCP", "sdpshim", "speed-up", "stand-in", "the shim's own report: not available"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)
 		}

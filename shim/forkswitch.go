@@ -505,28 +505,10 @@ func (s *Socket) switchShutWR(fd int) {
 // ---- TCP I/O with deadlines (the fd may be blocking or not) -------------
 
 func tcpWait(fd int, events int16, deadline time.Time) error {
-	for {
-		ms := -1
-		if !deadline.IsZero() {
-			left := time.Until(deadline)
-			if left <= 0 {
-				return errSwitchTimeout
-			}
-			ms = int(left/time.Millisecond) + 1
-		}
-		pfd := []unix.PollFd{{Fd: int32(fd), Events: events}}
-		n, err := unix.Poll(pfd, ms)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return errSwitchTimeout
-		}
-		return nil
+	if err := core.WaitFD(fd, events, deadline); !errors.Is(err, core.ErrFDTimeout) {
+		return err
 	}
+	return errSwitchTimeout
 }
 
 func tcpReadFull(fd int, b []byte, deadline time.Time) error {

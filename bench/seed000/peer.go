@@ -1,15 +1,15 @@
 package seed000
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"runtime/pprof"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/bench/internal/childproc"
 )
 
 // peerEnv carries the job of a child process (JSON); its absence means
@@ -22,7 +22,7 @@ const peerEnv = "SDPSHIM_SEED000_PEER"
 const peerProfileEnv = "SDPSHIM_SEED000_PEER_CPUPROFILE"
 
 // peerFD is the child's end of the setup socket.
-const peerFD = 3
+const peerFD = childproc.FD
 
 // job is what the parent asks the child to do; which fields matter
 // depends on Role.
@@ -102,13 +102,8 @@ func servePeer(spec string) int {
 	return 0
 }
 
-// peerProc is a running child.
-type peerProc struct {
-	cmd  *exec.Cmd
-	out  bytes.Buffer
-	errs bytes.Buffer
-	done chan error
-}
+// peerProc is a running child (bench/internal/childproc).
+type peerProc struct{ p *childproc.Proc }
 
 // startPeer starts a child for j and connects this side's end of the
 // transport to it.
@@ -117,30 +112,16 @@ func startPeer(j job) (*peerProc, *link, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	exe, err := os.Executable()
+	p, fd, err := childproc.Start(peerEnv, string(spec))
 	if err != nil {
 		return nil, nil, err
 	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("socketpair: %w", err)
-	}
-	defer unix.Close(fds[0])
-	child := os.NewFile(uintptr(fds[1]), "seed000-setup")
-	pp := &peerProc{cmd: exec.Command(exe), done: make(chan error, 1)}
-	pp.cmd.Env = append(os.Environ(), peerEnv+"="+string(spec))
-	pp.cmd.ExtraFiles = []*os.File{child}
-	pp.cmd.Stdout, pp.cmd.Stderr = &pp.out, &pp.errs
-	err = pp.cmd.Start()
-	child.Close()
-	if err != nil {
-		return nil, nil, fmt.Errorf("start peer: %w", err)
-	}
-	go func() { pp.done <- pp.cmd.Wait() }()
-	l, err := openLink(fds[0], j.Link)
+	defer unix.Close(fd)
+	pp := &peerProc{p: p}
+	l, err := openLink(fd, j.Link)
 	if err != nil {
 		pp.kill()
-		return nil, nil, fmt.Errorf("%s: %w (peer: %s)", j.Link.Transport, err, bytes.TrimSpace(pp.errs.Bytes()))
+		return nil, nil, fmt.Errorf("%s: %w (peer: %s)", j.Link.Transport, err, p.Stderr())
 	}
 	return pp, l, nil
 }
@@ -149,17 +130,8 @@ func startPeer(j job) (*peerProc, *link, error) {
 // report; on timeout it kills the child.
 func (pp *peerProc) finish(timeout time.Duration) (report, error) {
 	var rep report
-	select {
-	case err := <-pp.done:
-		if err != nil {
-			return rep, fmt.Errorf("peer: %v: %s", err, bytes.TrimSpace(pp.errs.Bytes()))
-		}
-	case <-time.After(timeout):
-		pp.kill()
-		return rep, fmt.Errorf("peer did not finish in %v", timeout)
-	}
-	if err := json.Unmarshal(pp.out.Bytes(), &rep); err != nil {
-		return rep, fmt.Errorf("peer report: %v (%q)", err, pp.out.String())
+	if err := pp.p.Finish(timeout, &rep); err != nil {
+		return rep, fmt.Errorf("peer: %w", err)
 	}
 	if rep.Err != "" {
 		return rep, fmt.Errorf("%s", rep.Err)
@@ -168,7 +140,4 @@ func (pp *peerProc) finish(timeout time.Duration) (report, error) {
 }
 
 // kill ends the child and waits for it.
-func (pp *peerProc) kill() {
-	pp.cmd.Process.Kill()
-	<-pp.done
-}
+func (pp *peerProc) kill() { pp.p.Kill() }

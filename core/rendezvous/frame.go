@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core"
 )
 
 // sendFrame writes an encoded frame (message.encode) with files as
@@ -22,7 +24,7 @@ func sendFrame(fd int, frame []byte, files []int, deadline time.Time) error {
 		case err == unix.EINTR:
 			continue
 		case err == unix.EAGAIN:
-			if err := waitFD(fd, unix.POLLOUT, deadline); err != nil {
+			if err := core.WaitFD(fd, unix.POLLOUT, deadline); err != nil {
 				return err
 			}
 			continue
@@ -82,7 +84,7 @@ func recvFull(fd int, p []byte, files []int, deadline time.Time) ([]int, error) 
 		case err == unix.EINTR:
 			continue
 		case err == unix.EAGAIN:
-			if err := waitFD(fd, unix.POLLIN, deadline); err != nil {
+			if err := core.WaitFD(fd, unix.POLLIN, deadline); err != nil {
 				return files, err
 			}
 			continue

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core"
 )
 
 // TestHostileClients sends the listener's server broken and malicious
@@ -183,7 +185,7 @@ func TestHostileListener(t *testing.T) {
 		}, ReasonUnsupportedOption},
 		"close":   {func(int, message) {}, ReasonPeerGone},
 		"half":    {func(fd int, req message) { unix.Write(fd, answer(req).encode()[:20]) }, ReasonPeerGone},
-		"silence": {func(fd int, _ message) { waitFD(fd, unix.POLLIN, time.Now().Add(guard)) }, ReasonTimeout},
+		"silence": {func(fd int, _ message) { core.WaitFD(fd, unix.POLLIN, time.Now().Add(guard)) }, ReasonTimeout},
 	}
 	for name, c := range cases {
 		path := fakeListener(t, c.respond)

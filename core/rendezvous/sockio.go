@@ -1,45 +1,18 @@
 package rendezvous
 
 import (
-	"errors"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core"
 )
 
 // Every rendezvous socket is nonblocking; a wait goes through poll(2) with
 // the remaining time to a deadline, so no read or write outlives it.
 
-var errTimeout = errors.New("rendezvous deadline exceeded")
-
-// waitFD waits until fd is ready for events or the deadline passes. It
-// returns nil also on POLLHUP and POLLERR: the next read or write reports
-// what happened.
-func waitFD(fd int, events int16, deadline time.Time) error {
-	for {
-		left := time.Until(deadline)
-		if left <= 0 {
-			return errTimeout
-		}
-		ms := int((left + time.Millisecond - 1) / time.Millisecond)
-		pfd := []unix.PollFd{{Fd: int32(fd), Events: events}}
-		n, err := unix.Poll(pfd, ms)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			continue // the deadline check at the top decides
-		}
-		if pfd[0].Revents&unix.POLLNVAL != 0 {
-			return unix.EBADF
-		}
-		return nil
-	}
-}
+// errTimeout is a rendezvous deadline passing (core.WaitFD's answer).
+var errTimeout = core.ErrFDTimeout
 
 // peerCred returns the credentials of the process at the other end of the
 // unix socket fd (SO_PEERCRED: pid and effective uid at connect or listen

@@ -10,6 +10,12 @@ const (
 	// Value is always a whole number of windows: k*W bytes with k >= 1,
 	// W the algorithm's virtual window (one record may post several).
 	ControlWindow
+	// ControlRcvBuf is the receiving side's receive buffer (SO_RCVBUF, the
+	// kernel's effective value) in bytes: the sender keeps at most that
+	// many of the stream's bytes unread at the receiver, rounded up to
+	// whole blocks; 0 lifts the limit. The stream handles it, not the flow
+	// controller.
+	ControlRcvBuf
 )
 
 // ControlRecord is a flow-control message from a stream's receiving side

@@ -38,7 +38,7 @@ func DecodeControl(dst []ControlRecord, p []byte) ([]ControlRecord, error) {
 		var w [ControlRecordSize]byte
 		copy(w[:], p[off:])
 		k := ControlKind(w[0])
-		if k != ControlCredit && k != ControlWindow {
+		if k != ControlCredit && k != ControlWindow && k != ControlRcvBuf {
 			return dst, fmt.Errorf("control record %d: kind %d: %w", off/ControlRecordSize, w[0], ErrProtocol)
 		}
 		if w[1]|w[2]|w[3] != 0 {

@@ -151,7 +151,8 @@ func (c *Channel) sendOne(s *Stream) (res sendResult, left bool, err error) {
 		if c.pausedLocked(s) || c.reserveLocked() {
 			return sendPaused, s.asyncLocked(), nil
 		}
-		dataN = min(s.fc.NextSegment(s.queued, len(s.sendq[0].b), c.maxPay), s.queued, c.maxPay)
+		_, pay := s.rcvLimitLocked(c.maxPay)
+		dataN = min(s.fc.NextSegment(s.queued, len(s.sendq[0].b), pay), s.queued, pay)
 		if dataN <= 0 {
 			return sendIdle, s.asyncLocked(), nil // no credit or window yet
 		}
@@ -236,13 +237,15 @@ func (s *Stream) asyncLocked() bool {
 }
 
 // pausedLocked reports whether s's data must wait: the peer retains a
-// block of it, or it holds its share of the blocks.
+// block of it, or it holds its share of the blocks or what its receive
+// buffer allows (stream_buffers.go).
 //
 // +checklocks:s.mu
 func (c *Channel) pausedLocked(s *Stream) bool {
 	if c.counter != nil {
 		n, retained := c.counter.Held(s.id)
-		return retained || (c.heldCap > 0 && n >= c.heldCap)
+		limit, _ := s.rcvLimitLocked(c.maxPay)
+		return retained || (c.heldCap > 0 && n >= c.heldCap) || (limit > 0 && n >= limit)
 	}
 	return c.ret != nil && c.ret.Retained(s.id)
 }

@@ -49,6 +49,9 @@ type Stream struct {
 	announce bool            // send a control block even without records
 	txSeq    uint32
 	txCtrl   uint32
+	peerRcv  int // the peer's receive buffer in bytes (ControlRcvBuf); 0: no limit
+	rcvBuf   int // ours, as last sent; 0: none
+	sendBuf  int // bytes a buffered controller may copy; 0: the channel's SendBuffer
 	finOut   finState
 	resetOut finState
 	active   bool // in the channel's active list

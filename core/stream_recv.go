@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // deliverLocked takes one arrived block of the stream: control blocks go
@@ -161,6 +162,10 @@ func (s *Stream) applyControlLocked(b Block) error {
 		return fmt.Errorf("stream %d: %w", s.id, err)
 	}
 	for _, r := range recs {
+		if r.Kind == ControlRcvBuf {
+			s.peerRcv = int(min(r.Value, math.MaxInt32))
+			continue
+		}
 		if err := s.fc.OnControl(r); err != nil {
 			if !errors.Is(err, ErrProtocol) {
 				err = fmt.Errorf("%w (%w)", err, ErrProtocol)

@@ -48,7 +48,7 @@ func (s *Stream) Write(p []byte) (int, error) {
 			return n, err
 		}
 		if s.fc.Buffered() {
-			room := c.cfg.SendBuffer - s.owned
+			room := s.sendBufLocked() - s.owned
 			if room >= len(ch.b) {
 				s.ownLocked(ch)
 				s.mu.Unlock()
@@ -82,7 +82,7 @@ func (s *Stream) Write(p []byte) (int, error) {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			return len(ch.b) == 0 || s.writeErrLocked() != nil || s.dlGen != gen ||
-				(s.fc.Buffered() && c.cfg.SendBuffer-s.owned >= len(ch.b))
+				(s.fc.Buffered() && s.sendBufLocked()-s.owned >= len(ch.b))
 		}
 		s.wwait.Wait(ready, c.localBell(&s.ev, true), dl) // the loop re-checks every outcome
 	}
@@ -183,7 +183,7 @@ func (s *Stream) WriteReady() bool {
 		return true
 	}
 	if s.fc.Buffered() {
-		return s.owned < s.c.cfg.SendBuffer
+		return s.owned < s.sendBufLocked()
 	}
-	return s.queued == 0 && s.fc.NextSegment(1, 1, s.c.maxPay) > 0
+	return s.queued == 0 && s.fc.NextSegment(1, 1, s.c.maxPay) > 0 && !s.rcvFullLocked()
 }

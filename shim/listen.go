@@ -194,6 +194,7 @@ func (p *Process) Accept(lfd, fd int, peer netip.AddrPort, flags int) FDState {
 		return FDUnmanaged
 	}
 	s := &Socket{p: p, family: ls.family, fds: []int{fd}}
+	s.inheritBuffers(ls)
 	s.nonblock.Store(flags&unix.SOCK_NONBLOCK != 0)
 	s.mu.Lock()
 	s.accelerateLocked(pr.end, pr.stream)

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core"
 )
 
 // Socket options, ioctls and shutdown of accelerated sockets. The kernel
@@ -76,8 +78,62 @@ func (p *Process) Setsockopt(fd, level, name int, val []byte) int64 {
 		if d, ok := timevalOf(val); ok {
 			s.sndTimeo.Store(int64(d))
 		}
+	case unix.SO_RCVBUF, unix.SO_RCVBUFFORCE, unix.SO_SNDBUF, unix.SO_SNDBUFFORCE:
+		return s.setBuffer(fd, name, val)
 	}
 	return Pass
+}
+
+// Buffer sizes. SO_RCVBUF and SO_SNDBUF set by the program are limits on
+// the stream as well as the kernel socket's sizes: the receive buffer
+// bounds the bytes the peer keeps unread here (announced to the peer's
+// sending side, core.Stream.SetRcvBuf), the send buffer what a buffered
+// flow controller copies (core.Stream.SetSendBuf). The value is the
+// kernel's effective one, read back after the kernel took the option
+// (doubled, clamped to net.core.rmem_max/wmem_max and the minimum), so
+// getsockopt reads the same under the shim as without it. Sizes set on a
+// listener pass to the sockets it accepts, as the kernel's do.
+
+// setBuffer sets a buffer option on the kernel socket, then notes the
+// effective size; the kernel's result is the call's.
+func (s *Socket) setBuffer(fd, name int, val []byte) int64 {
+	if err := unix.SetsockoptString(fd, unix.SOL_SOCKET, name, string(val)); err != nil {
+		return negErrno(errnoOf(err))
+	}
+	rcv := name == unix.SO_RCVBUF || name == unix.SO_RCVBUFFORCE
+	opt := unix.SO_SNDBUF
+	if rcv {
+		opt = unix.SO_RCVBUF
+	}
+	n, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, opt)
+	if err != nil || n <= 0 {
+		return 0 // set; the limit stays as it was
+	}
+	if rcv {
+		s.rcvBuf.Store(int32(n))
+	} else {
+		s.sndBuf.Store(int32(n))
+	}
+	if st := s.stream.Load(); st != nil {
+		s.applyBuffers(st)
+	}
+	return 0
+}
+
+// applyBuffers hands the sizes the program set to st.
+func (s *Socket) applyBuffers(st *core.Stream) {
+	if n := s.rcvBuf.Load(); n > 0 {
+		st.SetRcvBuf(int(n))
+	}
+	if n := s.sndBuf.Load(); n > 0 {
+		st.SetSendBuf(int(n))
+	}
+}
+
+// inheritBuffers gives an accepted socket its listener's sizes.
+func (s *Socket) inheritBuffers(ls *Socket) {
+	s.rcvBuf.Store(ls.rcvBuf.Load())
+	s.sndBuf.Store(ls.sndBuf.Load())
 }
 
 // timevalOf decodes a struct timeval (64-bit fields).

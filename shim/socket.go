@@ -39,6 +39,8 @@ type Socket struct {
 	shutWR     atomic.Bool
 	rcvTimeo   atomic.Int64 // SO_RCVTIMEO in ns, 0: none
 	sndTimeo   atomic.Int64
+	rcvBuf     atomic.Int32 // SO_RCVBUF set by the program (kernel's effective bytes), 0: never (options.go)
+	sndBuf     atomic.Int32 // SO_SNDBUF likewise
 	errSeen    atomic.Bool   // ECONNRESET reported once: later reads see EOF, writes EPIPE
 	rxRead     atomic.Uint64 // bytes the program has read (arrived = this + buffered)
 	nospace    atomic.Uint32 // bumped each time a write found no room (EPOLLET's wakeup)
@@ -110,6 +112,7 @@ func (s *Socket) accelerateLocked(e *channelEnd, st *core.Stream) {
 	s.wrWait = core.NewWaiter(s.p.policy())
 	st.SetNonblock(true) // the shim blocks, in the kernel (wake.go)
 	st.SetNotify(s.wake.ring)
+	s.applyBuffers(st)
 	s.stream.Store(st)
 	s.setState(sockAccelerated)
 	s.flushEarlyLocked(st)

@@ -5,7 +5,7 @@
  * shutdown, close with unread data, SO_LINGER, TCP_NODELAY, TCP_CORK,
  * getsockname/getpeername, SO_RCVTIMEO/SO_SNDTIMEO, and dup, dup2, dup3,
  * F_DUPFD, F_DUPFD_CLOEXEC (every copy is the same stream, which closes
- * with the last). Prints a transcript (sem.h).
+ * with the last), SO_RCVBUF/SO_SNDBUF as limits. Prints a transcript (sem.h).
  */
 #include "sem.h"
 
@@ -372,6 +372,51 @@ static void dups(void)
 	close(s);
 }
 
+/* SO_RCVBUF and SO_SNDBUF: the values read back are the kernel's, and a
+ * writer whose send buffer is set gets at most about its send buffer plus
+ * the reader's receive buffer (set on the listener, passed to the socket
+ * it accepts) ahead of a reader that does not read. The other way the
+ * writer's send buffer is the kernel's own, which grows to megabytes: no
+ * bound to print. The bound printed is coarse: the kernel and the shim
+ * hold different amounts, both far below what default buffers take. */
+static void buffers(void)
+{
+	struct sockaddr_in a;
+	int l = listener(&a);
+	int v = 4096;
+	CHECK(setsockopt(l, SOL_SOCKET, SO_RCVBUF, &v, sizeof v) == 0, "listener SO_RCVBUF");
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(setsockopt(c, SOL_SOCKET, SO_RCVBUF, &v, sizeof v) == 0, "SO_RCVBUF");
+	CHECK(setsockopt(c, SOL_SOCKET, SO_SNDBUF, &v, sizeof v) == 0, "SO_SNDBUF");
+	CHECK(connect(c, (struct sockaddr *)&a, sizeof a) == 0, "connect");
+	int s = accept(l, NULL, NULL);
+	CHECK(s >= 0, "accept");
+	close(l);
+	sem_pairs++;
+	int cr = 0, cs = 0, sr = 0;
+	socklen_t len = sizeof cr;
+	getsockopt(c, SOL_SOCKET, SO_RCVBUF, &cr, &len);
+	getsockopt(c, SOL_SOCKET, SO_SNDBUF, &cs, &len);
+	getsockopt(s, SOL_SOCKET, SO_RCVBUF, &sr, &len);
+	say("bufs.get c.rcv=%d c.snd=%d s.rcv=%d", cr, cs, sr);
+	size_t toc = fill(s), tos = fill(c);
+	if (getenv("SEM_VERBOSE"))
+		fprintf(stderr, "bufs: %zu bytes ahead to the client, %zu to the server\n", toc, tos);
+	say("bufs.bounded %d", tos > 0 && tos < (64u << 10));
+	say("bufs.drained %d %d", drain(c) == toc, drain(s) == tos);
+	/* Raised later: the writer gets further. */
+	v = 256 << 10;
+	CHECK(setsockopt(s, SOL_SOCKET, SO_RCVBUF, &v, sizeof v) == 0, "SO_RCVBUF raised");
+	usleep(20000);
+	size_t more = fill(c);
+	if (getenv("SEM_VERBOSE"))
+		fprintf(stderr, "bufs: %zu bytes ahead after raising\n", more);
+	say("bufs.raised %d", more > tos);
+	say("bufs.drained.raised %d", drain(s) == more);
+	close(c);
+	close(s);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -381,6 +426,7 @@ int main(void)
 	recv_flags();
 	shutdowns();
 	dups();
+	buffers();
 	sem_end();
 	return 0;
 }

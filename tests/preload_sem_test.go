@@ -20,7 +20,7 @@ import (
 // accelerated.
 func TestSemantics(t *testing.T) {
 	a := build(t)
-	for _, prog := range []string{"sem_epoll", "sem_sock"} {
+	for _, prog := range []string{"sem_epoll", "sem_sock", "sem_signal"} {
 		t.Run(prog, func(t *testing.T) {
 			t.Parallel()
 			bin := semBuild(t, prog)

@@ -4,6 +4,7 @@
  * again for what is left, add the progress up).
  */
 #include "shim.h"
+#include "sigcount.h"
 
 #include <linux/futex.h>
 #include <pthread.h>
@@ -92,28 +93,44 @@ static long sdp_progress(long r, uint64_t total)
 }
 
 /* Sleeps for a hook that answered SDPSHIM_WAIT; adds its progress to
- * *total (never beyond len). 0 to call again, else the result to return. */
-static long sdp_wait_more(const struct sdpshim_wait *w, uint64_t *total, uint64_t len)
+ * *total (never beyond len). 0 to call again, else the result to return.
+ * Signals, as the kernel has them for a blocking socket call: a handler
+ * of the program's without SA_RESTART that ran since *mark (while the hook
+ * spun, or during the sleep) ends the call with EINTR (or the progress so
+ * far); handlers with SA_RESTART let it go on (the kernel restarts the
+ * untimed sleep itself); an interrupted sleep that no counted handler
+ * explains (one installed past the interposer) ends it with EINTR. One
+ * difference is left: with SO_RCVTIMEO/SO_SNDTIMEO set the kernel never
+ * restarts, the shim does (its deadline is a timer, the sleep untimed):
+ * such a call returns at its timeout instead of at the signal. */
+static long sdp_wait_more(const struct sdpshim_wait *w, uint64_t *total, uint64_t len, struct sdp_sigmark *mark)
 {
 	uint64_t done = w->done;
 	if (done > len - *total)
 		done = len - *total;
 	*total += done;
+	if (sdp_sig_since(mark) == SDP_SIG_INTERRUPT)
+		return *total ? (long)*total : -EINTR;
 	int e = sdp_wait(w);
-	if (e != 0)
-		return *total ? (long)*total : -e;
+	enum sdp_sigsince s = sdp_sig_since(mark);
+	if (s == SDP_SIG_INTERRUPT || (e != 0 && s == SDP_SIG_NONE))
+		return *total ? (long)*total : -(e ? e : EINTR);
+	if (s == SDP_SIG_RESTART)
+		sdp_sig_mark(mark);
 	return 0;
 }
 
 long sdp_core_recv(int fd, void *buf, size_t n, int flags)
 {
 	uint64_t total = 0;
+	struct sdp_sigmark mark;
+	sdp_sig_mark(&mark);
 	for (;;) {
 		struct sdpshim_wait w = {0};
 		long r = SDP_CORE_CALL(sdp_core.recv(fd, (char *)buf + total, n - total, flags, &w));
 		if (r != SDPSHIM_WAIT)
 			return r == SDPSHIM_PASS && total == 0 ? r : sdp_progress(r, total);
-		long e = sdp_wait_more(&w, &total, n);
+		long e = sdp_wait_more(&w, &total, n, &mark);
 		if (e != 0)
 			return e;
 	}
@@ -122,12 +139,14 @@ long sdp_core_recv(int fd, void *buf, size_t n, int flags)
 long sdp_core_send(int fd, const void *buf, size_t n, int flags)
 {
 	uint64_t total = 0;
+	struct sdp_sigmark mark;
+	sdp_sig_mark(&mark);
 	for (;;) {
 		struct sdpshim_wait w = {0};
 		long r = SDP_CORE_CALL(sdp_core.send(fd, (char *)buf + total, n - total, flags, &w));
 		if (r != SDPSHIM_WAIT)
 			return r == SDPSHIM_PASS && total == 0 ? r : sdp_progress(r, total);
-		long e = sdp_wait_more(&w, &total, n);
+		long e = sdp_wait_more(&w, &total, n, &mark);
 		if (e != 0)
 			return e;
 	}
@@ -136,12 +155,14 @@ long sdp_core_send(int fd, const void *buf, size_t n, int flags)
 long sdp_core_sendfile(int o, int i, off_t *off, size_t n)
 {
 	uint64_t total = 0;
+	struct sdp_sigmark mark;
+	sdp_sig_mark(&mark);
 	for (;;) {
 		struct sdpshim_wait w = {0};
 		long r = SDP_CORE_CALL(sdp_core.sendfile(o, i, off, n - total, &w));
 		if (r != SDPSHIM_WAIT)
 			return r == SDPSHIM_PASS && total == 0 ? r : sdp_progress(r, total);
-		long e = sdp_wait_more(&w, &total, n);
+		long e = sdp_wait_more(&w, &total, n, &mark);
 		if (e != 0)
 			return e;
 	}
@@ -150,12 +171,14 @@ long sdp_core_sendfile(int o, int i, off_t *off, size_t n)
 long sdp_core_splice(int i, loff_t *oi, int o, loff_t *oo, size_t n, unsigned int f)
 {
 	uint64_t total = 0;
+	struct sdp_sigmark mark;
+	sdp_sig_mark(&mark);
 	for (;;) {
 		struct sdpshim_wait w = {0};
 		long r = SDP_CORE_CALL(sdp_core.splice(i, oi, o, oo, n - total, f, &w));
 		if (r != SDPSHIM_WAIT)
 			return r == SDPSHIM_PASS && total == 0 ? r : sdp_progress(r, total);
-		long e = sdp_wait_more(&w, &total, n);
+		long e = sdp_wait_more(&w, &total, n, &mark);
 		if (e != 0)
 			return e;
 	}
@@ -213,6 +236,8 @@ static long core_msg(int send, int fd, struct msghdr *m, int flags)
 	struct msghdr *cur = m;
 	uint64_t total = 0, len = 0;
 	long r;
+	struct sdp_sigmark mark;
+	sdp_sig_mark(&mark);
 	for (;;) {
 		struct sdpshim_wait w = {0};
 		r = send ? SDP_CORE_CALL(sdp_core.sendmsg(fd, cur, flags, &w))
@@ -223,7 +248,7 @@ static long core_msg(int send, int fd, struct msghdr *m, int flags)
 		}
 		if (w.done > 0 && len == 0)
 			len = sdp_msg_len(m);
-		if ((r = sdp_wait_more(&w, &total, len)) != 0)
+		if ((r = sdp_wait_more(&w, &total, len, &mark)) != 0)
 			break;
 		if (total > 0 && (r = sdp_msg_rest_build(&rest, m, total)) != 0) {
 			r = sdp_progress(r, total);

@@ -1,0 +1,34 @@
+/*
+ * sigcount.h - which of the program's signal handlers ran on this thread, so
+ * a blocking call the core serves returns EINTR, or restarts, as the
+ * kernel's would (sigcount.c).
+ *
+ * The kernel interrupts a blocking recv, send, accept or connect when a
+ * handler runs: with SA_RESTART it restarts the call, without it the call
+ * fails with EINTR (signal(7)). Under the shim such a call may spin in user space, where a
+ * handler runs without ending anything: the interposer therefore installs
+ * the program's handlers behind a trampoline that counts, per thread, the
+ * handlers that ran and those among them without SA_RESTART.
+ */
+#ifndef SDPSHIM_SIGNAL_H
+#define SDPSHIM_SIGNAL_H
+
+/* A thread's counts at some moment. */
+struct sdp_sigmark {
+	unsigned int ran;	/* handlers run */
+	unsigned int norestart; /* of which without SA_RESTART */
+};
+
+/* What ran since a mark. */
+enum sdp_sigsince {
+	SDP_SIG_NONE = 0,      /* no handler of the program's */
+	SDP_SIG_RESTART = 1,   /* only handlers with SA_RESTART */
+	SDP_SIG_INTERRUPT = 2, /* a handler without SA_RESTART */
+};
+
+/* The calling thread's counts now. Async-signal-safe. */
+SDP_HIDDEN void sdp_sig_mark(struct sdp_sigmark *m);
+/* What ran on the calling thread since m. */
+SDP_HIDDEN enum sdp_sigsince sdp_sig_since(const struct sdp_sigmark *m);
+
+#endif

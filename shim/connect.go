@@ -28,6 +28,7 @@ import (
 // pendingConnect is what a connecting socket waits for.
 type pendingConnect struct {
 	answer     *rendezvous.Answer
+	def        *deferral // deferred (group listener): answer nil until pulled (deferred.go)
 	end        *channelEnd
 	id         uint32
 	dst        netip.AddrPort
@@ -92,6 +93,17 @@ func (p *Process) Connect(fd int, raw []byte) int64 {
 		return plain(rendezvous.ReasonUnsupportedOption, err)
 	}
 	tuple := rendezvous.Tuple{Client: local, Server: dst}
+	entry := entries[0]
+	for _, e := range entries {
+		if !e.Group { // a process that answers for its own listener
+			entry = e
+			break
+		}
+	}
+	if entry.Group {
+		return s.connectDeferredLocked(fd, node, tuple, raw, fields)
+	}
+	entries[0] = entry
 	if s.nonblock.Load() {
 		offering := &pendingConnect{dst: dst}
 		s.pend = offering

@@ -48,7 +48,7 @@ func (s *Socket) sendEarly(bufs [][]byte) (n int64, ok bool) {
 		}
 	}
 	s.earlyN.Store(int32(len(s.early)))
-	if !s.earlyPush {
+	if !s.earlyPush && s.pend.answer != nil { // deferred: started when pulled (deferred.go)
 		s.earlyPush = true
 		go s.pushEarly(s.pend.answer.Fd())
 	}

@@ -84,7 +84,7 @@ const (
 // EpollCtl is the epoll_ctl hook. It emulates entries for accelerated and
 // connecting sockets and passes everything else to the kernel.
 func (p *Process) EpollCtl(epfd, op, fd int, events uint32, data uint64) int64 {
-	s := p.fds.socket(fd)
+	s := p.socketInUse(fd) // adopts and resolves a deferred acceptance (fdtable.go)
 	set := p.fds.epoll(epfd)
 	if inner := p.fds.epoll(fd); inner != nil && op == unix.EPOLL_CTL_ADD && fd != epfd {
 		inner.nest()

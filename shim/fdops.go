@@ -23,6 +23,11 @@ func (p *Process) Close(fd int) {
 	}
 	s := e.sock
 	s.mu.Lock()
+	if len(s.fds) == 1 {
+		// A deferred connection's last fd: falls back now, or finishes
+		// in the background (deferred.go).
+		s.closeDeferredLocked(fd)
+	}
 	if len(s.fds) == 1 && s.getState() == sockConnecting && s.pend != nil && s.pend.kernelDone {
 		// The last fd of a connection the acceptor may have taken: take
 		// the stream, so that the peer reads this close (FIN or reset)
@@ -118,6 +123,7 @@ func (s *Socket) close() {
 	s.setState(sockClosed)
 	s.unregisterLocked()
 	if pc := s.pend; pc != nil {
+		s.endDeferLocked(pc)
 		s.pend = nil
 		if pc.answer != nil { // nil: the offer is being made (connectAsync gives it up)
 			pc.answer.Close()
@@ -151,6 +157,9 @@ func (s *Socket) close() {
 // F_DUPFD, F_DUPFD_CLOEXEC). It returns the state to record for newfd.
 func (p *Process) Dup(oldfd, newfd int) FDState {
 	e := p.fds.get(oldfd)
+	if e == nil && p.lookup(oldfd) != nil { // adopted now: the copies stay one socket
+		e = p.fds.get(oldfd)
+	}
 	if e == nil {
 		return FDUnmanaged
 	}

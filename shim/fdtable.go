@@ -81,19 +81,45 @@ func (t *fdTable) take(fd int) *fdEntry {
 	return c[uint(fd)&(fdChunkSize-1)].Swap(nil)
 }
 
+// setIfEmpty makes fd name e if it names nothing; it reports whether it
+// did.
+func (t *fdTable) setIfEmpty(fd int, e *fdEntry) bool {
+	c := t.chunk(fd, true)
+	return c != nil && c[uint(fd)&(fdChunkSize-1)].CompareAndSwap(nil, e)
+}
+
 // lookup returns the socket fd names for a hook. An fd the shim does not
-// know (closed behind the interposer's back, its number reused) is set
-// UNMANAGED, so its later calls go straight to libc; the hook then
-// returns Pass.
+// know that the interposer has as CANDIDATE is adopted (deferred_accept.go:
+// an fd inherited by a fork child running a fresh core, received, or
+// closed behind the interposer's back and its number reused by a socket);
+// one it has as MANAGED, or that cannot be adopted, is set UNMANAGED, so
+// its later calls go straight to libc; the hook then returns Pass.
 func (p *Process) lookup(fd int) *Socket {
 	e := p.fds.get(fd)
 	if e != nil && e.sock != nil {
 		return e.sock
 	}
 	if e == nil {
-		if st := p.host.FDState(fd); st == FDCandidate || st == FDManaged {
+		switch p.host.FDState(fd) {
+		case FDCandidate:
+			return p.adopt(fd)
+		case FDManaged:
 			p.host.SetFDState(fd, FDUnmanaged)
 		}
 	}
 	return nil
+}
+
+// socketInUse is lookup for a call that uses the connection before the
+// data path sees it (epoll_ctl): an adopted socket is resolved first
+// (deferred_accept.go), and nil is returned when it became plain.
+func (p *Process) socketInUse(fd int) *Socket {
+	s := p.lookup(fd)
+	if s != nil && s.getState() == sockAdopted {
+		s.resolve()
+	}
+	if s != nil && s.getState() == sockFallback {
+		return nil
+	}
+	return s
 }

@@ -10,12 +10,18 @@ import (
 //
 //   - Listeners: a child may accept on an inherited listener (pre-fork
 //     servers), and offers this process answered would then never be
-//     claimed, stalling each connector until its offer expires. So after
-//     fork() every registered listener is unregistered for good: its
-//     connections stay on kernel TCP (counted as peer-not-shimmed by the
-//     connectors, as fork-exec-decline by this process's accepts). After
-//     posix_spawn and vfork only the listeners the child inherits (no
-//     FD_CLOEXEC) are. This happens before the fork (ForkPrepare).
+//     claimed, stalling each connector until its offer expires. So no
+//     process answers for it in advance any more. After fork(), when the
+//     child runs a core of its own (childCores), every registered
+//     listener becomes a group listener (deferred_accept.go): connectors
+//     defer, and whichever process first uses an accepted connection
+//     claims it; the child registers its own group entry when it first
+//     touches the listener. Otherwise (a child without a core, and after
+//     posix_spawn and vfork: an exec'd program sees inherited fds as
+//     plain) the listeners the child inherits are unregistered for good:
+//     their connections stay on kernel TCP (counted as peer-not-shimmed
+//     by the connectors, as fork-exec-decline by this process's accepts).
+//     This happens before the fork (ForkPrepare).
 //   - Accelerated connections the child inherits (all after fork(), those
 //     with an fd without FD_CLOEXEC after posix_spawn) are switched to
 //     kernel TCP before the child exists, with the peer's help, without
@@ -24,7 +30,7 @@ import (
 //     a fork-exec-decline fallback.
 
 // ForkPrepare is the fork_prepare hook. Before the child exists: the
-// listeners it inherits are unregistered (no offer answered from now on
+// listeners it inherits become group listeners, or are unregistered (no offer answered from now on
 // can be accepted by the child: a connection whose offer this process
 // answered before is still one the child may take, a narrow window left
 // open), then the inherited connections go to kernel TCP (bounded by
@@ -36,11 +42,18 @@ func (p *Process) ForkPrepare(kind int) {
 		ls = append(ls, s)
 	}
 	p.mu.Unlock()
+	groups := p.childCores()
 	for _, s := range ls {
 		if kind != ForkFork && !s.inheritable() {
 			continue
 		}
 		s.mu.Lock()
+		if (kind == ForkFork && groups && s.makeGroupLocked()) || s.group {
+			// Group listeners stay so (a spawned child that accepts
+			// on it makes its connectors wait out deferDeadline).
+			s.mu.Unlock()
+			continue
+		}
 		p.log.WithField("listen", s.listenAddr).Debug("listener shared with a child process: unregistered")
 		s.unregisterLocked()
 		s.unlisted = rendezvous.ReasonForkDecline // the parent's own accepts count it
@@ -52,3 +65,27 @@ func (p *Process) ForkPrepare(kind int) {
 // ForkParent is the fork_parent hook: pid is the child, or -errno.
 // ForkPrepare did the work.
 func (p *Process) ForkParent(kind, pid int) {}
+
+// makeGroupLocked turns the registered listener s into a group listener
+// (its entry rewritten: connectors defer from now on); false when it is
+// not registered or the entry cannot be written.
+//
+// +checklocks:s.mu
+func (s *Socket) makeGroupLocked() bool {
+	if !s.registered {
+		return false
+	}
+	if s.group {
+		return true
+	}
+	p := s.p
+	p.mu.Lock()
+	node := p.node
+	p.mu.Unlock()
+	if node == nil || node.SetGroup(s.listenAddr) != nil {
+		return false
+	}
+	s.group = true
+	p.log.WithField("listen", s.listenAddr).Debug("listener shared with a child process: group listener")
+	return true
+}

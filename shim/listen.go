@@ -59,36 +59,56 @@ func (p *Process) Listen(fd, backlog int) int64 {
 		return 0 // a new backlog, same registration
 	}
 	s.setState(sockListening)
+	p.registerLocked(s, fd, false)
+	return 0
+}
+
+// registerLocked registers the listener s (fd) with the rendezvous node,
+// as a group listener when group (deferred.go: one a fork child adopted),
+// or notes in s.unlisted why it is not registered.
+//
+// +checklocks:s.mu
+func (p *Process) registerLocked(s *Socket, fd int, group bool) {
 	if r, ok := p.shmAllowed(); !ok {
 		s.unlisted = r
-		return 0
+		return
 	}
 	addr, err := sockName(fd)
 	if err != nil {
 		s.unlisted = rendezvous.ReasonUnsupportedOption
-		return 0
+		return
 	}
 	if !p.cfg.Eligible(addr.Addr(), addr.Port()) {
 		p.log.WithField("listen", addr).Debug("listener excluded by rule: not registered")
 		s.unlisted = rendezvous.ReasonExcluded
-		return 0
+		return
 	}
 	node, err := p.rendezvousNode()
 	if err != nil {
 		s.unlisted = rendezvous.ReasonOf(err)
-		return 0
+		return
 	}
 	if err := node.Register(addr); err != nil {
 		p.log.WithError(err).WithField("listen", addr).Warn("cannot register listener; its connections stay on kernel TCP")
 		s.unlisted = rendezvous.ReasonOf(err)
-		return 0
+		return
 	}
-	s.listenAddr, s.registered = addr, true
+	if node.IsGroup(addr) {
+		group = true // a listener on a port already shared with fork children
+	}
+	if group {
+		if err := node.SetGroup(addr); err != nil {
+			node.Unregister(addr)
+			p.log.WithError(err).WithField("listen", addr).Warn("cannot register group listener; its connections stay on kernel TCP")
+			s.unlisted = rendezvous.ReasonOf(err)
+			return
+		}
+	}
+	s.listenAddr, s.registered, s.group = addr, true, group
 	p.mu.Lock()
 	p.listeners[s] = struct{}{}
 	p.mu.Unlock()
-	p.log.WithField("listen", addr).Debug("listener registered")
-	return 0
+	p.log.WithFields(logrus.Fields{"listen": addr, "group": group}).Debug("listener registered")
 }
 
 // unregisterLocked withdraws s's registration.
@@ -104,6 +124,13 @@ func (s *Socket) unregisterLocked() {
 	delete(p.listeners, s)
 	node := p.node
 	p.mu.Unlock()
+	if s.group {
+		// Fork children may still accept on it (a pre-fork master closes
+		// its copy after forking its workers): the group entry stays
+		// until this process exits, so that connectors keep deferring. A
+		// connector to a listener closed everywhere fails its connect.
+		return
+	}
 	if node != nil {
 		node.Unregister(s.listenAddr)
 	}
@@ -164,12 +191,12 @@ func (p *Process) onDrop(m rendezvous.Match, cause rendezvous.DropCause) {
 
 // Accept is the accept hook: fd was accepted on listener lfd from peer.
 func (p *Process) Accept(lfd, fd int, peer netip.AddrPort, flags int) FDState {
-	ls := p.fds.socket(lfd)
+	ls := p.lookup(lfd) // a fork child adopts its inherited listener
 	if ls == nil {
 		return FDUnmanaged
 	}
 	ls.mu.Lock()
-	registered, unlisted := ls.registered, ls.unlisted
+	registered, unlisted, group := ls.registered, ls.unlisted, ls.group
 	ls.mu.Unlock()
 	if !registered {
 		if unlisted != rendezvous.ReasonNone {
@@ -185,6 +212,11 @@ func (p *Process) Accept(lfd, fd int, peer netip.AddrPort, flags int) FDState {
 		return FDUnmanaged
 	}
 	m, ok := node.Claim(local, peer)
+	if !ok && group {
+		// Shared with fork children: the first process to use the
+		// connection claims it (deferred_accept.go).
+		return p.acceptDeferred(ls, fd, local, peer, flags)
+	}
 	if !ok {
 		p.fallback(rendezvous.ReasonNotShimmed, fd, logrus.Fields{"local": local, "remote": peer}, nil)
 		return FDUnmanaged

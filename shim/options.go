@@ -165,10 +165,14 @@ func (p *Process) Shutdown(fd, how int) int64 {
 		s.mu.Lock()
 		r := s.settleLocked()
 		if r.stream == nil && !r.fallback {
-			// The verdict is pending: the shutdown applies to the stream
-			// once accelerated (accelerateLocked), to the kernel socket
-			// now (which also carries it if the connection falls back).
+			// The verdict is pending (or deferred to the acceptor's first
+			// use): the shutdown applies to the stream once accelerated
+			// (accelerateLocked), to the kernel socket if the connection
+			// falls back (fallBackLocked, after the early bytes: a FIN
+			// now would go ahead of them).
 			s.pendShut.Or(int32(how + 1))
+			s.mu.Unlock()
+			return 0
 		}
 		s.mu.Unlock()
 		st = r.stream

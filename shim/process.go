@@ -39,6 +39,7 @@ type Process struct {
 	node      *rendezvous.Node       // +checklocks:mu; nil until first needed
 	nodeErr   error                  // +checklocks:mu; why there is none
 	listeners map[*Socket]struct{}   // +checklocks:mu; registered listeners
+	deferred  map[deferKey]*Socket   // +checklocks:mu; connecting, deferred (deferred.go)
 	live      map[*Socket]struct{}   // +checklocks:mu; accelerated sockets
 	draining  []*core.Stream         // +checklocks:mu; closed, maybe not all sent yet (Exit)
 	epolls    map[*epollSet]struct{} // +checklocks:mu
@@ -74,7 +75,7 @@ func Init(host Host, environ []string) (*Process, int) {
 	}
 	p := &Process{
 		host: host, cfg: rt.Config, log: rt.Log,
-		listeners: map[*Socket]struct{}{}, live: map[*Socket]struct{}{},
+		listeners: map[*Socket]struct{}{}, live: map[*Socket]struct{}{}, deferred: map[deferKey]*Socket{},
 		epolls:  map[*epollSet]struct{}{},
 		logFile: rt.LogFile,
 	}
@@ -105,6 +106,7 @@ func (p *Process) rendezvousNode() (*rendezvous.Node, error) {
 		AllowUIDs:    p.cfg.AllowUIDs,
 		Handler:      p.handleOffer,
 		OnDrop:       p.onDrop,
+		OnPull:       p.handlePull,
 		OfferTimeout: offerTimeout,
 	})
 	if p.nodeErr != nil {

@@ -23,6 +23,14 @@ func (s *Socket) active(w *Wait) (*core.Stream, int64) {
 		}
 		return st, 0
 	}
+	if s.getState() == sockAdopted {
+		// Accepted on a group listener: this is its first use.
+		s.resolve()
+		if st := s.stream.Load(); st != nil {
+			return st, 0
+		}
+		return nil, Pass
+	}
 	if s.getState() != sockConnecting {
 		return nil, Pass
 	}
@@ -95,6 +103,9 @@ func (s *Socket) settleLocked() settleResult {
 	pc := s.pend
 	if s.getState() != sockConnecting || pc == nil {
 		return settleResult{fallback: true}
+	}
+	if pc.answer == nil && pc.def != nil {
+		return s.settleDeferredLocked(pc) // deferred.go
 	}
 	if pc.answer == nil {
 		// The offer of a nonblocking connect is being made (connect.go):

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sdpshim/sdpshim/core"
 	"github.com/sdpshim/sdpshim/core/rendezvous"
 )
@@ -20,6 +22,14 @@ import (
 //	   │                 └──declined, connect failed──▶ fallback
 //	   ├──connect, no rendezvous (plain peer, rule, ...)──▶ fallback
 //	   └──accept() matched a rendezvous──▶ accelerated    (a new Socket)
+//
+//	accept() on a group listener, or an unknown inherited connected fd
+//	──▶ adopted (CANDIDATE: nothing decided; deferred_accept.go)
+//	         ├──first use, pulled and claimed──▶ accelerated (MANAGED)
+//	         └──no record, PULL refused, ...──▶ fallback
+//	connect to a group listener ──▶ connecting, deferred (deferred.go)
+//	         ├──PULL: offer committed──▶ connecting, verdict pending
+//	         └──deadline, bytes on TCP, close──▶ fallback
 //
 //	accelerated ──shutdown──▶ half-closed (shutRD/shutWR, still accelerated)
 //	any ──last fd closed──▶ closed
@@ -39,8 +49,8 @@ type Socket struct {
 	shutWR     atomic.Bool
 	rcvTimeo   atomic.Int64 // SO_RCVTIMEO in ns, 0: none
 	sndTimeo   atomic.Int64
-	rcvBuf     atomic.Int32 // SO_RCVBUF set by the program (kernel's effective bytes), 0: never (options.go)
-	sndBuf     atomic.Int32 // SO_SNDBUF likewise
+	rcvBuf     atomic.Int32  // SO_RCVBUF set by the program (kernel's effective bytes), 0: never (options.go)
+	sndBuf     atomic.Int32  // SO_SNDBUF likewise
 	errSeen    atomic.Bool   // ECONNRESET reported once: later reads see EOF, writes EPIPE
 	rxRead     atomic.Uint64 // bytes the program has read (arrived = this + buffered)
 	nospace    atomic.Uint32 // bumped each time a write found no room (EPOLLET's wakeup)
@@ -69,6 +79,8 @@ type Socket struct {
 	early      []byte                 // +checklocks:mu; written before the verdict (early.go)
 	earlyN     atomic.Int32           // len(early), read without the lock
 	earlyPush  bool                   // +checklocks:mu; pushEarly started
+	group      bool                   // +checklocks:mu; registered as a group listener (deferred acceptance)
+	acc        *acceptedConn          // +checklocks:mu; adopted: the connection to resolve at first use
 }
 
 // sockState is a Socket's place in its state machine.
@@ -81,10 +93,11 @@ const (
 	sockAccelerated
 	sockFallback
 	sockClosed
+	sockAdopted // accepted on a group listener (or inherited), not resolved yet
 )
 
 func (st sockState) String() string {
-	return [...]string{"created", "listening", "connecting", "accelerated", "fallback", "closed"}[st]
+	return [...]string{"created", "listening", "connecting", "accelerated", "fallback", "closed", "adopted"}[st]
 }
 
 func (s *Socket) getState() sockState { return sockState(s.state.Load()) }
@@ -139,6 +152,18 @@ func (s *Socket) accelerateLocked(e *channelEnd, st *core.Stream) {
 func (s *Socket) fallBackLocked() {
 	if len(s.early) > 0 && len(s.fds) > 0 {
 		s.earlyToKernelLocked(s.fds[0])
+	}
+	if sh := s.pendShut.Load(); sh != 0 && len(s.fds) > 0 {
+		// shutdown while the verdict was pending: the kernel's FIN goes
+		// after the early bytes.
+		how := unix.SHUT_RDWR
+		switch sh {
+		case unix.SHUT_RD + 1:
+			how = unix.SHUT_RD
+		case unix.SHUT_WR + 1:
+			how = unix.SHUT_WR
+		}
+		unix.Shutdown(s.fds[0], how)
 	}
 	s.setState(sockFallback)
 	for _, fd := range s.fds {

@@ -19,6 +19,14 @@
 // whether the connector went accelerated (see Answer for the acceptor's
 // verdict, which closes the remaining window).
 //
+// Group listeners (deferred.go, pull.go): a listener shared with fork
+// children is published with "mode group" (SetGroup). A connector of one
+// makes no offer: it calls Defer (a record file named by the 4-tuple, its
+// server started by Serve) and connects; the process that first uses the
+// accepted socket finds the record (FindDeferred) and calls Pull, which
+// asks the connector to make a normal Offer to the puller's server and
+// claims it. The connector alone decides between a PULL and giving up.
+//
 // Every failure is a *FallbackError carrying a Reason; the Reason values
 // (reason.go, docs/reasons.md) are the project's fallback codes.
 //

@@ -22,6 +22,10 @@ type Entry struct {
 	UID uint32
 	// Socket is the path of the process's rendezvous socket.
 	Socket string
+	// Group: the listener is shared with other processes (fork children
+	// accept on it), so no process can answer for its connections in
+	// advance: a connector defers (deferred.go) instead of offering.
+	Group bool
 }
 
 // An entry file lives in the run directory under the name
@@ -36,8 +40,10 @@ type Entry struct {
 //	socket /run/user/1000/sdpshim/p1234-0a1b2c3d.sock
 //	listen 0.0.0.0:8080
 //	listen [::1]:8080
+//	mode group
 //
-// Any deviation (unknown line, missing key, a name that disagrees with the
+// The last line is present only for a group listener (Entry.Group). Any
+// deviation (unknown line, missing key, a name that disagrees with the
 // content, a socket outside the run directory) makes the file garbage.
 type entryFile struct {
 	port    uint16
@@ -47,6 +53,7 @@ type entryFile struct {
 	pidns   string
 	socket  string
 	listens []netip.AddrPort
+	group   bool
 }
 
 const (
@@ -131,6 +138,9 @@ func (e *entryFile) encode() []byte {
 	for _, l := range e.listens {
 		fmt.Fprintf(&b, "listen %s\n", l)
 	}
+	if e.group {
+		b.WriteString("mode group\n")
+	}
 	return b.Bytes()
 }
 
@@ -173,6 +183,11 @@ func parseEntryFile(rundir, name string, b []byte) (entryFile, error) {
 				err = fmt.Errorf("listen %s on port %d", ap, port)
 			}
 			e.listens = append(e.listens, ap)
+		case "mode":
+			if val != "group" {
+				err = fmt.Errorf("mode %q", val)
+			}
+			e.group = true
 		default:
 			err = fmt.Errorf("unknown key %q", key)
 		}

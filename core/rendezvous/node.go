@@ -36,6 +36,9 @@ type Config struct {
 	// goroutine that drops the entry (a timer, the server, Claim's or
 	// Close's caller) with no lock held.
 	OnDrop func(Match, DropCause)
+	// OnPull, if set, answers PULLs for the connections this process
+	// deferred (Defer; pull.go); without it every PULL is refused.
+	OnPull PullHandler
 	// OfferTimeout bounds an Offer whose context has no deadline.
 	OfferTimeout time.Duration
 	// PendingTimeout is how long an accepted offer waits for its Claim.
@@ -65,6 +68,8 @@ type Node struct {
 	closed bool
 	srv    *server                           // nil until the first Register
 	regs   map[uint16]map[netip.AddrPort]int // port -> listen address -> count
+	groups map[uint16]bool                   // ports registered as group listeners
+	recs   map[string]bool                   // deferred records this Node wrote (deferred.go)
 }
 
 // New checks cfg and returns a Node. It touches nothing on disk: the run
@@ -96,7 +101,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, &FallbackError{ReasonRunDir, fmt.Errorf("rendezvous: cannot read /proc/%d/stat", pid)}
 	}
 	n := &Node{cfg: cfg, pid: pid, start: start, euid: euid, pidns: pidNamespace(),
-		regs: map[uint16]map[netip.AddrPort]int{}}
+		regs: map[uint16]map[netip.AddrPort]int{}, groups: map[uint16]bool{}, recs: map[string]bool{}}
 	n.pend.init(n)
 	return n, nil
 }
@@ -138,7 +143,15 @@ func (n *Node) Close() error {
 			return nil
 		})
 	}
-	n.regs = nil
+	if len(n.recs) > 0 {
+		n.withRunDir(false, func(dirfd int) error {
+			for name := range n.recs {
+				unix.Unlinkat(dirfd, name, 0)
+			}
+			return nil
+		})
+	}
+	n.regs, n.recs = nil, nil
 	n.mu.Unlock()
 	if srv != nil {
 		srv.stop()

@@ -22,6 +22,11 @@ type pendingTable struct {
 	mu     sync.Mutex
 	closed bool
 	m      map[Tuple]*pendingEntry
+	// Pulls (pull.go): tuples this process is pulling, whose offers it
+	// takes without a listener; and tuples whose pull ended, whose offers
+	// it refuses until the time noted (the connector then falls back).
+	expecting map[Tuple]int
+	gone      map[Tuple]time.Time
 }
 
 // pendingEntry is one accepted offer. fd is the rendezvous connection,
@@ -38,6 +43,56 @@ type pendingEntry struct {
 func (p *pendingTable) init(n *Node) {
 	p.n = n
 	p.m = map[Tuple]*pendingEntry{}
+	p.expecting = map[Tuple]int{}
+	p.gone = map[Tuple]time.Time{}
+}
+
+// expect notes that this process pulls key (canonical): its offer is
+// taken even where no listener is registered.
+func (p *pendingTable) expect(key Tuple) {
+	p.mu.Lock()
+	p.expecting[key]++
+	delete(p.gone, key)
+	p.mu.Unlock()
+}
+
+// unexpect ends a pull of key: an offer for it that comes later is
+// refused for PendingTimeout, and one filed and not claimed is dropped
+// now (the connector hears "declined").
+func (p *pendingTable) unexpect(key Tuple) {
+	now := time.Now()
+	p.mu.Lock()
+	if p.expecting[key]--; p.expecting[key] <= 0 {
+		delete(p.expecting, key)
+	}
+	for k, until := range p.gone {
+		if now.After(until) {
+			delete(p.gone, k)
+		}
+	}
+	if len(p.gone) < p.n.cfg.MaxPending {
+		p.gone[key] = now.Add(p.n.cfg.PendingTimeout)
+	}
+	e := p.m[key]
+	if e != nil {
+		delete(p.m, key)
+	}
+	p.mu.Unlock()
+	if e != nil {
+		p.finish(e, DropAborted)
+	}
+}
+
+// admit says whether an offer for key (canonical) may be filed: expected
+// means a pull of this process waits for it; gone means a pull ended and
+// the offer must be refused.
+func (p *pendingTable) admit(key Tuple) (expected, gone bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if until, ok := p.gone[key]; ok && time.Now().Before(until) {
+		return false, true
+	}
+	return p.expecting[key] > 0, false
 }
 
 // insert files e under key and arms its expiry. It returns the entry it

@@ -43,6 +43,14 @@ const (
 	ReasonBadSetting
 	// ReasonPeerGone: the peer process died or closed during setup.
 	ReasonPeerGone
+	// ReasonDeferredUnclaimed: a connection to a group listener (deferred
+	// acceptance, deferred.go) that no process used within the deferral
+	// deadline, or that was pulled after the connector had fallen back.
+	ReasonDeferredUnclaimed
+	// ReasonDeferredPlain: a deferred connection whose acceptor sent bytes
+	// on kernel TCP (it does not run the shim, or used the socket before
+	// the shim saw it): the connector falls back at once.
+	ReasonDeferredPlain
 
 	numReasons // keep last
 )
@@ -60,6 +68,8 @@ var reasonNames = [numReasons]string{
 	ReasonForkDecline:       "fork-exec-decline",
 	ReasonBadSetting:        "disabled-by-setting",
 	ReasonPeerGone:          "peer-gone",
+	ReasonDeferredUnclaimed: "deferred-unclaimed",
+	ReasonDeferredPlain:     "deferred-acceptor-plain",
 }
 
 // String returns the reason's stable short name, as used in stats output.

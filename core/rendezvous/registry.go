@@ -29,12 +29,8 @@ func (n *Node) Register(addr netip.AddrPort) error {
 	if n.closed {
 		return &FallbackError{ReasonRunDir, ErrClosed}
 	}
-	if n.srv == nil {
-		srv, err := startServer(n)
-		if err != nil {
-			return err
-		}
-		n.srv = srv
+	if err := n.serveLocked(); err != nil {
+		return err
 	}
 	addrs := n.regs[addr.Port()]
 	if addrs[addr] > 0 {
@@ -75,6 +71,7 @@ func (n *Node) Unregister(addr netip.AddrPort) error {
 		return n.writeEntry(addr.Port(), addrs)
 	}
 	delete(n.regs, addr.Port())
+	delete(n.groups, addr.Port())
 	return n.withRunDir(false, func(dirfd int) error {
 		if err := unix.Unlinkat(dirfd, entryName(addr.Port(), n.pid, n.start), 0); err != nil && err != unix.ENOENT {
 			return fmt.Errorf("rendezvous: remove entry: %w", err)
@@ -83,34 +80,47 @@ func (n *Node) Unregister(addr netip.AddrPort) error {
 	})
 }
 
+// SetGroup marks the registered port of addr as a group listener's: its
+// entry file is rewritten with "mode group", so connectors defer instead
+// of offering (deferred.go). It stays so until the port's last
+// registration goes.
+func (n *Node) SetGroup(addr netip.AddrPort) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return ErrClosed
+	}
+	addrs := n.regs[addr.Port()]
+	if len(addrs) == 0 {
+		return fmt.Errorf("rendezvous: group %s: not registered", addr)
+	}
+	if n.groups[addr.Port()] {
+		return nil
+	}
+	n.groups[addr.Port()] = true
+	if err := n.writeEntry(addr.Port(), addrs); err != nil {
+		delete(n.groups, addr.Port())
+		return err
+	}
+	return nil
+}
+
+// IsGroup reports whether addr's port is registered as a group listener's.
+func (n *Node) IsGroup(addr netip.AddrPort) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.groups[addr.Port()]
+}
+
 // writeEntry replaces the entry file of port with addrs (write a temporary
 // file, then rename over the old one). n.mu held.
 func (n *Node) writeEntry(port uint16, addrs map[netip.AddrPort]int) error {
-	e := entryFile{port: port, pid: n.pid, start: n.start, uid: n.euid, pidns: n.pidns, socket: n.srv.path}
+	e := entryFile{port: port, pid: n.pid, start: n.start, uid: n.euid, pidns: n.pidns, socket: n.srv.path, group: n.groups[port]}
 	for a := range addrs {
 		e.listens = append(e.listens, a)
 	}
 	slices.SortFunc(e.listens, netip.AddrPort.Compare)
-	data := e.encode()
-	return n.withRunDir(true, func(dirfd int) error {
-		tmp := tempName(n.pid, random32())
-		fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-		if err != nil {
-			return &FallbackError{ReasonRunDir, fmt.Errorf("write entry: %w", err)}
-		}
-		err = writeAll(fd, data)
-		if cerr := unix.Close(fd); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = unix.Renameat(dirfd, tmp, dirfd, entryName(port, n.pid, n.start))
-		}
-		if err != nil {
-			unix.Unlinkat(dirfd, tmp, 0)
-			return &FallbackError{ReasonRunDir, fmt.Errorf("write entry: %w", err)}
-		}
-		return nil
-	})
+	return n.writeFile(entryName(port, n.pid, n.start), e.encode())
 }
 
 func writeAll(fd int, b []byte) error {
@@ -187,7 +197,7 @@ func (n *Node) lookup(dst netip.AddrPort) ([]Entry, error) {
 			}
 			for _, l := range e.listens {
 				if listenMatches(l, dst, isLocal) {
-					out = append(out, Entry{Listen: l, PID: e.pid, Start: e.start, UID: e.uid, Socket: e.socket})
+					out = append(out, Entry{Listen: l, PID: e.pid, Start: e.start, UID: e.uid, Socket: e.socket, Group: e.group})
 					exact[e.pid] = l.Addr() == dst.Addr()
 					break
 				}
@@ -287,6 +297,10 @@ func (n *Node) sweep(dirfd int) {
 	for _, name := range names {
 		if _, _, _, ok := parseEntryName(name); ok {
 			n.checkEntry(dirfd, name)
+			continue
+		}
+		if _, ok := parseRecordName(name); ok {
+			n.checkRecord(dirfd, name)
 			continue
 		}
 		pid, ok := parseTempName(name)

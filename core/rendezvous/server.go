@@ -136,7 +136,16 @@ func (s *server) serve(fd int) {
 		s.refuse(fd, ReasonRefused, ErrUIDNotAllowed.Error())
 		return
 	}
-	req, err := readRequest(fd, deadline)
+	body, files, err := recvFrame(fd, deadline)
+	var req Request
+	if err == nil {
+		var m message
+		if m, err = decodeMessage(body); err == nil && m.kind == kindPull {
+			s.servePull(fd, m, files, cred)
+			return
+		}
+		req, err = requestOf(m, files, err)
+	}
 	if err != nil {
 		if errors.Is(err, errTimeout) {
 			n.stats.readTimeouts.Add(1)
@@ -148,7 +157,13 @@ func (s *server) serve(fd int) {
 		return
 	}
 	req.Cred = *cred
-	if !n.listening(req.Tuple.Server) {
+	expected, gone := n.pend.admit(req.Tuple.canon())
+	if gone {
+		closeFiles(req.Payload.Files)
+		s.refuse(fd, ReasonTimeout, "the pull of "+req.Tuple.String()+" ended")
+		return
+	}
+	if !expected && !n.listening(req.Tuple.Server) {
 		closeFiles(req.Payload.Files)
 		s.refuse(fd, ReasonNotShimmed, "no listener on "+req.Tuple.Server.String())
 		return
@@ -228,14 +243,9 @@ func (s *server) refuse(fd int, r Reason, text string) {
 	unix.Close(fd)
 }
 
-// readRequest reads and checks one offer. On error every received file is
-// closed; on success the request owns them.
-func readRequest(fd int, deadline time.Time) (Request, error) {
-	body, files, err := recvFrame(fd, deadline)
-	if err != nil {
-		return Request{}, err
-	}
-	m, err := decodeMessage(body)
+// requestOf checks one offer (m, decoded with err) and its files. On
+// error every file is closed; on success the request owns them.
+func requestOf(m message, files []int, err error) (Request, error) {
 	switch {
 	case err != nil:
 	case m.kind != kindOffer:

@@ -23,6 +23,11 @@ type Stats struct {
 	Claims        uint64 // accept() matched a committed offer
 	ClaimMisses   uint64 // accept() found no entry (a plain client)
 	Drops         [DropClosed + 1]uint64
+	// Deferred acceptance (deferred.go, pull.go).
+	Deferred     uint64 // records written (connector)
+	Pulls        uint64 // Pull calls (first user)
+	PullsClaimed uint64 // Pulls that ended accelerated
+	PullsServed  uint64 // PULLs received (connector)
 }
 
 // Fallback returns the count of Offer or Lookup failures with reason r.
@@ -41,6 +46,7 @@ type counters struct {
 	readTimeouts, refused, answered, handlerPanics atomic.Uint64
 	claims, claimMisses                            atomic.Uint64
 	drops                                          [DropClosed + 1]atomic.Uint64
+	deferred, pulls, pullsClaimed, pullsServed     atomic.Uint64
 }
 
 func (c *counters) fallback(err error) {
@@ -65,6 +71,10 @@ func (c *counters) snapshot() Stats {
 		HandlerPanics:  c.handlerPanics.Load(),
 		Claims:         c.claims.Load(),
 		ClaimMisses:    c.claimMisses.Load(),
+		Deferred:       c.deferred.Load(),
+		Pulls:          c.pulls.Load(),
+		PullsClaimed:   c.pullsClaimed.Load(),
+		PullsServed:    c.pullsServed.Load(),
 	}
 	for i := range s.Fallbacks {
 		s.Fallbacks[i] = c.fallbacks[i].Load()

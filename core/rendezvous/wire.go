@@ -16,7 +16,7 @@ import (
 //
 //	0..3    magic "SDPr"
 //	4       version (WireVersion)
-//	5       kind: 1 offer, 2 answer, 3 refusal
+//	5       kind: 1 offer, 2 answer, 3 refusal, 4 pull (pull.go)
 //	6       reason (refusal only, else 0)
 //	7       number of files sent with the frame
 //	8..23   client address, 16 bytes (IPv4 as v4-mapped)
@@ -49,6 +49,7 @@ const (
 	kindOffer   kind = 1
 	kindAnswer  kind = 2
 	kindRefusal kind = 3
+	kindPull    kind = 4
 )
 
 // Single bytes written after the answer.
@@ -130,7 +131,7 @@ func decodeMessage(body []byte) (message, error) {
 		data:   body[headerLen:],
 	}
 	switch {
-	case m.kind != kindOffer && m.kind != kindAnswer && m.kind != kindRefusal:
+	case m.kind != kindOffer && m.kind != kindAnswer && m.kind != kindRefusal && m.kind != kindPull:
 		return message{}, fmt.Errorf("kind %d: %w", m.kind, errMessage)
 	case m.nfiles > MaxFiles:
 		return message{}, fmt.Errorf("%d files: %w", m.nfiles, errMessage)

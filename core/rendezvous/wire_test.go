@@ -97,7 +97,8 @@ func TestReasonsDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	consts := []string{"", "ReasonNotShimmed", "ReasonRefused", "ReasonTimeout", "ReasonProtocol", "ReasonRunDir",
-		"ReasonExcluded", "ReasonNoDevice", "ReasonUnsupportedOption", "ReasonForkDecline", "ReasonBadSetting", "ReasonPeerGone"}
+		"ReasonExcluded", "ReasonNoDevice", "ReasonUnsupportedOption", "ReasonForkDecline", "ReasonBadSetting", "ReasonPeerGone",
+		"ReasonDeferredUnclaimed", "ReasonDeferredPlain"}
 	if len(consts) != int(numReasons) {
 		t.Fatalf("test lists %d constants, package has %d", len(consts), numReasons)
 	}

@@ -1,0 +1,293 @@
+package rendezvous
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Deferred acceptance ("the first user claims"). A group listener (Entry
+// .Group: its fd is shared with fork children) cannot answer offers: the
+// kernel, not the shim, picks the process whose accept() gets a
+// connection, and that process may not be the one that uses it (a
+// postmaster accepts, its fork child serves). So the connector defers:
+//
+//  1. It calls Defer before its connect(): its rendezvous server runs
+//     (Serve) and a record file named by the 4-tuple says who it is.
+//  2. The process that first uses the accepted fd finds the record
+//     (FindDeferred) and calls Pull: a PULL message to the connector's
+//     server asks it to offer the connection to the puller's server,
+//     exactly as to a listener; the connector's OnPull makes that offer
+//     and commits it before it answers, so Pull ends with a Claim.
+//  3. The connector alone decides between a PULL and its own deadline
+//     (the shim's), so both ends always agree; an offer the puller gave up
+//     on is refused or dropped (abandoned tuples), which declines it.
+//
+// A record file lives in the run directory under the name
+// d<server>-<client> (the canonical Tuple, the client's address possibly
+// the wildcard [::]), is written like an entry file (temporary file, then
+// rename) and holds:
+//
+//	sdpshim-deferred 1
+//	pid 1234
+//	start 5678
+//	uid 1000
+//	pidns pid:[4026531836]
+//	socket /run/user/1000/sdpshim/p1234-0a1b2c3d.sock
+//	nonce 00112233445566778899aabbccddeeff
+//
+// Any deviation makes it garbage (removed, as are records of dead pids).
+
+// Record is a deferred connection as FindDeferred found it.
+type Record struct {
+	// Tuple is the connection as the connector named it (its client
+	// address may be the wildcard).
+	Tuple Tuple
+	// PID, Start, UID and Socket identify the connector process and its
+	// rendezvous server.
+	PID    int
+	Start  uint64
+	UID    uint32
+	Socket string
+	// Nonce is the connector's secret for this connection: a PULL must
+	// carry it.
+	Nonce [16]byte
+}
+
+// Deferral is the connector's handle on its record (Defer, Undefer).
+type Deferral struct {
+	Tuple Tuple
+	Nonce [16]byte
+	name  string
+}
+
+const recordHeader = "sdpshim-deferred 1"
+
+// recordName is d<server>-<client> of the canonical tuple.
+func recordName(t Tuple) string {
+	t = t.canon()
+	return "d" + t.Server.String() + "-" + t.Client.String()
+}
+
+// parseRecordName returns the tuple a record name stands for.
+func parseRecordName(name string) (Tuple, bool) {
+	rest, found := strings.CutPrefix(name, "d")
+	if !found {
+		return Tuple{}, false
+	}
+	srv, cli, found := strings.Cut(rest, "-")
+	if !found {
+		return Tuple{}, false
+	}
+	s, err1 := netip.ParseAddrPort(srv)
+	c, err2 := netip.ParseAddrPort(cli)
+	t := Tuple{Client: c, Server: s}
+	if err1 != nil || err2 != nil || !t.valid() || recordName(t) != name {
+		return Tuple{}, false
+	}
+	return t, true
+}
+
+type recordFile struct {
+	pid    int
+	start  uint64
+	uid    uint32
+	pidns  string
+	socket string
+	nonce  [16]byte
+}
+
+func (r *recordFile) encode() []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s\npid %d\nstart %d\nuid %d\npidns %s\nsocket %s\nnonce %s\n",
+		recordHeader, r.pid, r.start, r.uid, r.pidns, r.socket, hex.EncodeToString(r.nonce[:]))
+	return b.Bytes()
+}
+
+// parseRecordFile parses the record file called name in rundir.
+func parseRecordFile(rundir, name string, b []byte) (recordFile, error) {
+	var r recordFile
+	lines := strings.Split(string(b), "\n")
+	if len(lines) != 8 || lines[0] != recordHeader || lines[7] != "" {
+		return r, fmt.Errorf("record %s: bad header, ending or line count", name)
+	}
+	keys := []string{"pid", "start", "uid", "pidns", "socket", "nonce"}
+	for i, line := range lines[1:7] {
+		key, val, found := strings.Cut(line, " ")
+		if !found || key != keys[i] {
+			return r, fmt.Errorf("record %s: line %q", name, line)
+		}
+		var err error
+		switch key {
+		case "pid":
+			var p uint64
+			p, err = strconv.ParseUint(val, 10, 31)
+			r.pid = int(p)
+			if err == nil && p == 0 {
+				err = fmt.Errorf("pid 0")
+			}
+		case "start":
+			r.start, err = strconv.ParseUint(val, 10, 64)
+		case "uid":
+			var u uint64
+			u, err = strconv.ParseUint(val, 10, 32)
+			r.uid = uint32(u)
+		case "pidns":
+			r.pidns = val
+		case "socket":
+			r.socket = val
+		case "nonce":
+			var n []byte
+			n, err = hex.DecodeString(val)
+			if err == nil && len(n) != len(r.nonce) {
+				err = fmt.Errorf("nonce of %d bytes", len(n))
+			}
+			copy(r.nonce[:], n)
+		}
+		if err != nil {
+			return r, fmt.Errorf("record %s: %s: %w", name, key, err)
+		}
+	}
+	dir, base := filepath.Split(r.socket)
+	if sp, ok := parseSockName(base); !ok || sp != r.pid || filepath.Clean(dir) != rundir {
+		return r, fmt.Errorf("record %s: socket %q", name, r.socket)
+	}
+	return r, nil
+}
+
+// Defer publishes that this process is about to connect on t (its socket
+// bound, t.Client maybe the wildcard) to a group listener and will wait
+// for a PULL: it starts the rendezvous server if none runs and writes the
+// record file. Call Undefer once the connection is resolved (pulled,
+// fallen back, closed). Errors are *FallbackError (ReasonRunDir,
+// ReasonProtocol).
+func (n *Node) Defer(t Tuple) (Deferral, error) {
+	if !t.valid() {
+		return Deferral{}, &FallbackError{ReasonProtocol, fmt.Errorf("defer %s: invalid tuple", t)}
+	}
+	d := Deferral{Tuple: t, name: recordName(t)}
+	rand.Read(d.Nonce[:])
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return Deferral{}, &FallbackError{ReasonRunDir, ErrClosed}
+	}
+	if err := n.serveLocked(); err != nil {
+		return Deferral{}, err
+	}
+	r := recordFile{pid: n.pid, start: n.start, uid: n.euid, pidns: n.pidns, socket: n.srv.path, nonce: d.Nonce}
+	if err := n.writeFile(d.name, r.encode()); err != nil {
+		return Deferral{}, err
+	}
+	n.recs[d.name] = true
+	n.stats.deferred.Add(1)
+	return d, nil
+}
+
+// Undefer removes d's record file. Idempotent.
+func (n *Node) Undefer(d Deferral) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed || !n.recs[d.name] {
+		return
+	}
+	delete(n.recs, d.name)
+	n.withRunDir(false, func(dirfd int) error {
+		unix.Unlinkat(dirfd, d.name, 0)
+		return nil
+	})
+}
+
+// FindDeferred returns the record of the connection an accepted socket
+// has (local: its getsockname, remote: its getpeername), filed under the
+// exact 4-tuple or under the connector's port alone. No record, a garbage
+// one (removed) or one of a dead process (removed) is a *FallbackError
+// with ReasonNotShimmed, ReasonProtocol or ReasonPeerGone.
+func (n *Node) FindDeferred(local, remote netip.AddrPort) (Record, error) {
+	key := Tuple{Client: remote, Server: local}.canon()
+	var rec Record
+	var ferr error = &FallbackError{ReasonNotShimmed, fmt.Errorf("deferred %s: %w", key, ErrNoEntry)}
+	err := n.withRunDir(false, func(dirfd int) error {
+		for _, t := range []Tuple{key, key.withAnyClient()} {
+			r, err := n.checkRecord(dirfd, recordName(t))
+			if err == nil {
+				rec = Record{Tuple: t, PID: r.pid, Start: r.start, UID: r.uid, Socket: r.socket, Nonce: r.nonce}
+				ferr = nil
+				return nil
+			}
+			if ReasonOf(err) != ReasonNotShimmed {
+				ferr = err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		ferr = fallback(ReasonRunDir, err)
+	}
+	if ferr != nil {
+		n.stats.fallback(ferr)
+	}
+	return rec, ferr
+}
+
+// checkRecord reads and checks the record file name, removing it when it
+// is garbage or its process is gone.
+func (n *Node) checkRecord(dirfd int, name string) (recordFile, error) {
+	b, owner, err := readEntryFile(dirfd, name)
+	var r recordFile
+	switch {
+	case err == unix.ENOENT:
+		return r, &FallbackError{ReasonNotShimmed, ErrNoEntry}
+	case err == nil && owner != n.euid:
+		return r, &FallbackError{ReasonRefused, fmt.Errorf("record %s owned by uid %d", name, owner)}
+	case err == nil:
+		r, err = parseRecordFile(n.cfg.RunDir, name, b)
+	}
+	if err != nil {
+		n.stats.garbageEntries.Add(1)
+		unix.Unlinkat(dirfd, name, 0)
+		return r, &FallbackError{ReasonProtocol, err}
+	}
+	if r.pidns != n.pidns {
+		return r, &FallbackError{ReasonNotShimmed, fmt.Errorf("record %s of another pid namespace", name)}
+	}
+	if st, start := processStart(r.pid); st != procAlive || start != r.start {
+		if st != procUnknown {
+			n.stats.staleEntries.Add(1)
+			unix.Unlinkat(dirfd, name, 0)
+		}
+		return r, &FallbackError{ReasonPeerGone, fmt.Errorf("record %s: process %d gone", name, r.pid)}
+	}
+	return r, nil
+}
+
+// writeFile writes name in the run directory atomically (a temporary
+// file, then rename over any old one). n.mu held.
+func (n *Node) writeFile(name string, data []byte) error {
+	return n.withRunDir(true, func(dirfd int) error {
+		tmp := tempName(n.pid, random32())
+		fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return &FallbackError{ReasonRunDir, fmt.Errorf("write %s: %w", name, err)}
+		}
+		err = writeAll(fd, data)
+		if cerr := unix.Close(fd); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = unix.Renameat(dirfd, tmp, dirfd, name)
+		}
+		if err != nil {
+			unix.Unlinkat(dirfd, tmp, 0)
+			return &FallbackError{ReasonRunDir, fmt.Errorf("write %s: %w", name, err)}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,252 @@
+package rendezvous
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// deferPair returns a connector node (its OnPull offers to the puller and
+// commits, unless refuse says otherwise) and a puller node in one run
+// directory. answers receives the connector's committed Answers.
+func deferPair(t *testing.T, refuse func(PullRequest) error) (conn, puller *Node, answers chan *Answer) {
+	t.Helper()
+	dir := runDir(t)
+	answers = make(chan *Answer, 4)
+	conn = newNode(t, Config{RunDir: dir, Handler: echoHandler})
+	conn.cfg.OnPull = func(req PullRequest) error {
+		if refuse != nil {
+			if err := refuse(req); err != nil {
+				return err
+			}
+		}
+		t := Tuple{Client: req.Tuple.Client, Server: req.Tuple.Server}
+		a, err := conn.Offer(context.Background(), req.From, t, Payload{Data: []byte("offer")})
+		if err != nil {
+			return err
+		}
+		if err := a.Commit(); err != nil {
+			a.Close()
+			return err
+		}
+		a.Payload.CloseFiles()
+		answers <- a
+		return nil
+	}
+	d := newDrops()
+	puller = newNode(t, Config{RunDir: dir, Handler: echoHandler, OnDrop: d.onDrop})
+	return conn, puller, answers
+}
+
+func TestDeferredPullClaims(t *testing.T) {
+	conn, puller, answers := deferPair(t, nil)
+	tuple := Tuple{Client: ap("0.0.0.0:41001"), Server: ap("127.0.0.1:8080")}
+	d, err := conn.Defer(tuple)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The acceptor sees the connector's real address; the record is filed
+	// under its port alone.
+	local, remote := ap("127.0.0.1:8080"), ap("127.0.0.1:41001")
+	rec, err := puller.FindDeferred(local, remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Nonce != d.Nonce || rec.PID != os.Getpid() {
+		t.Fatalf("record %+v, deferral nonce %x", rec, d.Nonce)
+	}
+	m, err := puller.Pull(rec, local, remote, time.Now().Add(PullWait))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := m.Prepared.(*prepared); p.data != "offer" {
+		t.Fatalf("prepared %q", p.data)
+	} else {
+		p.release()
+	}
+	a := <-answers
+	defer a.Close()
+	if v := a.WaitVerdict(guard); v != VerdictAccepted {
+		t.Fatalf("verdict %s, want accepted", v)
+	}
+	conn.Undefer(d)
+	if _, err := puller.FindDeferred(local, remote); ReasonOf(err) != ReasonNotShimmed {
+		t.Fatalf("after Undefer: %v", err)
+	}
+	if s := puller.Stats(); s.Pulls != 1 || s.PullsClaimed != 1 {
+		t.Fatalf("puller stats %+v", s)
+	}
+	if s := conn.Stats(); s.Deferred != 1 || s.PullsServed != 1 {
+		t.Fatalf("connector stats %+v", s)
+	}
+}
+
+func TestDeferredPullRefused(t *testing.T) {
+	refusal := &FallbackError{Reason: ReasonDeferredUnclaimed, Err: errors.New("fell back already")}
+	conn, puller, _ := deferPair(t, func(PullRequest) error { return refusal })
+	tuple := Tuple{Client: ap("127.0.0.1:41002"), Server: ap("127.0.0.1:8080")}
+	d, err := conn.Defer(tuple)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Undefer(d)
+	rec, err := puller.FindDeferred(tuple.Server, tuple.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = puller.Pull(rec, tuple.Server, tuple.Client, time.Now().Add(PullWait))
+	wantReason(t, err, ReasonDeferredUnclaimed)
+	// The pull ended: an offer for the tuple that comes late is refused.
+	e := Entry{PID: os.Getpid(), Socket: puller.srv.path}
+	ctx, cancel := offerCtx()
+	defer cancel()
+	_, err = conn.Offer(ctx, e, tuple, Payload{Data: []byte("late")})
+	wantReason(t, err, ReasonTimeout)
+}
+
+func TestDeferredWrongNonce(t *testing.T) {
+	conn, puller, _ := deferPair(t, nil)
+	var d Deferral
+	var mu sync.Mutex // the server's goroutines start inside Defer, before d is set
+	conn.cfg.OnPull = func(req PullRequest) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if req.Nonce != d.Nonce {
+			return &FallbackError{Reason: ReasonProtocol, Err: errors.New("nonce")}
+		}
+		return errors.New("unexpected")
+	}
+	tuple := Tuple{Client: ap("127.0.0.1:41003"), Server: ap("127.0.0.1:8080")}
+	mu.Lock()
+	var err error
+	d, err = conn.Defer(tuple)
+	mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Undefer(d)
+	rec, err := puller.FindDeferred(tuple.Server, tuple.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Nonce[0] ^= 1
+	_, err = puller.Pull(rec, tuple.Server, tuple.Client, time.Now().Add(PullWait))
+	wantReason(t, err, ReasonProtocol)
+}
+
+// Garbage, hostile and stale records are removed and mean plain TCP.
+func TestDeferredBadRecords(t *testing.T) {
+	dir := runDir(t)
+	n := newNode(t, Config{RunDir: dir, Handler: echoHandler})
+	if _, err := n.Serve(); err != nil {
+		t.Fatal(err)
+	}
+	good, err := n.Defer(Tuple{Client: ap("127.0.0.1:42000"), Server: ap("127.0.0.1:8080")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	content, err := os.ReadFile(filepath.Join(dir, good.name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Undefer(good)
+	sockLine := "socket " + n.srv.path
+	cases := []struct {
+		name, content string
+		reason        Reason
+	}{
+		{"garbage", "hello\n", ReasonProtocol},
+		{"extra line", string(content) + "listen 1.2.3.4:5\n", ReasonProtocol},
+		{"socket elsewhere", replaceLine(string(content), sockLine, "socket /tmp/p1-00000000.sock"), ReasonProtocol},
+		{"short nonce", replaceLine(string(content), "nonce "+hexOf(good.Nonce[:]), "nonce 00"), ReasonProtocol},
+		{"dead pid", replaceLine(replaceLine(string(content), "pid "+itoa(os.Getpid()), "pid 999999"),
+			sockLine, "socket "+filepath.Join(dir, "p999999-00000000.sock")), ReasonPeerGone},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tuple := Tuple{Client: ap("127.0.0.1:" + itoa(42001+i)), Server: ap("127.0.0.1:8080")}
+			path := filepath.Join(dir, recordName(tuple))
+			if err := os.WriteFile(path, []byte(c.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := n.FindDeferred(tuple.Server, tuple.Client)
+			wantReason(t, err, c.reason)
+			if _, err := os.Lstat(path); !os.IsNotExist(err) {
+				t.Fatalf("record not removed: %v", err)
+			}
+		})
+	}
+	t.Run("symlink", func(t *testing.T) {
+		tuple := Tuple{Client: ap("127.0.0.1:42100"), Server: ap("127.0.0.1:8080")}
+		target := filepath.Join(t.TempDir(), "target")
+		os.WriteFile(target, content, 0o600)
+		path := filepath.Join(dir, recordName(tuple))
+		if err := os.Symlink(target, path); err != nil {
+			t.Fatal(err)
+		}
+		_, err := n.FindDeferred(tuple.Server, tuple.Client)
+		wantReason(t, err, ReasonProtocol)
+		if _, err := os.Stat(target); err != nil {
+			t.Fatalf("the link's target was touched: %v", err)
+		}
+	})
+}
+
+func TestRecordNames(t *testing.T) {
+	for _, tu := range []Tuple{
+		{Client: ap("127.0.0.1:1"), Server: ap("127.0.0.1:2")},
+		{Client: ap("[::]:40000"), Server: ap("[::1]:8080")},
+		{Client: ap("0.0.0.0:40000"), Server: ap("10.0.0.1:80")},
+	} {
+		got, ok := parseRecordName(recordName(tu))
+		if !ok || got.canon() != tu.canon() {
+			t.Errorf("%s: name %q parses to %s, %v", tu, recordName(tu), got, ok)
+		}
+	}
+	for _, bad := range []string{"d", "dx-y", "d127.0.0.1:0-127.0.0.1:1", "d::-1", "l8080-1-2"} {
+		if _, ok := parseRecordName(bad); ok {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+func TestGroupEntry(t *testing.T) {
+	dir := runDir(t)
+	l := newNode(t, Config{RunDir: dir, Handler: echoHandler})
+	c := newNode(t, Config{RunDir: dir, Handler: echoHandler})
+	addr := ap("127.0.0.1:18080")
+	if err := l.Register(addr); err != nil {
+		t.Fatal(err)
+	}
+	if e := lookupOne(t, c, addr); e.Group {
+		t.Fatal("group before SetGroup")
+	}
+	if err := l.SetGroup(addr); err != nil {
+		t.Fatal(err)
+	}
+	if e := lookupOne(t, c, addr); !e.Group {
+		t.Fatal("not group after SetGroup")
+	}
+	if err := l.SetGroup(ap("127.0.0.1:18081")); err == nil {
+		t.Fatal("SetGroup of an unregistered port")
+	}
+}
+
+func replaceLine(s, old, new string) string {
+	out := strings.Replace(s, old+"\n", new+"\n", 1)
+	if out == s {
+		panic("no line " + old)
+	}
+	return out
+}
+
+func hexOf(b []byte) string { return hex.EncodeToString(b) }
+
+func itoa(i int) string { return strconv.Itoa(i) }

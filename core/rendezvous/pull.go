@@ -1,0 +1,230 @@
+package rendezvous
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The PULL of deferred acceptance (deferred.go). Wire: one frame of kind
+// kindPull, the tuple as the puller sees it (Client: the connector's
+// address, Server: the puller's local address), the puller's pid, and
+// data:
+//
+//	0..15   the record's nonce
+//	16..23  the puller's start time (/proc/PID/stat field 22), little endian
+//	24..    the path of the puller's rendezvous socket
+//
+// The connector answers after its OnPull returned: kind answer (no data,
+// no files: the offer went to the puller's server and was committed) or a
+// refusal with its reason (it fell back already, or the nonce is wrong,
+// or its offer failed).
+
+// PullRequest is a PULL as the connector's OnPull sees it.
+type PullRequest struct {
+	// Tuple is the connection as the puller sees it: Client is the
+	// connector's address, Server the puller's local address.
+	Tuple Tuple
+	// Nonce is the one the puller read in the record.
+	Nonce [16]byte
+	// From is the puller, to offer the connection to: PID (its
+	// SO_PEERCRED pid), Start, UID (SO_PEERCRED) and Socket (its
+	// rendezvous server, checked to lie in the run directory and to be
+	// named for PID).
+	From Entry
+}
+
+// PullHandler is the connector's side of a PULL (Config.OnPull). It runs
+// on the rendezvous server's goroutine while the puller waits (PullWait):
+// it decides, under the connection's lock, whether the deferred connection
+// is still waiting (then it makes a normal Offer to req.From and commits
+// it before returning nil) or was decided already (an error whose
+// *FallbackError reason the puller gets). It must return within about a
+// second.
+type PullHandler func(req PullRequest) error
+
+// PullWait bounds a Pull: the connector's offer, channel setup included
+// (about a second), and the round trips.
+const PullWait = 2 * time.Second
+
+const pullFixedLen = 24
+
+// Serve starts the rendezvous server if none runs (a process without a
+// listener needs one to receive the offers of connections it pulls) and
+// returns its path.
+func (n *Node) Serve() (string, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return "", &FallbackError{ReasonRunDir, ErrClosed}
+	}
+	if err := n.serveLocked(); err != nil {
+		return "", err
+	}
+	return n.srv.path, nil
+}
+
+// serveLocked starts the server if none runs. n.mu held.
+func (n *Node) serveLocked() error {
+	if n.srv != nil {
+		return nil
+	}
+	if n.cfg.Handler == nil {
+		return &FallbackError{ReasonRunDir, fmt.Errorf("rendezvous: no Handler configured")}
+	}
+	srv, err := startServer(n)
+	if err != nil {
+		return err
+	}
+	n.srv = srv
+	return nil
+}
+
+// Pull claims the deferred connection rec for this process: local and
+// remote are the accepted socket's addresses. It asks the connector
+// (rec's server) to offer the connection to this process's server, waits
+// for the answer until deadline, and claims the offer. On success the
+// connection is accelerated exactly as after accept()'s Claim (the
+// connector hears "accepted"); on any error (a *FallbackError) it is plain
+// TCP, and an offer for it that comes later is refused, or dropped if it
+// came already, so the connector falls back too.
+func (n *Node) Pull(rec Record, local, remote netip.AddrPort, deadline time.Time) (Match, error) {
+	n.stats.pulls.Add(1)
+	m, err := n.pull(rec, local, remote, deadline)
+	if err != nil {
+		n.stats.fallback(err)
+		return Match{}, err
+	}
+	n.stats.pullsClaimed.Add(1)
+	return m, nil
+}
+
+func (n *Node) pull(rec Record, local, remote netip.AddrPort, deadline time.Time) (Match, error) {
+	key := Tuple{Client: remote, Server: local}.canon()
+	if !key.valid() || len(rec.Socket) > maxSockPath {
+		return Match{}, &FallbackError{ReasonProtocol, fmt.Errorf("pull %s: invalid tuple or record", key)}
+	}
+	path, err := n.Serve()
+	if err != nil {
+		return Match{}, err
+	}
+	n.pend.expect(key)
+	defer n.pend.unexpect(key)
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return Match{}, &FallbackError{ReasonPeerGone, fmt.Errorf("pull: socket: %w", err)}
+	}
+	defer unix.Close(fd)
+	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: rec.Socket}); err != nil {
+		return Match{}, &FallbackError{ReasonPeerGone, fmt.Errorf("pull: connect %s: %w", rec.Socket, err)}
+	}
+	cred, err := peerCred(fd)
+	switch {
+	case err != nil:
+		return Match{}, &FallbackError{ReasonPeerGone, fmt.Errorf("pull: SO_PEERCRED: %w", err)}
+	case !n.allowed(cred.Uid):
+		return Match{}, &FallbackError{ReasonRefused, fmt.Errorf("pull: connector uid %d: %w", cred.Uid, ErrUIDNotAllowed)}
+	case int(cred.Pid) != rec.PID:
+		return Match{}, &FallbackError{ReasonRefused, fmt.Errorf("pull: socket %s served by pid %d, record says %d", rec.Socket, cred.Pid, rec.PID)}
+	}
+	data := make([]byte, pullFixedLen+len(path))
+	copy(data, rec.Nonce[:])
+	binary.LittleEndian.PutUint64(data[16:], n.start)
+	copy(data[pullFixedLen:], path)
+	msg := message{kind: kindPull, tuple: Tuple{Client: remote, Server: local}, pid: uint32(n.pid), data: data}
+	if err := sendFrame(fd, msg.encode(), nil, deadline); err != nil {
+		return Match{}, ioFallback("send pull", err)
+	}
+	body, files, err := recvFrame(fd, deadline)
+	if err != nil {
+		return Match{}, ioFallback("receive pull answer", err)
+	}
+	closeFiles(files)
+	r, err := decodeMessage(body)
+	switch {
+	case err != nil:
+	case r.kind == kindRefusal:
+		return Match{}, &FallbackError{r.reason, &RefusedError{Reason: r.reason, Text: string(r.data)}}
+	case r.kind != kindAnswer || len(files) != 0 || len(r.data) != 0:
+		err = fmt.Errorf("kind %d with %d files, want an empty answer: %w", r.kind, len(files), errMessage)
+	}
+	if err != nil {
+		return Match{}, fallback(ReasonProtocol, err)
+	}
+	// The connector committed its offer before answering: the entry is in
+	// the table and its commit byte queued.
+	m, ok := n.Claim(local, remote)
+	if !ok {
+		return Match{}, &FallbackError{ReasonProtocol, fmt.Errorf("pull %s: answered, but no committed offer", key)}
+	}
+	return m, nil
+}
+
+// servePull handles a PULL on the connector's server: checks, OnPull, the
+// answer. fd is closed here.
+func (s *server) servePull(fd int, m message, files []int, cred *unix.Ucred) {
+	n := s.n
+	closeFiles(files)
+	n.stats.pullsServed.Add(1)
+	req, err := n.pullRequest(m, cred)
+	if err != nil {
+		n.stats.badRequests.Add(1)
+		s.refuse(fd, ReasonProtocol, err.Error())
+		return
+	}
+	if n.cfg.OnPull == nil {
+		s.refuse(fd, ReasonNotShimmed, "no deferred connections here")
+		return
+	}
+	if err := s.callPull(req); err != nil {
+		r := ReasonOf(err)
+		if r == ReasonNone || !r.Valid() {
+			r = ReasonRefused
+		}
+		s.refuse(fd, r, err.Error())
+		return
+	}
+	a := message{kind: kindAnswer, tuple: m.tuple, pid: uint32(n.pid)}
+	sendFrame(fd, a.encode(), nil, time.Now().Add(n.cfg.ReadTimeout))
+	unix.Close(fd)
+}
+
+// pullRequest checks a PULL's message against its sender's credentials.
+func (n *Node) pullRequest(m message, cred *unix.Ucred) (PullRequest, error) {
+	switch {
+	case m.nfiles != 0:
+		return PullRequest{}, fmt.Errorf("pull with %d files: %w", m.nfiles, errMessage)
+	case !m.tuple.valid() || m.tuple.Client.Addr().IsUnspecified():
+		return PullRequest{}, fmt.Errorf("pull tuple %s: %w", m.tuple, errMessage)
+	case len(m.data) <= pullFixedLen || len(m.data) > pullFixedLen+maxSockPath:
+		return PullRequest{}, fmt.Errorf("pull data of %d bytes: %w", len(m.data), errMessage)
+	case int(cred.Pid) != int(m.pid):
+		return PullRequest{}, fmt.Errorf("pull from pid %d names pid %d: %w", cred.Pid, m.pid, errMessage)
+	}
+	path := string(m.data[pullFixedLen:])
+	dir, base := filepath.Split(path)
+	if sp, ok := parseSockName(base); !ok || sp != int(m.pid) || filepath.Clean(dir) != n.cfg.RunDir {
+		return PullRequest{}, fmt.Errorf("pull socket %q: %w", path, errMessage)
+	}
+	req := PullRequest{
+		Tuple: m.tuple,
+		From: Entry{PID: int(m.pid), Start: binary.LittleEndian.Uint64(m.data[16:]), UID: cred.Uid, Socket: path,
+			Listen: m.tuple.Server},
+	}
+	copy(req.Nonce[:], m.data[:16])
+	return req, nil
+}
+
+func (s *server) callPull(req PullRequest) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.n.stats.handlerPanics.Add(1)
+			err = fmt.Errorf("pull handler panic: %v", p)
+		}
+	}()
+	return s.n.cfg.OnPull(req)
+}

@@ -1,0 +1,198 @@
+package shim
+
+import (
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core/rendezvous"
+)
+
+// Deferred acceptance, the accepting side ("the first user claims"; the
+// connector's side is deferred.go). accept() on a group listener decides
+// nothing: the new fd stays CANDIDATE (which a fork child inherits) and
+// its Socket is adopted. Its first use (a data call, epoll_ctl: whatever
+// reaches Socket.active or socketInUse) in whichever process makes it
+// resolves it: the record of its 4-tuple names the connector, which is
+// PULLed (core/rendezvous/pull.go); a claimed offer makes it accelerated,
+// anything else plain kernel TCP.
+//
+// A process that does not know an fd the interposer says is CANDIDATE
+// (a fork child running a fresh core, an fd received from elsewhere)
+// adopts it at its first call: a listener (SO_ACCEPTCONN) becomes a group
+// listener of this process, registered with its own group entry so that
+// connectors still find one when the parent is gone (only where fork
+// children run cores, childCores, as in the parent's ForkPrepare; else
+// it stays unregistered, its accepts counted fork-exec-decline); a
+// connected socket
+// becomes adopted as above; an unbound one a created socket.
+
+// acceptedConn is an adopted socket's connection.
+type acceptedConn struct {
+	local, remote netip.AddrPort
+}
+
+var (
+	errNoPrepared  = errors.New("pulled offer without a prepared stream")
+	errKernelBytes = errors.New("bytes arrived on kernel TCP before the first use")
+)
+
+// childCoreHost is implemented by a host whose fork children run a core
+// of their own (preload/c loads a fresh one in the child). Only then may
+// a listener a fork child inherits become a group listener: a child
+// without a core never uses an fd through the shim, and its connections
+// would each wait out deferDeadline.
+type childCoreHost interface {
+	// ChildCores reports whether fork children run a core of their own.
+	ChildCores() bool
+}
+
+// childCores reports whether fork children of this process run a core.
+func (p *Process) childCores() bool {
+	h, ok := p.host.(childCoreHost)
+	return ok && h.ChildCores()
+}
+
+// adopt makes a Socket for fd, which the interposer has as CANDIDATE and
+// the table does not know. It returns nil (fd set UNMANAGED) when fd is
+// not a TCP socket the shim can take.
+func (p *Process) adopt(fd int) *Socket {
+	domain, err1 := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN)
+	typ, err2 := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+	proto, err3 := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PROTOCOL)
+	if err1 != nil || err2 != nil || err3 != nil || typ != unix.SOCK_STREAM ||
+		(domain != unix.AF_INET && domain != unix.AF_INET6) || proto != unix.IPPROTO_TCP {
+		p.host.SetFDState(fd, FDUnmanaged)
+		return nil
+	}
+	s := &Socket{p: p, family: domain, fds: []int{fd}}
+	if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil {
+		s.nonblock.Store(fl&unix.O_NONBLOCK != 0)
+	}
+	if tv, err := unix.GetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO); err == nil {
+		s.rcvTimeo.Store(tv.Nano())
+	}
+	if tv, err := unix.GetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO); err == nil {
+		s.sndTimeo.Store(tv.Nano())
+	}
+	if l, err := unix.GetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER); err == nil {
+		s.abortClose.Store(l.Onoff != 0 && l.Linger == 0)
+	}
+	listening, _ := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ACCEPTCONN)
+	var local, remote netip.AddrPort
+	switch {
+	case listening == 1:
+		s.setState(sockListening)
+	default:
+		sa, err := unix.Getpeername(fd)
+		if err == nil {
+			remote, _ = addrPortOf(sa)
+			local, err = sockName(fd)
+		}
+		switch {
+		case err == nil && remote.IsValid() && local.IsValid():
+			s.acc = &acceptedConn{local: local, remote: remote}
+			s.setState(sockAdopted)
+		case err == unix.ENOTCONN:
+			if l, err := sockName(fd); err != nil || l.Port() != 0 {
+				// Bound or connecting: not a socket the shim saw made.
+				p.host.SetFDState(fd, FDUnmanaged)
+				return nil
+			}
+		default:
+			p.host.SetFDState(fd, FDUnmanaged)
+			return nil
+		}
+	}
+	if !p.fds.setIfEmpty(fd, &fdEntry{sock: s}) {
+		return p.fds.socket(fd) // adopted by another thread meanwhile
+	}
+	p.count("adopted." + s.getState().String())
+	if s.getState() == sockListening {
+		s.mu.Lock()
+		if p.childCores() {
+			p.registerLocked(s, fd, true)
+		} else {
+			// The parent unregistered it at the fork (fork.go): its
+			// connections stay on kernel TCP here too.
+			s.unlisted = rendezvous.ReasonForkDecline
+		}
+		s.mu.Unlock()
+	}
+	return s
+}
+
+// acceptDeferred makes the Socket of fd, accepted on the group listener
+// ls (local, peer: its addresses): adopted, resolved at its first use.
+func (p *Process) acceptDeferred(ls *Socket, fd int, local, peer netip.AddrPort, flags int) FDState {
+	s := &Socket{p: p, family: ls.family, fds: []int{fd}}
+	s.inheritBuffers(ls)
+	s.nonblock.Store(flags&unix.SOCK_NONBLOCK != 0)
+	s.acc = &acceptedConn{local: local, remote: peer}
+	s.setState(sockAdopted)
+	p.fds.set(fd, &fdEntry{sock: s})
+	p.count("accept.deferred")
+	return FDCandidate
+}
+
+// resolve decides an adopted socket at its first use (any thread, any
+// process holding it): pulled and claimed, it is accelerated (its fds
+// MANAGED); otherwise plain kernel TCP. It may wait up to
+// rendezvous.PullWait.
+func (s *Socket) resolve() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.getState() != sockAdopted || len(s.fds) == 0 {
+		return
+	}
+	p := s.p
+	acc := s.acc
+	fd := s.fds[0]
+	fields := logrus.Fields{"local": acc.local, "remote": acc.remote}
+	plain := func(r rendezvous.Reason, why error) {
+		s.acc = nil
+		p.fallback(r, fd, fields, why)
+		s.fallBackLocked()
+	}
+	if r, ok := p.shmAllowed(); !ok {
+		plain(r, nil)
+		return
+	}
+	if n, err := unix.IoctlGetInt(fd, unix.SIOCINQ); err == nil && n > 0 {
+		// Bytes on kernel TCP: the connector side fell back already (or a
+		// process sharing its socket wrote plainly); no PULL can help.
+		plain(rendezvous.ReasonNotShimmed, errKernelBytes)
+		return
+	}
+	node, err := p.rendezvousNode()
+	if err != nil {
+		plain(rendezvous.ReasonOf(err), err)
+		return
+	}
+	rec, err := node.FindDeferred(acc.local, acc.remote)
+	if err != nil {
+		plain(rendezvous.ReasonOf(err), err)
+		return
+	}
+	m, err := node.Pull(rec, acc.local, acc.remote, time.Now().Add(rendezvous.PullWait))
+	if err != nil {
+		plain(rendezvous.ReasonOf(err), err)
+		return
+	}
+	pr, _ := m.Prepared.(*prepared)
+	if pr == nil {
+		plain(rendezvous.ReasonProtocol, errNoPrepared)
+		return
+	}
+	s.acc = nil
+	s.accelerateLocked(pr.end, pr.stream)
+	for _, f := range s.fds {
+		p.host.SetFDState(f, FDManaged)
+	}
+	p.count("accept.pulled")
+	fields["stream"] = pr.stream.ID()
+	p.log.WithFields(fields).Debug("deferred connection claimed: accelerated")
+}

@@ -1,0 +1,51 @@
+package tests
+
+import (
+	"strings"
+	"testing"
+)
+
+// Deferred acceptance ("the first user claims", shim/deferred*.go): a
+// listener that fork children share becomes a group listener, connectors
+// defer, and the process that first uses an accepted connection pulls it.
+// Two server shapes (testdata/fork_echo.c): prefork (the master listens,
+// forks two workers that accept; the master closes its copy) and perconn
+// (accept in the parent, fork, the child serves: postgres's shape). Every
+// client echoes byte-exact; the logs must show the children's connections
+// accelerated.
+//
+// This needs fork children that run a core of their own (the interposer
+// loads a fresh one in the child, and its host says so: Host.ChildCores).
+// Where they do not, listeners a child inherits are unregistered instead
+// and the test is skipped, saying so.
+func TestDeferredForkServers(t *testing.T) {
+	for _, mode := range []string{"prefork", "perconn"} {
+		t.Run(mode, func(t *testing.T) {
+			sizes := []int{1 << 20, 64 << 10, 2 << 20, 1, 300 << 10, 1 << 20, 5000, 512 << 10}
+			srv, cli := forkRun(t, true, mode, 0, sizes...)
+			switch {
+			case strings.Contains(srv, "listener shared with a child process: unregistered"):
+				t.Skip("fork children run no core of their own in this build: group listeners are off")
+			case !strings.Contains(srv, "listener shared with a child process: group listener"):
+				t.Fatalf("the listener did not become a group listener:\n%s", srv)
+			}
+			// perconn: the first connection is accepted before the first
+			// fork (accelerated, then switched to kernel TCP by it).
+			first := 0
+			if mode == "perconn" {
+				first = 1
+			}
+			for i, l := range cli[first:] {
+				if !strings.Contains(l, "deferred") || !strings.Contains(l, "connected accelerated") {
+					t.Errorf("client %d not deferred then accelerated:\n%s", i+first, l)
+				}
+			}
+			if n := strings.Count(srv, "deferred connection claimed: accelerated"); n != len(cli)-first {
+				t.Errorf("server side claimed %d deferred connections, want %d:\n%s", n, len(cli)-first, srv)
+			}
+			if strings.Contains(srv, "level=warn") || strings.Contains(srv, "level=error") {
+				t.Errorf("server warnings:\n%s", srv)
+			}
+		})
+	}
+}

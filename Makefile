@@ -21,10 +21,14 @@ $(BUILD):
 # $(BUILD)/libsdpshim.so, the C interposer (flags in preload/c/build.sh).
 include preload/c/Makefile.inc
 
-$(BUILD)/libsdpshim-core.so: $(GO_SRC) preload/entry/exports.map $(wildcard preload/entry/*.c) \
-		probes/c/probe.c probes/c/probe.h preload/c/sdpshim_core.h | $(BUILD)
+# The core's runtime settings (preload/entry/godebug.conf, why there) are
+# its compiled-in GODEBUG default; the program's GODEBUG still applies.
+comma := ,
+CORE_GODEBUG := $(subst $(eval) ,$(comma),$(strip $(shell sed -e '/^\#/d' preload/entry/godebug.conf)))
+$(BUILD)/libsdpshim-core.so: $(GO_SRC) preload/entry/exports.map preload/entry/godebug.conf \
+		$(wildcard preload/entry/*.c) probes/c/probe.c probes/c/probe.h preload/c/sdpshim_core.h | $(BUILD)
 	$(GO) build -buildmode=c-shared -trimpath \
-		-ldflags='-extldflags=-Wl,--version-script=$(CURDIR)/preload/entry/exports.map' \
+		-ldflags='-X=runtime.godebugDefault=$(CORE_GODEBUG) -extldflags=-Wl,--version-script=$(CURDIR)/preload/entry/exports.map' \
 		-o $@ ./preload/entry
 	rm -f $(BUILD)/libsdpshim-core.h
 

@@ -1,5 +1,7 @@
 package core
 
+import "errors"
+
 // The scheduler (seed 003). Streams with something to send sit in the
 // active list; the scheduler visits them round-robin and sends one block
 // per stream per turn (a reset, then control records, then a data segment
@@ -35,7 +37,7 @@ func (c *Channel) flush() int {
 		c.sendMu.Unlock()
 		total += n
 		if err != nil {
-			c.fail(err)
+			c.failSend(err)
 			return total
 		}
 		if !c.flushReq.Load() {
@@ -55,8 +57,32 @@ func (c *Channel) flushWait() {
 	_, err := c.flushLocked()
 	c.sendMu.Unlock()
 	if err != nil {
-		c.fail(err)
+		c.failSend(err)
 	}
+}
+
+// failSend ends the channel after a send error. A peer that went away
+// (its process exited after its last write) may have written its last
+// blocks, data and FIN, before it went: they are taken first, as
+// progress.end does for a doorbell error, so a reader gets everything
+// the peer sent before it exited, as over kernel TCP, instead of losing
+// it because a credit return or window post failed first.
+func (c *Channel) failSend(err error) {
+	if errors.Is(err, ErrPeerGone) {
+		for i := 0; i < 1000 && !c.dead.Load(); i++ {
+			c.recvMu.Lock()
+			n, perr := c.pumpLocked()
+			c.recvMu.Unlock()
+			if perr != nil {
+				c.fail(perr) // the receiving side's end, after its last block
+				return
+			}
+			if n == 0 {
+				break
+			}
+		}
+	}
+	c.fail(err)
 }
 
 // flushLocked runs rounds until the transport is full or a round sends

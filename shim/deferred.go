@@ -122,7 +122,7 @@ func (s *Socket) connectDeferredLocked(fd int, node *rendezvous.Node, t rendezvo
 		p.host.SetFDState(f, FDManaged)
 	}
 	p.count("connect.deferred")
-	if dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0); err == nil {
+	if dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, highBase()); err == nil {
 		go s.watchDeferred(pc, dup, time.Now().Add(deferDeadline))
 	} else {
 		s.deferFallbackLocked(rendezvous.ReasonDeferredUnclaimed, err)

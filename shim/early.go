@@ -61,7 +61,7 @@ func (s *Socket) sendEarly(bufs [][]byte) (n int64, ok bool) {
 // the socket (accelerateLocked flushes), and keeps flushing while the
 // stream has no room for the rest.
 func (s *Socket) pushEarly(answerFD int) {
-	dup, err := unix.FcntlInt(uintptr(answerFD), unix.F_DUPFD_CLOEXEC, 0)
+	dup, err := unix.FcntlInt(uintptr(answerFD), unix.F_DUPFD_CLOEXEC, highBase())
 	if err != nil {
 		return
 	}

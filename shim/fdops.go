@@ -88,7 +88,7 @@ const closeVerdictWait = 60 * time.Second
 // finishClose waits for the verdict on answerFD, settles the socket through
 // kfd, closes it, and closes kfd.
 func (s *Socket) finishClose(kfd, answerFD int) {
-	if dup, err := unix.FcntlInt(uintptr(answerFD), unix.F_DUPFD_CLOEXEC, 0); err == nil {
+	if dup, err := unix.FcntlInt(uintptr(answerFD), unix.F_DUPFD_CLOEXEC, highBase()); err == nil {
 		pfd := []unix.PollFd{{Fd: int32(dup), Events: unix.POLLIN}}
 		for end := time.Now().Add(closeVerdictWait); time.Now().Before(end); {
 			if n, _ := unix.Poll(pfd, 500); n > 0 {

@@ -134,7 +134,7 @@ func (s *Socket) switchFD() int {
 	if len(s.fds) == 0 || s.getState() != sockAccelerated {
 		return -1
 	}
-	d, err := unix.FcntlInt(uintptr(s.fds[0]), unix.F_DUPFD_CLOEXEC, 0)
+	d, err := unix.FcntlInt(uintptr(s.fds[0]), unix.F_DUPFD_CLOEXEC, highBase())
 	if err != nil {
 		return -1
 	}

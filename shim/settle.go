@@ -63,7 +63,7 @@ func (s *Socket) watchConnectLocked(fd int, events int16) {
 	if s.pend == nil || s.pend.watching {
 		return
 	}
-	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, highBase())
 	if err != nil {
 		return
 	}

@@ -79,10 +79,15 @@ func buildArtefacts() (artefacts, error) {
 		a.lib = filepath.Join(b, "libsdpshim.so")
 	} else {
 		root, _ := filepath.Abs("..")
+		godebug, err := coreGodebug()
+		if err != nil {
+			return a, err
+		}
 		steps = append(steps,
 			[]string{"sh", "../preload/c/build.sh", a.lib},
 			[]string{"go", "build", "-buildmode=c-shared", "-trimpath",
-				"-ldflags=-extldflags=-Wl,--version-script=" + filepath.Join(root, "preload/entry/exports.map"),
+				"-ldflags=-X=runtime.godebugDefault=" + godebug +
+					" -extldflags=-Wl,--version-script=" + filepath.Join(root, "preload/entry/exports.map"),
 				"-o", filepath.Join(dir, "libsdpshim-core.so"), "../preload/entry"})
 	}
 	steps = append(steps,
@@ -96,4 +101,21 @@ func buildArtefacts() (artefacts, error) {
 		}
 	}
 	return a, nil
+}
+
+// coreGodebug returns the core's GODEBUG default as the Makefile builds
+// it from preload/entry/godebug.conf: the lines that are not comments,
+// joined with commas.
+func coreGodebug() (string, error) {
+	b, err := os.ReadFile("../preload/entry/godebug.conf")
+	if err != nil {
+		return "", err
+	}
+	var kept []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			kept = append(kept, l)
+		}
+	}
+	return strings.Join(kept, ","), nil
 }

@@ -52,7 +52,7 @@ func TestProgramsNginx(t *testing.T) {
 				checkWrk(t, res)
 				// curl: 1 connection; wrk: wrkConns and its first probe.
 				if prefork {
-					r.checkForked(t, 1+wrkConns)
+					r.checkForked(t, 1+wrkConns, 1) // wrk's probe: connected, closed unused
 				} else {
 					r.checkPair(t, 1+wrkConns, true)
 				}

@@ -91,43 +91,30 @@ func TestProgramsPostgres(t *testing.T) {
 			if strings.TrimSpace(got) != "t" {
 				t.Fatalf("TPC-B invariant broken after pgbench: %q", got)
 			}
-			r.checkForked(t, 4)
+			r.checkForked(t, 4, 0)
 		})
 	}
 }
 
 // startPostgres starts the server (start), waits until it accepts
 // queries and returns the client's connection flags and a plain
-// environment. A shimmed postmaster's startup child has been seen to hang
-// in a libc lock taken at fork (an open bug of the fork work, issue 5):
-// such a start is logged, killed and tried once more; a second one fails
-// the test.
+// environment.
 func startPostgres(t *testing.T, r *pairRun, start func(port int) *proc, ready func(pg, env []string) bool) ([]string, []string) {
 	t.Helper()
 	plainHere := artefacts{}.environ(t, side{}, r.rd)
-	for attempt := 1; ; attempt++ {
-		port := freePort(t)
-		srv := start(port)
-		stopOnCleanup(t, srv, syscall.SIGINT) // fast shutdown: the postmaster stops its backends
-		waitListen(t, srv, port)
-		pg := []string{"-h", "127.0.0.1", "-p", fmt.Sprint(port), "-U", "postgres"}
-		// Listening is not accepting: wait until recovery is done
-		// (pg_isready, a plain client).
-		deadline := time.Now().Add(30 * time.Second)
-		for !ready(pg, plainHere) && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
+	port := freePort(t)
+	srv := start(port)
+	stopOnCleanup(t, srv, syscall.SIGINT) // fast shutdown: the postmaster stops its backends
+	waitListen(t, srv, port)
+	pg := []string{"-h", "127.0.0.1", "-p", fmt.Sprint(port), "-U", "postgres"}
+	// Listening is not accepting: wait until recovery is done
+	// (pg_isready, a plain client).
+	deadline := time.Now().Add(30 * time.Second)
+	for !ready(pg, plainHere) {
+		if time.Now().After(deadline) {
+			t.Fatalf("postgres not ready after 30 s\n%s", tail(srv.errb.String(), 20))
 		}
-		if ready(pg, plainHere) {
-			return pg, plainHere
-		}
-		if attempt == 2 {
-			t.Fatalf("postgres not ready after 30 s, twice\n%s", tail(srv.errb.String(), 20))
-		}
-		t.Logf("postgres not ready after 30 s (known fork hang, issue 5); killing it and starting again\n%s",
-			tail(srv.errb.String(), 5))
-		for _, c := range append(descendants(srv.cmd.Process.Pid), srv.cmd.Process.Pid) {
-			syscall.Kill(c, syscall.SIGKILL)
-		}
-		srv.wait()
+		time.Sleep(50 * time.Millisecond)
 	}
+	return pg, plainHere
 }

@@ -9,9 +9,11 @@
  *   close_range/closefrom    the range is split around them; the rest is
  *                            closed and the call succeeds, as the kernel
  *                            skips numbers that are not open;
- *   dup2/dup3(x, p)          the core is asked to move off p (evict); if it
- *                            cannot, -1 EBUSY (the kernel's answer when the
- *                            target slot is busy being installed);
+ *   dup2/dup3(x, p)          the interposer's own (the core copy for fork
+ *                            children, core.c) moves off p; otherwise the
+ *                            core is asked to (evict); if it cannot, -1
+ *                            EBUSY (the kernel's answer when the target
+ *                            slot is busy being installed);
  *   any other call on p      -1 EBADF.
  * The kernel hands out only the lowest free number, so the program never
  * receives p from open(), socket() or dup() while the core holds it.
@@ -183,7 +185,9 @@ static SDP_COLD int dup23_slow(int oldfd, int newfd, int flags, int is3)
 	if (so == SDPSHIM_FD_PROTECTED)
 		return (int)sdp_fail(EBADF);
 	if (sn == SDPSHIM_FD_PROTECTED) {
-		int r = sdp_core_ready() ? SDP_CORE_CALL(sdp_core.evict(newfd)) : -EBUSY;
+		int r = sdp_core_evict_own(newfd) == 0 ? 0
+			: sdp_core_ready()           ? SDP_CORE_CALL(sdp_core.evict(newfd))
+						     : -EBUSY;
 		if (r != 0 || sdp_fd_state(newfd) == SDPSHIM_FD_PROTECTED)
 			return (int)sdp_fail(EBUSY);
 		sn = SDPSHIM_FD_UNMANAGED;

@@ -3,9 +3,11 @@
  * assembly version (vfork_x86_64.S).
  *
  * The core's fork hooks run only when the core is running. The child of a
- * fork never enters the core's Go runtime again (its other threads are gone
- * and it hangs): sdp_core_atfork_child() calls the core's C-only fork_child
- * hook, forgets every fd state and turns the core off for that process.
+ * fork never enters the parent's Go runtime (its other threads are gone and
+ * it hangs): sdp_core_atfork_child() calls the core's C-only fork_child
+ * hook, forgets the MANAGED and PROTECTED fd states and leaves the child a
+ * private copy of the core to load on first need (core.c), which the
+ * parent made before the first fork (sdp_core_prepare_fork).
  * posix_spawn children exec at once and run none of our code.
  *
  * vfork: the child borrows its parent's memory and thread (TLS included)
@@ -17,6 +19,9 @@
  */
 #include "shim.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 SDP_EXPORT pid_t fork(void)
 {
 	if (sdp_passthrough())
@@ -25,6 +30,9 @@ SDP_EXPORT pid_t fork(void)
 	if (ready) {
 		int saved = errno;
 		SDP_CORE_DO(sdp_core.fork_prepare(SDPSHIM_FORK));
+		/* After the hook: the copy takes a few ms the first time, which
+		 * must not delay withdrawing the listeners the child shares. */
+		sdp_core_prepare_fork();
 		errno = saved;
 	}
 	pid_t pid = sdp_real.fork();
@@ -115,3 +123,28 @@ SDP_EXPORT pid_t vfork(void)
 	return pid;
 }
 #endif
+
+/* _exit and _Exit end the process without exit()'s handlers, so without
+ * the core's destructor either: the accelerated streams would lose what
+ * they still hold (bytes a flow controller buffered, a FIN), which the
+ * kernel delivers for a plain socket after the process is gone. A fork
+ * server's child typically ends this way right after its last write.
+ * The core drains first (bounded), unless this thread is inside the core
+ * or the interposer (a signal handler that interrupted it: the core's
+ * locks may be held here), or is a vfork child (its parent's memory). */
+static void sdp_exit_drain(void)
+{
+	if (!sdp_passthrough() && sdp_core_ready())
+		SDP_CORE_DO(sdp_core.exit_drain());
+}
+
+SDP_EXPORT void _exit(int status)
+{
+	sdp_exit_drain();
+	for (;;) {
+		syscall(SYS_exit_group, status);
+		syscall(SYS_exit, status);
+	}
+}
+
+SDP_EXPORT void _Exit(int status) { _exit(status); }

@@ -167,6 +167,10 @@ struct sdpshim_host {
 	/* Absolute paths of libsdpshim.so and of the core as loaded. */
 	const char *shim_path;
 	const char *core_path;
+	/* 1 when this process's fork children will run a core of their own
+	 * (the interposer loads a private copy in the child: preload/c/core.c),
+	 * 0 when they will stay on kernel TCP (the copy could not be made). */
+	int (*child_cores)(void);
 };
 
 /*
@@ -248,6 +252,12 @@ struct sdpshim_host {
  *     Around fork()/posix_spawn()/vfork() in the parent; pid < 0 is -errno.
  *     fork_prepare may block (bounded, a few seconds at worst) while it
  *     switches inherited connections to kernel TCP with their peers.
+ * exit_drain()
+ *     _exit()/_Exit() of the process that runs the core, on a thread not
+ *     inside the core: the accelerated streams send what they hold and
+ *     their FINs (bounded, as at exit()), which the kernel would deliver
+ *     for a plain socket after the process is gone. Nothing in a fork
+ *     child that runs no core of its own, nor twice.
  * fork_child()
  *     In a fork() child, before fork() returns. Written in C inside the core
  *     library and async-signal-safe: the child must never enter the old Go
@@ -288,7 +298,8 @@ struct sdpshim_host {
 	X(int, epoll_wait, (int epfd, struct epoll_event *ev, int maxevents, int nkernel))     \
 	X(void, fork_prepare, (int kind))                                                      \
 	X(void, fork_parent, (int kind, pid_t pid))                                            \
-	X(void, fork_child, (void))
+	X(void, fork_child, (void))                                                            \
+	X(void, exit_drain, (void))
 
 /* Function types: sdpshim_core_<name>_fn. */
 #define SDPSHIM_CORE_TYPEDEF_(ret, name, params) typedef ret sdpshim_core_##name##_fn params;

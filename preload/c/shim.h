@@ -215,17 +215,30 @@ static inline void sdp_fd_fresh(int fd, int state)
 }
 /* Fork child: every MANAGED or PROTECTED fd set UNMANAGED (returns how
  * many were MANAGED); CANDIDATE ones (listeners, unconnected sockets) stay,
- * so that what the child accepts on them is counted (sock.c), while the
- * core being off routes every call on them to libc. */
+ * for the child's own copy of the core (core.c), or, when it has none, so
+ * that what the child accepts on them is counted (sock.c). */
 SDP_HIDDEN unsigned long sdp_fd_forget_all(void);
 
 /* ---- the core (core.c) ---------------------------------------------------- */
 
+/* The core's life in one process:
+ *
+ *   UNLOADED --first need--> LOADING --ok--> READY
+ *                                    \--fail--> OFF (reason kept)
+ *   FORKED   --first need--> LOADING (of the private copy) --> READY / OFF
+ *
+ * First need: a TCP socket(), or (FORKED) any call routed on a CANDIDATE
+ * fd. At fork(), the child's state is the parent's, except: READY with a
+ * next-core copy -> FORKED (the copy is the child's to load); READY without
+ * one, or LOADING -> OFF (fork-exec-decline). A FORKED process that forks
+ * gives its child the same unused copy (FORKED). */
 enum sdp_core_state {
 	SDP_CORE_UNLOADED = 0, /* not tried yet */
 	SDP_CORE_LOADING = 1,  /* one thread is loading it */
 	SDP_CORE_READY = 2,    /* loaded and running: hooks may be called */
 	SDP_CORE_OFF = 3,      /* never (again) in this process */
+	SDP_CORE_FORKED = 4,   /* fork child: a private copy of the parent's core
+				* waits in a memfd, loaded on first need */
 };
 
 #define SDP_CORE_FIELD_(ret, name, params) sdpshim_core_##name##_fn *name;
@@ -242,35 +255,83 @@ static inline int sdp_core_ready(void)
 	return __atomic_load_n(&sdp_core_state, __ATOMIC_ACQUIRE) == SDP_CORE_READY;
 }
 
-/* Loads the core if it was never tried (waiting up to 2 s for another thread
- * that is loading it); returns 1 when it is ready. */
+/* Loads the core if it was never tried, or its private copy in a FORKED
+ * process (waiting up to 2 s for another thread that is loading it);
+ * returns 1 when it is ready. */
 SDP_HIDDEN int sdp_core_acquire(void);
+
+/* For a call on a CANDIDATE fd: 1 when the core is ready, loading the fork
+ * child's private copy first if that is still to be done (cold). */
+static inline int sdp_core_want(void)
+{
+	int s = __atomic_load_n(&sdp_core_state, __ATOMIC_ACQUIRE);
+	if (likely(s == SDP_CORE_READY))
+		return 1;
+	return (s == SDP_CORE_FORKED || s == SDP_CORE_LOADING) && sdp_core_acquire();
+}
 /* Why the core is off (enum sdpshim_reason), 0 while it is not. */
 SDP_HIDDEN int sdp_core_off_reason(void);
 SDP_HIDDEN void sdp_fallback_count(int reason);
 /* Counts a fallback the interposer decided itself and fires the fallback
  * probe (probe.c); fd is the socket, or -1. Async-signal-safe. */
 SDP_HIDDEN void sdp_fallback_note(int reason, int fd);
-/* Fork child of a process whose core was loading or running. */
+/* Fork child, before fork() returns (async-signal-safe): the state
+ * changes above, the old core's C fork_child hook, MANAGED and PROTECTED
+ * fds forgotten, signal handlers of the dead image given back their
+ * pre-core actions. */
 SDP_HIDDEN void sdp_core_atfork_child(void);
+/* Parent, before fork() while the core is READY: makes sure the next-core
+ * copy exists (once per process; bounded wait when another thread makes
+ * it). Failure is logged once; children then stay on kernel TCP. */
+SDP_HIDDEN void sdp_core_prepare_fork(void);
+/* dup2/dup3 onto a PROTECTED fd of the interposer's own (the core copies):
+ * moves it to another number and returns 0; -1 when fd is not one. */
+SDP_HIDDEN int sdp_core_evict_own(int fd);
 /* Absolute path of this library, computed by the constructor. */
 SDP_HIDDEN void sdp_core_note_self(void);
+
+/* 1 once this thread called into the core: a program thread. The Go
+ * runtime's own threads never do (they call back the host), so a thread
+ * whose runtime g is set without it is one of the runtime's (core.c). */
+SDP_HIDDEN extern SDP_TLS int sdp_thread_calls_core;
+
+/* The first call of a thread into the core binds it a Go M, and the M's
+ * set-up (runtime.minit) unblocks SIGCHLD, SIGPROF, SIGURG and the
+ * synchronous signals in the thread for good (the M stays bound): a
+ * program that blocks SIGCHLD to decide when its handler runs (the
+ * postgres postmaster) would get it anywhere. So that first call saves
+ * the thread's signal mask (sdp_thread_first) and puts it back after
+ * (sdp_thread_first_done); later calls cost nothing. */
+SDP_HIDDEN void sdp_thread_first(sigset_t *saved);
+SDP_HIDDEN void sdp_thread_first_done(const sigset_t *saved);
 
 /* Enter/leave the core around one hook call. */
 #define SDP_CORE_CALL(expr)                                                                      \
 	({                                                                                            \
+		sigset_t m_;                                                                          \
+		int first_ = unlikely(!sdp_thread_calls_core);                                        \
+		if (first_)                                                                           \
+			sdp_thread_first(&m_);                                                        \
 		sdp_guard_enter();                                                                    \
 		__typeof__(expr) r_ = (expr);                                                          \
 		sdp_guard_leave();                                                                    \
+		if (first_)                                                                           \
+			sdp_thread_first_done(&m_);                                                   \
 		r_;                                                                                   \
 	})
 
 /* The same for a hook returning nothing. */
 #define SDP_CORE_DO(expr)                                                                        \
 	do {                                                                                         \
+		sigset_t m_;                                                                          \
+		int first_ = unlikely(!sdp_thread_calls_core);                                        \
+		if (first_)                                                                           \
+			sdp_thread_first(&m_);                                                        \
 		sdp_guard_enter();                                                                    \
 		(expr);                                                                               \
 		sdp_guard_leave();                                                                    \
+		if (first_)                                                                           \
+			sdp_thread_first_done(&m_);                                                   \
 	} while (0)
 
 /* How a call on fd is routed. */
@@ -283,7 +344,7 @@ static inline int sdp_route(int fd)
 		return SDP_ROUTE_REAL;
 	if (s == SDPSHIM_FD_PROTECTED)
 		return SDP_ROUTE_BADF;
-	return sdp_core_ready() ? SDP_ROUTE_CORE : SDP_ROUTE_REAL;
+	return sdp_core_want() ? SDP_ROUTE_CORE : SDP_ROUTE_REAL;
 }
 
 /* Route for a call on two fds: BADF if either is protected, CORE if either
@@ -324,12 +385,12 @@ SDP_HIDDEN long sdp_core_splice(int in, loff_t *oi, int out, loff_t *oo, size_t 
 /* Sleeps as *w says; 0, or EINTR when a signal handler interrupted it. */
 SDP_HIDDEN int sdp_wait(const struct sdpshim_wait *w);
 /* The signal mask for a kernel sleep on the program's behalf: the caller's
- * mask (NULL: the thread's current one) with the Go runtime's preemption
- * signal (SIGURG) blocked, so only the program's own signals interrupt
- * it, as on kernel TCP. Returns buf. */
+ * mask (NULL: the thread's current one). Returns buf. (The core's runtime
+ * sends no signal of its own: its asynchronous preemption, SIGURG, is off,
+ * preload/entry/godebug.conf.) */
 SDP_HIDDEN const sigset_t *sdp_sleep_mask(const sigset_t *caller, sigset_t *buf);
-/* Blocks the program's asynchronous signals (all but SIGURG and the
- * synchronous ones) for the time an event engine spends in the core before
+/* Blocks the program's asynchronous signals (all but the synchronous
+ * ones) for the time an event engine spends in the core before
  * its kernel sleep, saving the mask in *old: a signal that comes meanwhile
  * stays pending and interrupts the sleep (made with *old, or the caller's
  * mask), as it would a kernel epoll_wait it came during, instead of being

@@ -78,6 +78,12 @@ enum sdp_sigsince sdp_sig_since(const struct sdp_sigmark *m)
 
 static void sdp_sig_tramp(int sig, siginfo_t *info, void *uc)
 {
+	/* The runtime's threads take SIGCHLD (Go unblocks it in them): the
+	 * program's handler runs on one of its own threads instead, as
+	 * without the core (the router of core.c does the same for a handler
+	 * installed before the interposer counted it). */
+	if (sig == SIGCHLD && sdp_sig_away_from_runtime(sig, info, uc))
+		return;
 	void *fn = __atomic_load_n(&sdp_sigtab[sig].fn, __ATOMIC_ACQUIRE);
 	int flags = __atomic_load_n(&sdp_sigtab[sig].flags, __ATOMIC_RELAXED);
 	__atomic_store_n(&sdp_sig_ran, sdp_sig_ran + 1, __ATOMIC_RELAXED);

@@ -31,4 +31,10 @@ SDP_HIDDEN void sdp_sig_mark(struct sdp_sigmark *m);
 /* What ran on the calling thread since m. */
 SDP_HIDDEN enum sdp_sigsince sdp_sig_since(const struct sdp_sigmark *m);
 
+/* In a handler of sig (SIGCHLD): when the thread is one of the Go
+ * runtime's, which accept SIGCHLD whatever the program's threads do,
+ * blocks sig in it, sends sig again to the process (a program thread takes
+ * it) and returns 1; 0 on a program thread (core.c). */
+SDP_HIDDEN int sdp_sig_away_from_runtime(int sig, siginfo_t *info, void *ucv);
+
 #endif

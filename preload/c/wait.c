@@ -37,7 +37,6 @@ const sigset_t *sdp_sleep_mask(const sigset_t *caller, sigset_t *buf)
 		*buf = *caller;
 	else if (pthread_sigmask(SIG_BLOCK, NULL, buf) != 0)
 		sigemptyset(buf);
-	sigaddset(buf, SIGURG);
 	return buf;
 }
 
@@ -45,7 +44,7 @@ void sdp_signals_hold(sigset_t *old)
 {
 	sigset_t all;
 	sigfillset(&all);
-	static const int keep[] = {SIGURG, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT};
+	static const int keep[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT};
 	for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
 		sigdelset(&all, keep[i]);
 	if (pthread_sigmask(SIG_BLOCK, &all, old) != 0)

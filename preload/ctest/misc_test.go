@@ -75,15 +75,29 @@ func pidsOf(log string) map[string]bool {
 	return pids
 }
 
-// checkForkChild: after fork_child, the child never called the core again
-// (its new connection stayed on kernel TCP).
+// checkForkChild: after fork_child, the child never called its parent's
+// core again; its new connection loaded its own copy of the core (a
+// fresh init), which took the child's calls from then on.
 func checkForkChild(t *testing.T, log string) {
 	t.Helper()
 	child := strings.Fields(events(log, "fork_child")[0])[0]
+	state := 0 // 1 after fork_child, 2 after the child's own init
 	for _, line := range strings.Split(log, "\n") {
-		if f := strings.Fields(line); len(f) > 1 && f[0] == child && f[1] != "fork_child" {
-			t.Errorf("the fork child called the core after fork_child: %s", line)
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != child {
+			continue
 		}
+		switch {
+		case f[1] == "fork_child":
+			state = 1
+		case state == 1 && f[1] == "init":
+			state = 2
+		case state == 1:
+			t.Errorf("the fork child called its parent's core after fork_child: %s", line)
+		}
+	}
+	if state != 2 {
+		t.Errorf("the fork child's new socket did not load its own copy of the core:\n%s", log)
 	}
 }
 

@@ -21,11 +21,23 @@ static volatile int sdp_core_forked;
  * UNMANAGED after this returns. */
 __attribute__((visibility("default"))) void sdpshim_core_fork_child(void) { sdp_core_forked = 1; }
 
-/* At exit of the process that runs the core: drain the streams. Never in
- * a fork child (its runtime has no threads), nor before init succeeded. */
-__attribute__((destructor)) static void sdp_core_fini(void)
+/* Set once the streams were drained for the process's end. */
+static int sdp_core_drained;
+
+/* At the end of the process that runs the core: drain the streams, once.
+ * Never in a fork child of it (its runtime has no threads), nor before
+ * init succeeded. */
+static void sdp_core_drain(void)
 {
 	if (sdp_core_forked || sdp_core_pid == 0 || sdp_core_pid != (int)syscall(SYS_getpid))
 		return;
+	if (__atomic_exchange_n(&sdp_core_drained, 1, __ATOMIC_ACQ_REL))
+		return;
 	sdpshimExit();
 }
+
+/* exit(), returning from main. */
+__attribute__((destructor)) static void sdp_core_fini(void) { sdp_core_drain(); }
+
+/* _exit() and _Exit(): the interposer calls this first. */
+__attribute__((visibility("default"))) void sdpshim_core_exit_drain(void) { sdp_core_drain(); }

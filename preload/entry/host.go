@@ -3,10 +3,17 @@ package main
 /*
 #cgo CFLAGS: -I${SRCDIR}/../c -D_GNU_SOURCE
 #include "sdpshim_core.h"
+#include <stddef.h>
 
 static int host_fd_state(struct sdpshim_host *h, int fd) { return h->fd_state(fd); }
 static int host_fd_set_state(struct sdpshim_host *h, int fd, int st) { return h->fd_set_state(fd, st); }
 static void host_fallback_count(struct sdpshim_host *h, int reason) { h->fallback_count(reason); }
+static int host_child_cores(struct sdpshim_host *h)
+{
+	if (h->size < offsetof(struct sdpshim_host, child_cores) + sizeof h->child_cores || h->child_cores == NULL)
+		return 0;
+	return h->child_cores();
+}
 */
 import "C"
 
@@ -32,3 +39,7 @@ func (c cHost) SetFDState(fd int, st shim.FDState) error {
 }
 
 func (c cHost) CountFallback(reason int) { C.host_fallback_count(c.h, C.int(reason)) }
+
+// ChildCores reports whether fork children run a core of their own
+// (shim.childCoreHost: group listeners, deferred acceptance).
+func (c cHost) ChildCores() bool { return C.host_child_cores(c.h) != 0 }

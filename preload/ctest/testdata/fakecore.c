@@ -329,6 +329,8 @@ void sdpshim_core_fork_prepare(int kind) { logf_("fork_prepare %d", kind); }
 
 void sdpshim_core_fork_parent(int kind, pid_t pid) { logf_("fork_parent %d %d", kind, pid > 0 ? 1 : (int)pid); }
 
+void sdpshim_core_exit_drain(void) { logf_("exit_drain"); }
+
 void sdpshim_core_fork_child(void)
 {
 	logf_("fork_child");

@@ -113,11 +113,11 @@ func TestForkServersSwitchToKernel(t *testing.T) {
 // server's first fork. fork() made the listener a group listener
 // (deferred acceptance: the process that first uses an accepted fd
 // claims it; tests/preload_deferred_test.go): perconn's child serves it
-// accelerated; readfork's and greetfork's parent uses it first (accelerated),
-// then forks (switched); exec's child is a new program that does not know
-// the inherited fd, so nobody claims it and the client falls back after
-// the deferral deadline; vfork and spawn make no group listener (their
-// children exec), so it is withdrawn as before.
+// accelerated, and so does exec's new program (the exec passes the
+// inherited CANDIDATE fd on: preload/c/exec.c); readfork's and
+// greetfork's parent uses it first (accelerated), then forks (switched);
+// vfork and spawn make no group listener (their children exec), so it is
+// withdrawn as before.
 func checkSecondClient(t *testing.T, mode, log string) {
 	t.Helper()
 	accelerated := strings.Contains(log, "connected accelerated")
@@ -125,16 +125,48 @@ func checkSecondClient(t *testing.T, mode, log string) {
 	switched := strings.Contains(log, "switched to kernel TCP by its peer")
 	var ok bool
 	switch mode {
-	case "perconn":
+	case "perconn", "exec":
 		ok = deferred && accelerated && !switched
 	case "readfork", "greetfork":
 		ok = deferred && accelerated && switched
-	case "exec":
-		ok = deferred && !accelerated && strings.Contains(log, "reason=deferred-unclaimed")
 	default:
 		ok = !deferred && !accelerated && strings.Contains(log, "reason=peer-not-shimmed")
 	}
 	if !ok {
 		t.Errorf("%s: second client (after the first fork) not as expected:\n%s", mode, log)
+	}
+}
+
+// An exec passes the CANDIDATE sockets it keeps in SDPSHIM_INHERITED_FDS
+// (preload/c/exec.c); the new program's interposer takes the variable out
+// of the environment before the program runs: a shimmed python with an
+// inheritable listening socket execs env (through execv) and sh -c (through
+// execvp's path search), and neither sees the variable; env exec'd
+// without the interposer (LD_PRELOAD dropped) does see it, naming the
+// socket.
+func TestExecHidesInheritedFDs(t *testing.T) {
+	a := build(t)
+	env := a.environ(t, side{shim: true}, runDir(t))
+	for _, tc := range []struct {
+		name, exec string
+		seen       bool
+	}{
+		{"execv", "os.execv('/usr/bin/env', ['env'])", false},
+		{"execvp", "os.execvp('sh', ['sh', '-c', 'echo \"[$SDPSHIM_INHERITED_FDS]\"; env'])", false},
+		{"unshimmed", "os.execve('/usr/bin/env', ['env'], {k: v for k, v in os.environ.items() if k != 'LD_PRELOAD'})", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			script := "import os, socket\n" +
+				"s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n" +
+				"os.set_inheritable(s.fileno(), True)\n" + tc.exec + "\n"
+			out := runTo(t, env, 20*time.Second, "python3", "-c", script)
+			want := fmt.Sprintf("SDPSHIM_INHERITED_FDS=%d\n", 3)
+			if tc.seen != strings.Contains(out, want) || (!tc.seen && strings.Contains(out, "SDPSHIM_INHERITED_FDS")) {
+				t.Errorf("the exec'd program sees the variable: %v, want %v (%q):\n%s", !tc.seen, tc.seen, want, out)
+			}
+			if !strings.Contains(out, "PATH=") {
+				t.Errorf("no environment printed:\n%s", out)
+			}
+		})
 	}
 }

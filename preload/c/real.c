@@ -324,4 +324,5 @@ __attribute__((constructor)) static void sdp_constructor(void)
 {
 	sdp_init();
 	sdp_core_note_self();
+	sdp_exec_init();
 }

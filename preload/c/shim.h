@@ -260,15 +260,19 @@ static inline int sdp_core_ready(void)
  * returns 1 when it is ready. */
 SDP_HIDDEN int sdp_core_acquire(void);
 
-/* For a call on a CANDIDATE fd: 1 when the core is ready, loading the fork
- * child's private copy first if that is still to be done (cold). */
+/* For a call on a CANDIDATE fd: 1 when the core is ready, loading it first
+ * if that is still to be done (cold): a fork child's private copy, or the
+ * core of a program that inherited CANDIDATE fds across exec (exec.c). */
 static inline int sdp_core_want(void)
 {
 	int s = __atomic_load_n(&sdp_core_state, __ATOMIC_ACQUIRE);
 	if (likely(s == SDP_CORE_READY))
 		return 1;
-	return (s == SDP_CORE_FORKED || s == SDP_CORE_LOADING) && sdp_core_acquire();
+	return (s == SDP_CORE_FORKED || s == SDP_CORE_LOADING || s == SDP_CORE_UNLOADED) && sdp_core_acquire();
 }
+/* Constructor (exec.c): the exec functions, and the CANDIDATE fds an exec
+ * passed (SDPSHIM_INHERITED_FDS). */
+SDP_HIDDEN void sdp_exec_init(void);
 /* Why the core is off (enum sdpshim_reason), 0 while it is not. */
 SDP_HIDDEN int sdp_core_off_reason(void);
 SDP_HIDDEN void sdp_fallback_count(int reason);

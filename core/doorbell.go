@@ -61,6 +61,7 @@ type Bells struct {
 	ints   uint64           // Interrupt calls; +checklocks:mu
 	quiet  *sync.Cond       // on mu: active dropped to 0 after Close
 	kickFD int              // eventfd that wakes the leader at Close
+	park   *ParkFD          // epoll set of the notification fd and kickFD the leader parks on; nil: poll(2)
 	cbuf   [16]Completion   // +checklocks:mu
 	rbuf   RecvRequest      // +checklocks:mu
 	rsge   [1]SGE           // +checklocks:mu
@@ -143,12 +144,16 @@ func NewBells(cfg BellConfig) (*Bells, error) {
 		msgs: cfg.Messages, msgOff: cfg.MessagesOff, onMsg: cfg.OnMessage,
 	}
 	b.quiet = sync.NewCond(&b.mu)
+	b.park = newBellPark(cfg.Link.BellRecvCQ.NotifyFD(), kick)
 	Uint64At(b.board, 0) // panics now, not later, on a misaligned board
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i := 0; i < cfg.Link.rings; i++ {
 		if err := b.postRecvLocked(uint64(i)); err != nil {
 			CloseFD(kick)
+			if b.park != nil {
+				b.park.Close()
+			}
 			return nil, fmt.Errorf("doorbell: post receive: %w", err)
 		}
 	}

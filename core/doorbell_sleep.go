@@ -202,11 +202,38 @@ func (b *Bells) pollNotify(wakeBy time.Time) {
 		}
 		ms = int(min((left+time.Millisecond-1)/time.Millisecond, 1000))
 	}
+	if b.park != nil {
+		var ev [2]unix.EpollEvent
+		b.park.Wait(func(fd int) bool {
+			n, err := unix.EpollWait(fd, ev[:], 0)
+			return n > 0 || (err != nil && err != unix.EINTR)
+		}, time.Now().Add(time.Duration(ms)*time.Millisecond)) // timeouts and errors: the caller re-checks
+		return
+	}
 	fds := [2]unix.PollFd{
 		{Fd: int32(b.link.BellRecvCQ.NotifyFD()), Events: unix.POLLIN},
 		{Fd: int32(b.kickFD), Events: unix.POLLIN},
 	}
 	unix.Poll(fds[:], ms) // EINTR and timeouts: the caller re-checks
+}
+
+// newBellPark returns the leader's parking place: an epoll set of the
+// notification fd and the kick fd (level-triggered: it polls readable
+// while either is), waited on through the Go runtime's poller (ParkFD);
+// nil when it cannot be made (pollNotify then uses poll(2)).
+func newBellPark(notify, kick int) *ParkFD {
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil
+	}
+	NoteFDs(ep)
+	for _, fd := range []int{notify, kick} {
+		if unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}) != nil {
+			CloseFD(ep)
+			return nil
+		}
+	}
+	return NewParkFD(ep)
 }
 
 // drainLocked takes every completion of the doorbell receive queue,
@@ -320,6 +347,9 @@ func (b *Bells) Close() error {
 	}
 	b.mu.Unlock()
 	CloseFD(b.kickFD)
+	if b.park != nil {
+		b.park.Close()
+	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -161,7 +162,12 @@ func defaultPolicy() WaitPolicy {
 
 // Open opens a new stream to the peer; the peer's Accept returns it. It
 // does not wait: the stream is announced with its first block.
-func (c *Channel) Open() (*Stream, error) {
+func (c *Channel) Open() (*Stream, error) { return c.OpenRcvBuf(0) }
+
+// OpenRcvBuf is Open for a stream whose receive buffer is rcvBuf bytes
+// (SetRcvBuf; 0: none): the announcement carries it, so the peer knows the
+// limit before its first write.
+func (c *Channel) OpenRcvBuf(rcvBuf int) (*Stream, error) {
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -183,6 +189,10 @@ func (c *Channel) Open() (*Stream, error) {
 	c.mu.Unlock()
 	s.mu.Lock()
 	s.ctrlOut = append(s.ctrlOut, s.fc.Open()...)
+	if rcvBuf > 0 {
+		s.rcvBuf = min(rcvBuf, math.MaxInt32)
+		s.ctrlOut = append(s.ctrlOut, ControlRecord{Kind: ControlRcvBuf, Value: uint32(s.rcvBuf)})
+	}
 	s.announce = true
 	s.activateLocked()
 	s.mu.Unlock()

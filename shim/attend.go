@@ -132,6 +132,7 @@ type pollAttendance struct {
 // begin attends socks for the calling thread.
 func (pa *pollAttendance) begin(tid int, socks []*Socket) {
 	for _, s := range socks {
+		s.wake.polls.Add(1)
 		s.wake.pollers.Add(1)
 		if st := s.stream.Load(); st != nil {
 			st.Attend()
@@ -157,6 +158,7 @@ func (pa *pollAttendance) end(tid int) {
 	pa.any.Store(int32(len(pa.by)))
 	pa.mu.Unlock()
 	for _, s := range socks {
+		s.wake.polls.Add(-1)
 		s.endAttend(1, false)
 	}
 }
@@ -186,5 +188,6 @@ func (pa *pollAttendance) forget(s *Socket) {
 	}
 	pa.any.Store(int32(len(pa.by)))
 	pa.mu.Unlock()
+	s.wake.polls.Add(int32(-n))
 	s.endAttend(n, false)
 }

@@ -1,10 +1,15 @@
 package shim
 
 import (
+	"os"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core"
 )
 
 // epoll over accelerated sockets with the kernel's semantics. An epoll fd
@@ -40,6 +45,12 @@ type epollSet struct {
 
 	mu      sync.Mutex
 	entries map[int]*epollEntry // +checklocks:mu; by the socket's fd
+	// list holds the entries of entries (live and dormant), for scans:
+	// a slice iterates in a fraction of a map's time; rot rotates where
+	// collect starts, so that a short ev cannot starve the last ones.
+	list    []*epollEntry // +checklocks:mu
+	rot     int           // +checklocks:mu
+	dormant int           // dormant entries in entries; +checklocks:mu
 	tokens  map[uint64]*epollEntry
 	// retired holds the tokens of removed entries, oldest first in
 	// retiredQ: a kernel registration under such a token can outlive the
@@ -49,6 +60,23 @@ type epollSet struct {
 	retired  map[uint64]struct{} // +checklocks:mu
 	retiredQ []uint64            // +checklocks:mu
 	fds      int                 // fds naming the set (dup); +checklocks:mu
+
+	chans map[*core.Channel]bool // progressLocked's scratch: channel -> flushed; +checklocks:mu
+	// The only channel progressLocked moved, when one did (most sets:
+	// one peer process), so that pumpedLocked needs no map access.
+	onlyChan    *core.Channel // +checklocks:mu
+	onlyFlushed bool          // +checklocks:mu
+
+	// Arming (wake.go, wakeup.ringWanted): armed counts the threads
+	// between their last readiness check before a kernel sleep on the set
+	// and their return; kicked says an event wrote an eventfd of the set
+	// since the (only) armed thread armed or woke, so that further events
+	// need not (it will scan every entry when it wakes); watched is set
+	// for good once the kernel may watch the set with nobody in EpollWait
+	// (nested in another epoll set, polled): every event writes then.
+	armed   atomic.Int32
+	kicked  atomic.Bool
+	watched atomic.Bool
 
 	selfFD    int    // nested: the self eventfd, -1 until needed; +checklocks:mu
 	selfToken uint64 // its token in the kernel list
@@ -71,7 +99,19 @@ type epollEntry struct {
 	efd      int
 	tcpReg   bool // the socket's own fd is registered (connect pending)
 	answerFD int  // the rendezvous connection registered (verdict pending)
+	dormant  bool // deleted by the program, registrations kept (dormantKey)
+	idx      int  // position in set.list
 }
+
+// dormantKey is where set.entries keeps the dormant entry of fd: an
+// accelerated socket's entry that EPOLL_CTL_DEL removed from the
+// program's view keeps its kernel registration, its token and its
+// attendance, so that the ADD that follows (event loops such as ae
+// delete and re-add a socket around every request) costs no system call
+// and no attendance change. The key never names an fd, so lookups by fd
+// miss it; scans skip it; removals (close, fallback, the set's end)
+// drop it with the live entries.
+func dormantKey(fd int) int { return -(fd + 1) }
 
 const (
 	epollET        = unix.EPOLLET
@@ -112,6 +152,11 @@ func (p *Process) EpollCtl(epfd, op, fd int, events uint32, data uint64) int64 {
 			return negErrno(e)
 		}
 		set = &epollSet{p: p, fd: epfd, entries: map[int]*epollEntry{}, tokens: map[uint64]*epollEntry{}, fds: 1, selfFD: -1}
+		if inKernelSet(epfd) {
+			// Added to another epoll set while it was the kernel's: the
+			// kernel watches it with nobody in EpollWait.
+			set.watched.Store(true)
+		}
 		p.fds.set(epfd, &fdEntry{ep: set})
 		p.host.SetFDState(epfd, FDManaged)
 		p.mu.Lock()
@@ -140,20 +185,45 @@ func (set *epollSet) ctl(op, fd int, s *Socket, events uint32, data uint64) int6
 			set.removeLocked(e)
 			e.sock.mu.Lock()
 			delete(e.sock.epolls, set)
+			e.sock.gateLocked()
 			e.sock.mu.Unlock()
 			e = nil
 		}
 		if e != nil {
 			return negErrno(unix.EEXIST)
 		}
+		if d := set.entries[dormantKey(fd)]; d != nil {
+			if d.sock == s && d.attended && s.stream.Load() != nil {
+				delete(set.entries, dormantKey(fd))
+				d.dormant = false
+				set.dormant--
+				d.events, d.data, d.disabled, d.lastMask, d.lastArr, d.nospace = events, data, false, 0, 0, 0
+				set.entries[fd] = d
+				return 0
+			}
+			set.dropLocked(d)
+		}
+		if set.dormant > 0 {
+			// The socket's entry under another number (a dup) holds its
+			// eventfd's registration: it goes, the new one registers.
+			for _, d := range set.list {
+				if d.dormant && d.sock == s {
+					set.dropLocked(d)
+					break
+				}
+			}
+		}
 		e = &epollEntry{fd: fd, sock: s, events: events, data: data, token: newToken(), efd: -1, answerFD: -1}
 		set.entries[fd] = e
 		set.tokens[e.token] = e
+		e.idx = len(set.list)
+		set.list = append(set.list, e)
 		s.mu.Lock()
 		if s.epolls == nil {
 			s.epolls = map[*epollSet]struct{}{}
 		}
 		s.epolls[set] = struct{}{}
+		s.gateLocked()
 		s.mu.Unlock()
 		set.armLocked(e)
 		return 0
@@ -170,9 +240,20 @@ func (set *epollSet) ctl(op, fd int, s *Socket, events uint32, data uint64) int6
 		if e == nil {
 			return negErrno(unix.ENOENT)
 		}
+		if e.attended && e.efdReg && !e.tcpReg && e.answerFD < 0 && s != nil && e.sock == s {
+			delete(set.entries, fd)
+			if d := set.entries[dormantKey(fd)]; d != nil {
+				set.dropLocked(d)
+			}
+			e.dormant, e.disabled = true, true // scans skip it as a disabled one
+			set.dormant++
+			set.entries[dormantKey(fd)] = e
+			return 0
+		}
 		set.removeLocked(e)
 		e.sock.mu.Lock()
 		delete(e.sock.epolls, set)
+		e.sock.gateLocked()
 		e.sock.mu.Unlock()
 		return 0
 	}
@@ -265,9 +346,44 @@ func (set *epollSet) removeLocked(e *epollEntry) {
 		e.attended = false
 		e.sock.endAttend(1, false)
 	}
-	delete(set.entries, e.fd)
+	if e.dormant {
+		delete(set.entries, dormantKey(e.fd))
+		set.dormant--
+	} else {
+		delete(set.entries, e.fd)
+	}
+	last := set.list[len(set.list)-1]
+	set.list[e.idx], last.idx = last, e.idx
+	set.list[len(set.list)-1] = nil
+	set.list = set.list[:len(set.list)-1]
 	delete(set.tokens, e.token)
 	set.retireLocked(e.token)
+}
+
+// dropLocked removes a dormant entry for good.
+//
+// +checklocks:set.mu
+func (set *epollSet) dropLocked(d *epollEntry) {
+	set.removeLocked(d)
+	d.sock.mu.Lock()
+	if !set.holdsLocked(d.sock) {
+		delete(d.sock.epolls, set)
+		d.sock.gateLocked()
+	}
+	d.sock.mu.Unlock()
+}
+
+// holdsLocked reports whether an entry (live or dormant) of the set is
+// for s.
+//
+// +checklocks:set.mu
+func (set *epollSet) holdsLocked(s *Socket) bool {
+	for _, e := range set.entries {
+		if e.sock == s {
+			return true
+		}
+	}
+	return false
 }
 
 // maxRetired bounds the retired tokens a set remembers.
@@ -318,7 +434,10 @@ func (set *epollSet) toKernelLocked(e *epollEntry) {
 func (set *epollSet) handOver(s *Socket) {
 	set.mu.Lock()
 	for _, e := range set.entries {
-		if e.sock == s {
+		switch {
+		case e.sock == s && e.dormant:
+			set.removeLocked(e)
+		case e.sock == s:
 			set.toKernelLocked(e)
 		}
 	}
@@ -326,6 +445,7 @@ func (set *epollSet) handOver(s *Socket) {
 	set.mu.Unlock()
 	s.mu.Lock()
 	delete(s.epolls, set)
+	s.gateLocked()
 	s.mu.Unlock()
 }
 
@@ -346,37 +466,144 @@ func (set *epollSet) forgetSocket(s *Socket) {
 // -1 lets it poll for the wait policy's budget first (kernel fds of the
 // set included), -2 (a zero timeout) does not. nkernel >= 0: the kernel
 // returned ev[:nkernel]; drop our tokens' events, add the ready sockets,
-// return the count (0: sleep again).
+// return the count (0: sleep again). epollDisarm: the interposer leaves
+// without events after a 0 (an error, EINTR, the timeout).
+//
+// A 0 answer to nkernel < 0 arms the set (arm) and every answer > 0 to a
+// later call disarms it, as does epollDisarm: the set's events write its
+// eventfds only while some thread is armed (wakeup.ringWanted).
 func (p *Process) EpollWait(epfd int, ev []unix.EpollEvent, nkernel int) int64 {
 	set := p.fds.epoll(epfd)
 	if set == nil {
 		return Pass
 	}
-	n := 0
-	if nkernel > 0 {
-		n = set.filter(ev, nkernel)
+	if nkernel == epollDisarm {
+		set.disarm()
+		return 0
 	}
-	n += set.collect(ev[n:])
-	if n > 0 && nkernel < 0 && n < len(ev) {
-		// Sockets are ready: the kernel fds that are ready go with them.
-		if k, err := unix.EpollWait(set.fd, ev[n:], 0); err == nil && k > 0 {
-			n += set.filter(ev[n:], k)
+	if nkernel >= 0 {
+		// Woken (or the kernel had events): kicked is cleared before the
+		// scan, so an event the scan misses writes again.
+		set.kicked.Store(false)
+		n := set.filter(ev, nkernel)
+		n += set.collect(ev[n:])
+		if n > 0 {
+			set.disarm()
 		}
-	}
-	if n > 0 || nkernel != -1 {
 		return int64(n)
 	}
-	check := func() bool {
-		k, err := unix.EpollWait(set.fd, ev, 0)
-		if err != nil || k < 0 {
-			k = 0
-		}
-		n = set.filter(ev, k)
-		n += set.collect(ev[n:])
-		return n > 0
+	n := set.collect(ev)
+	if n > 0 && n < len(ev) {
+		// Sockets are ready: the kernel fds that are ready go with them.
+		n += set.kernelReady(ev[n:])
 	}
-	p.pollWaiter().Wait(check, kernelBell{}, zeroTime)
-	return int64(n)
+	if n > 0 {
+		return int64(n)
+	}
+	if nkernel == -1 {
+		polls := 0
+		check := func() bool {
+			// The kernel list (the program's kernel fds) every
+			// kernelEvery polls: it costs a system call, the sockets'
+			// scan does not, and a kernel fd ready meanwhile is found
+			// within a few microseconds (or at once by the kernel sleep).
+			n = 0
+			if polls%kernelEvery == 0 {
+				n = set.kernelReady(ev)
+			}
+			polls++
+			n += set.collectAt(ev[n:], false)
+			return n > 0
+		}
+		p.pollWaiter().Wait(check, kernelBell{}, zeroTime)
+		if n > 0 {
+			return int64(n)
+		}
+	}
+	if nkernel != -1 {
+		// A zero timeout: the interposer's kernel wait does not sleep,
+		// and its answer is scanned (nkernel >= 0); armed only for the
+		// protocol's sake.
+		set.kicked.Store(false)
+		set.armed.Add(1)
+		return 0
+	}
+	return int64(set.arm(ev))
+}
+
+// kernelEvery is how often (in polls) the budget poll of EpollWait
+// looks at the kernel list.
+const kernelEvery = 8
+
+// epollDisarm is EpollWait's nkernel for an interposer leaving its wait
+// without events after the set was armed.
+const epollDisarm = -3
+
+// arm readies the set for a kernel sleep of the calling thread: armed up,
+// kicked cleared, then a last scan of the sockets (not of the kernel
+// list: a kernel event taken here could be the write of an event the
+// scan misses). Events found (> 0) disarm at once; 0: the thread sleeps
+// armed.
+func (set *epollSet) arm(ev []unix.EpollEvent) int {
+	set.kicked.Store(false)
+	set.armed.Add(1)
+	n := set.collect(ev)
+	if n > 0 {
+		set.disarm()
+	}
+	return n
+}
+
+// disarm undoes one arm (never below zero: a stray epollDisarm).
+func (set *epollSet) disarm() {
+	for {
+		a := set.armed.Load()
+		if a <= 0 || set.armed.CompareAndSwap(a, a-1) {
+			return
+		}
+	}
+}
+
+// ringWanted reports whether an event of a socket of the set (its only
+// set) must write the socket's eventfd: the set is watched, several
+// threads are armed, or one is and no event wrote since it armed or woke
+// (a sleeping thread scans every entry when it wakes, so one write per
+// sleep is enough).
+func (set *epollSet) ringWanted() bool {
+	if set.watched.Load() {
+		return true
+	}
+	switch a := set.armed.Load(); {
+	case a <= 0:
+		return false
+	case a > 1:
+		return true
+	}
+	return set.kicked.CompareAndSwap(false, true)
+}
+
+// kernelReady takes what the set's kernel list has ready now into ev,
+// without our tokens.
+func (set *epollSet) kernelReady(ev []unix.EpollEvent) int {
+	k, err := unix.EpollWait(set.fd, ev, 0)
+	if err != nil || k <= 0 {
+		return 0
+	}
+	return set.filter(ev, k)
+}
+
+// gateLocked points the socket's wakeup at its only emulated epoll set,
+// or at none when it is in several or none (wakeup.ringWanted).
+//
+// +checklocks:s.mu
+func (s *Socket) gateLocked() {
+	var only *epollSet
+	if len(s.epolls) == 1 {
+		for set := range s.epolls {
+			only = set
+		}
+	}
+	s.wake.gate.Store(only)
 }
 
 // filter drops our tokens' events from the kernel's ev[:k] and returns
@@ -395,21 +622,27 @@ func (set *epollSet) filter(ev []unix.EpollEvent, k int) int {
 }
 
 // collect writes the ready entries' events into ev and returns how many.
-func (set *epollSet) collect(ev []unix.EpollEvent) int {
+func (set *epollSet) collect(ev []unix.EpollEvent) int { return set.collectAt(ev, true) }
+
+// collectAt is collect; exact false (a poll of the budget loop, which a
+// collect follows before any sleep) moves the channels without waiting
+// for a pump in progress (core.Channel.ProgressPoll).
+func (set *epollSet) collectAt(ev []unix.EpollEvent, exact bool) int {
 	set.mu.Lock()
 	defer set.mu.Unlock()
 	defer set.syncSelfLocked()
+	set.progressLocked(exact)
 	n := 0
-	for _, e := range set.entries {
-		if n == len(ev) {
-			break
-		}
+	var fellBack []*epollEntry
+	size := len(set.list)
+	for i := 0; i < size && n < len(ev); i++ {
+		e := set.list[(set.rot+i)%size]
 		if e.disabled {
 			continue
 		}
 		s := e.sock
 		if s.getState() == sockFallback {
-			set.toKernelLocked(e)
+			fellBack = append(fellBack, e) // removing it now would move the list under the scan
 			continue
 		}
 		set.armLocked(e)
@@ -423,18 +656,87 @@ func (set *epollSet) collect(ev []unix.EpollEvent) int {
 		ev[n] = unix.EpollEvent{Events: uint32(uint16(rev))}
 		setEpollData(&ev[n], e.data)
 		n++
+		if n == len(ev) {
+			set.rot = (set.rot + i + 1) % size
+		}
+	}
+	for _, e := range fellBack {
+		set.toKernelLocked(e)
 	}
 	return n
 }
 
-// evaluate returns what e reports now (0: nothing), by its mode. commit
-// records the evaluation (edge-triggered state); without it evaluate has
-// no side effect.
+// progressLocked moves each channel of the set's accelerated sockets
+// once (core.Channel.Progress; flushed when an entry on it asks for
+// EPOLLOUT), so that the evaluations after it read the streams without
+// pumping: the streams of one peer process share a channel, and pumping
+// it per entry made a scan over n entries cost n pumps. The channels it
+// moved stay in set.chans until the next call (under set.mu): an entry
+// whose stream appeared since (connecting) is evaluated with its own pump.
+//
+// +checklocks:set.mu
+func (set *epollSet) progressLocked(exact bool) {
+	if set.chans == nil {
+		set.chans = map[*core.Channel]bool{}
+	}
+	clear(set.chans)
+	var lastC *core.Channel
+	lastFlushed := false
+	for _, e := range set.list {
+		if e.disabled {
+			continue
+		}
+		st := e.sock.stream.Load()
+		if st == nil {
+			continue
+		}
+		c := st.Channel()
+		flush := e.events&(unix.EPOLLOUT|pollWRNORM|pollWRBAND) != 0
+		if c == lastC && (lastFlushed || !flush) {
+			continue
+		}
+		if done, ok := set.chans[c]; ok && (done || !flush) {
+			continue
+		}
+		set.chans[c] = flush
+		lastC, lastFlushed = c, flush
+		if exact {
+			c.Progress(flush)
+		} else {
+			c.ProgressPoll(flush)
+		}
+	}
+	set.onlyChan, set.onlyFlushed = nil, false
+	if len(set.chans) == 1 {
+		set.onlyChan, set.onlyFlushed = lastC, set.chans[lastC]
+	}
+}
+
+// pumpedLocked reports whether the last progressLocked moved the channel
+// of s (flushed too, when write asks).
+//
+// +checklocks:set.mu
+func (set *epollSet) pumpedLocked(s *Socket, write bool) bool {
+	st := s.stream.Load()
+	if st == nil {
+		return false
+	}
+	if c := st.Channel(); c == set.onlyChan {
+		return set.onlyFlushed || !write
+	}
+	flushed, ok := set.chans[st.Channel()]
+	return ok && (flushed || !write)
+}
+
+// evaluate returns what e reports now (0: nothing), by its mode, after
+// progressLocked. commit records the evaluation (edge-triggered state);
+// without it evaluate has no side effect.
 //
 // +checklocks:set.mu
 func (set *epollSet) evaluate(e *epollEntry, commit bool) int16 {
 	s := e.sock
-	rev, _, _ := s.pollEvents(e.fd, int16(e.events&0xffff))
+	pumped := set.pumpedLocked(s, e.events&(unix.EPOLLOUT|pollWRNORM|pollWRBAND) != 0)
+	rev, _, _ := s.pollEventsAt(e.fd, int16(e.events&0xffff), pumped)
 	if e.events&epollET == 0 {
 		return rev
 	}
@@ -458,6 +760,7 @@ func (set *epollSet) evaluate(e *epollEntry, commit bool) int16 {
 // nest prepares the set for being watched by the kernel (inside another
 // epoll set): its self eventfd, registered in its kernel list.
 func (set *epollSet) nest() {
+	set.watched.Store(true)
 	set.mu.Lock()
 	defer set.mu.Unlock()
 	if set.selfFD >= 0 {
@@ -488,9 +791,11 @@ func (set *epollSet) syncSelfLocked() {
 		return
 	}
 	pending := false
-	for _, e := range set.entries {
+	set.progressLocked(true)
+	for _, e := range set.list {
 		if !e.disabled && e.events&epollET == 0 && e.sock.getState() != sockFallback {
-			if rev, _, _ := e.sock.pollEvents(e.fd, int16(e.events&0xffff)); rev != 0 {
+			pumped := set.pumpedLocked(e.sock, e.events&(unix.EPOLLOUT|pollWRNORM|pollWRBAND) != 0)
+			if rev, _, _ := e.sock.pollEventsAt(e.fd, int16(e.events&0xffff), pumped); rev != 0 {
 				pending = true
 				break
 			}
@@ -513,6 +818,7 @@ func (p *Process) epollPollEvents(epfd int, events int16) int16 {
 	if set == nil {
 		return 0
 	}
+	set.watched.Store(true) // the poll may sleep on epfd itself
 	var ev [1]unix.EpollEvent
 	if set.collectPeek(ev[:]) {
 		return events & unix.POLLIN
@@ -525,7 +831,8 @@ func (p *Process) epollPollEvents(epfd int, events int16) int16 {
 func (set *epollSet) collectPeek(ev []unix.EpollEvent) bool {
 	set.mu.Lock()
 	defer set.mu.Unlock()
-	for _, e := range set.entries {
+	set.progressLocked(true)
+	for _, e := range set.list {
 		if e.disabled {
 			continue
 		}
@@ -560,11 +867,43 @@ func (set *epollSet) closeFD() {
 	for _, e := range entries {
 		e.sock.mu.Lock()
 		delete(e.sock.epolls, set)
+		e.sock.gateLocked()
 		e.sock.mu.Unlock()
 	}
 	set.p.mu.Lock()
 	delete(set.p.epolls, set)
 	set.p.mu.Unlock()
+}
+
+// inKernelSet reports whether another epoll set of the process lists fd
+// (its /proc fdinfo "tfd:" lines); false without /proc. Run once, when an
+// epoll fd becomes emulated.
+func inKernelSet(fd int) bool {
+	dir, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return false
+	}
+	var buf [64]byte
+	want := "tfd: " + strconv.Itoa(fd) + " "
+	for _, d := range dir {
+		n, err := strconv.Atoi(d.Name())
+		if err != nil || n == fd {
+			continue
+		}
+		if k, err := unix.Readlink("/proc/self/fd/"+d.Name(), buf[:]); err != nil || string(buf[:k]) != "anon_inode:[eventpoll]" {
+			continue
+		}
+		info, err := os.ReadFile("/proc/self/fdinfo/" + d.Name())
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(info), "\n") {
+			if strings.HasPrefix(strings.Join(strings.Fields(line), " ")+" ", want) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func setEpollData(ev *unix.EpollEvent, v uint64) {

@@ -174,7 +174,7 @@ func (p *Process) handleOffer(req rendezvous.Request) (rendezvous.Payload, any, 
 	} else if e = p.chans.byOffer(o.token, o.dialer); e == nil {
 		return rendezvous.Payload{}, nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: errors.New("unknown channel")}
 	}
-	st, err := e.ch.Open()
+	st, err := e.ch.OpenRcvBuf(p.listenerRcvBuf(req.Tuple.Server))
 	if err != nil {
 		return rendezvous.Payload{}, nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: fmt.Errorf("open stream: %w", err)}
 	}

@@ -2,6 +2,7 @@ package shim
 
 import (
 	"encoding/binary"
+	"net/netip"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -189,5 +190,27 @@ func (p *Process) Shutdown(fd, how int) int64 {
 	}
 	s.kernelShutdown(fd, how) // the kernel's FIN waits for a switch (forkswitch.go)
 	s.wake.ring()
+	return 0
+}
+
+// listenerRcvBuf returns the receive buffer set on the listener of addr,
+// which the socket accepted for an offer will have: the stream opened for
+// the offer announces it at once (core.Channel.OpenRcvBuf), before the
+// connector can write.
+func (p *Process) listenerRcvBuf(addr netip.AddrPort) int {
+	p.mu.Lock()
+	ls := make([]*Socket, 0, len(p.listeners))
+	for s := range p.listeners {
+		ls = append(ls, s)
+	}
+	p.mu.Unlock()
+	for _, s := range ls {
+		s.mu.Lock()
+		port := s.listenAddr.Port()
+		s.mu.Unlock()
+		if port == addr.Port() {
+			return int(s.rcvBuf.Load())
+		}
+	}
 	return 0
 }

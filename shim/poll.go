@@ -38,6 +38,14 @@ const (
 // descriptor to sleep on for a change (fd, events), or fd -1 to sleep on
 // the socket's eventfd (accelerated).
 func (s *Socket) pollEvents(fd int, events int16) (revents int16, waitFD int, waitEv int16) {
+	return s.pollEventsAt(fd, events, false)
+}
+
+// pollEventsAt is pollEvents; pumped: the caller moved the stream's
+// channel (core.Channel.Progress, with a flush when events asks for
+// POLLOUT) just before, and the stream's state is read without pumping
+// again (a scan over many sockets of one channel pumps it once).
+func (s *Socket) pollEventsAt(fd int, events int16, pumped bool) (revents int16, waitFD int, waitEv int16) {
 	if s.sw.Load() != swNone {
 		return s.switchPoll(fd, events) // switching to kernel TCP (forkswitch.go)
 	}
@@ -61,10 +69,14 @@ func (s *Socket) pollEvents(fd int, events int16) (revents int16, waitFD int, wa
 		case r.stream == nil:
 			return 0, r.waitFD, r.waitEvents
 		}
-		st = r.stream
+		st, pumped = r.stream, false // its channel may not have been moved
 	}
 	var rev int16
-	if st.ReadReady() || s.shutRD.Load() {
+	readReady, writeReady := st.ReadReady, st.WriteReady
+	if pumped {
+		readReady, writeReady = st.ReadReadyNow, st.WriteReadyNow
+	}
+	if readReady() || s.shutRD.Load() {
 		var one [1]byte
 		n, err := st.Peek(one[:])
 		switch {
@@ -86,7 +98,7 @@ func (s *Socket) pollEvents(fd int, events int16) (revents int16, waitFD int, wa
 		}
 	}
 	if events&(pollOut|pollWRBAND) != 0 {
-		if s.shutWR.Load() || rev&unix.POLLHUP != 0 || (s.earlyFlushed(st) && st.WriteReady()) {
+		if s.shutWR.Load() || rev&unix.POLLHUP != 0 || (s.earlyFlushed(st) && writeReady()) {
 			rev |= pollOut
 		} else {
 			s.nospace.Add(1) // as tcp_poll sets SOCK_NOSPACE
@@ -131,6 +143,7 @@ func (p *Process) Poll(fds, wait []unix.PollFd) (ready, nwait int) {
 		s *Socket
 	}
 	var managed []entry
+	var sets []int32 // emulated epoll fds not ready: slept on themselves
 	for i := range fds {
 		if fds[i].Fd < 0 || p.host.FDState(int(fds[i].Fd)) != FDManaged {
 			continue
@@ -141,11 +154,28 @@ func (p *Process) Poll(fds, wait []unix.PollFd) (ready, nwait int) {
 			fds[i].Revents = p.epollPollEvents(int(fds[i].Fd), fds[i].Events)
 			if fds[i].Revents != 0 {
 				ready++
+			} else {
+				sets = append(sets, fds[i].Fd)
 			}
 		}
 	}
-	if ready > 0 || len(managed) == 0 {
+	// An emulated epoll fd polls readable in the kernel when its kernel
+	// list has an event (its sockets' eventfds, written for every event
+	// once the set is polled, and its kernel fds): the sleep includes it.
+	addSets := func(nwait int) int {
+		for _, fd := range sets {
+			if nwait < len(wait) {
+				wait[nwait] = unix.PollFd{Fd: fd, Events: unix.POLLIN}
+				nwait++
+			}
+		}
+		return nwait
+	}
+	if ready > 0 {
 		return ready, 0
+	}
+	if len(managed) == 0 {
+		return 0, addSets(0)
 	}
 	check := func() bool {
 		n := 0
@@ -192,5 +222,5 @@ func (p *Process) Poll(fds, wait []unix.PollFd) (ready, nwait int) {
 			nwait++
 		}
 	}
-	return 0, nwait
+	return 0, addSets(nwait)
 }

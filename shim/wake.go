@@ -19,7 +19,12 @@ import (
 //     FUTEX_WAKE only while such sleepers are registered;
 //   - poll and epoll sleep on an eventfd of the socket (created when first
 //     needed), written on events while pollers are registered and read
-//     empty before each readiness check.
+//     empty before each readiness check (poll; epoll registers it
+//     edge-triggered and never reads it). For a socket whose only
+//     registrations are entries of one emulated epoll set, the write is
+//     made only while a thread of that set is armed for a kernel sleep
+//     (epollSet.ringWanted): an event that comes while the program is
+//     busy costs no syscall, and one write per sleep wakes the set.
 //
 // The word lives outside the Go heap (a slab of mmap()ed pages), because
 // the C side keeps its address across calls; words are recycled but pages
@@ -29,6 +34,11 @@ type wakeup struct {
 	word     *uint32
 	sleepers atomic.Int32 // futex sleepers registered
 	pollers  atomic.Int32 // poll/epoll registrations
+	polls    atomic.Int32 // poll/select attendances (part of pollers): every event writes the eventfd
+	// gate is the one emulated epoll set holding the socket, whose
+	// armed sleepers decide whether an event writes the eventfd; nil when
+	// the socket is in several sets or none (every event writes).
+	gate     atomic.Pointer[epollSet]
 	efd      atomic.Int32 // eventfd + 1; 0 until needed
 	efdMu    sync.RWMutex // held (read) while writing to efd, so release cannot close it meanwhile
 	released atomic.Bool
@@ -47,13 +57,27 @@ func (w *wakeup) ring() {
 	if w.sleepers.Load() > 0 {
 		futexWake(w.word)
 	}
-	if w.pollers.Load() > 0 {
+	if w.pollers.Load() > 0 && w.ringWanted() {
 		w.efdMu.RLock()
 		if fd := w.efd.Load() - 1; fd >= 0 {
 			eventfdAdd(int(fd))
 		}
 		w.efdMu.RUnlock()
 	}
+}
+
+// ringWanted reports whether an event must write the eventfd: a poll
+// sleeps on it, or the socket's set (all of its sets, when several) may
+// have a thread asleep in the kernel. Called after the event is published
+// (the bump above, the stream's state before it): with the sleeper's
+// arm-then-check (epollSet.arm) either the sleeper sees the event or this
+// sees it armed.
+func (w *wakeup) ringWanted() bool {
+	if w.polls.Load() > 0 {
+		return true
+	}
+	set := w.gate.Load()
+	return set == nil || set.ringWanted()
 }
 
 // wakeAll bumps the word and wakes every thread asleep on it, registered
@@ -122,8 +146,8 @@ var highBase = sync.OnceValue(func() int {
 func (w *wakeup) drain() {
 	w.efdMu.RLock()
 	if fd := w.efd.Load() - 1; fd >= 0 {
-		var b [8]byte
-		unix.Read(int(fd), b[:])
+		var b uint64 // nonblocking eventfd: a raw syscall (eventfdAdd)
+		unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b)), 8)
 	}
 	w.efdMu.RUnlock()
 }
@@ -146,13 +170,18 @@ func (w *wakeup) release(p *Process) {
 }
 
 func futexWake(word *uint32) {
-	const futexWakeOp = 1 // FUTEX_WAKE, shared: the C side waits without FUTEX_PRIVATE_FLAG
-	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), futexWakeOp, 1<<30, 0, 0, 0)
+	// FUTEX_WAKE, shared (the C side waits without FUTEX_PRIVATE_FLAG); it
+	// never blocks, so a raw syscall (eventfdAdd).
+	const futexWakeOp = 1
+	unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), futexWakeOp, 1<<30, 0, 0, 0)
 }
 
+// eventfdAdd adds one to an eventfd (nonblocking: a raw syscall, which
+// spares the Go runtime's syscall bookkeeping and sysmon's hand-off of the
+// P of a thread it would see in a long syscall).
 func eventfdAdd(fd int) {
-	one := [8]byte{1}
-	unix.Write(fd, one[:])
+	one := uint64(1)
+	unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&one)), 8)
 }
 
 // wordSlab hands out 32-bit words in memory outside the Go heap.

@@ -2,6 +2,7 @@ package shm
 
 import (
 	"runtime"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -53,7 +54,7 @@ func (q *queuePair) runNIC() {
 			q.disarm()
 			continue
 		}
-		n, err := unix.EpollWait(q.epfd, events[:], -1)
+		n, err := q.nicWait(events[:])
 		q.disarm()
 		if err == unix.EINTR {
 			continue
@@ -73,6 +74,22 @@ func (q *queuePair) runNIC() {
 			}
 		}
 	}
+}
+
+// nicWait sleeps until the NIC's epoll set has events and returns them,
+// parked in the Go runtime's poller (core.ParkFD: the epoll fd is itself
+// pollable), not blocked in epoll_wait.
+func (q *queuePair) nicWait(events []unix.EpollEvent) (int, error) {
+	var n int
+	var err error
+	werr := q.epPark.Wait(func(fd int) bool {
+		n, err = unix.EpollWait(fd, events, 0)
+		return n > 0 || (err != nil && err != unix.EINTR)
+	}, time.Time{})
+	if werr != nil && err == nil {
+		err = werr
+	}
+	return n, err
 }
 
 // nicSpin is how many times the NIC goroutine looks for work, yielding the

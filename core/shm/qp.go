@@ -37,6 +37,7 @@ type queuePair struct {
 	peerEfd int  // the peer's eventfd
 	rx      int  // the peer's side-channel end: announcements in, EOF when gone
 	epfd    int
+	epPark  *core.ParkFD // the NIC goroutine's wait on epfd (owns epfd once connected)
 	nicDone chan struct{}
 
 	stopping atomic.Bool
@@ -190,7 +191,12 @@ func (q *queuePair) Close() error {
 	}
 	closeFD(&q.peerEfd)
 	closeFD(&q.rx)
-	closeFD(&q.epfd)
+	if q.epPark != nil {
+		q.epPark.Close()
+		q.epPark, q.epfd = nil, -1
+	} else {
+		closeFD(&q.epfd)
+	}
 	q.release()
 	q.lastRemote = nil
 	q.annMu.Unlock()

@@ -15,6 +15,7 @@
  *      events); nothing left means sleep again for the time left.
  */
 #include "shim.h"
+#include "sigcount.h"
 
 SDP_EXPORT int epoll_create(int size)
 {
@@ -75,44 +76,79 @@ static int sdp_epoll_kernel(int epfd, struct epoll_event *ev, int max, int64_t d
 	return sdp_real.epoll_pwait(epfd, ev, max, forever ? -1 : (int)(ms > 0x7fffffff ? 0x7fffffff : ms), mask);
 }
 
-/* epoll_wait on a MANAGED epoll fd. timeout_ns < 0 waits forever. */
-static int epoll_engine_held(int epfd, struct epoll_event *ev, int max, int64_t timeout_ns, int ns,
-			     const sigset_t *mask);
+static void epoll_disarm(int epfd, struct epoll_event *ev, int max)
+{
+	(void)SDP_CORE_CALL(sdp_core.epoll_wait(epfd, ev, max, SDPSHIM_EPOLL_DISARM));
+}
+
+/* epoll_wait on a MANAGED epoll fd. timeout_ns < 0 waits forever.
+ *
+ * The program's signals are held only around the kernel sleep (and the
+ * core's calls between its sleeps), where epoll_pwait2's mask lets them in
+ * exactly as the kernel would. While the core first looks (and polls for
+ * its budget) they are not: a call that finds events, the common case of
+ * a busy loop, makes no sigprocmask call. A handler that ran meanwhile is
+ * seen in the trampoline's count (sigcount.h) before sleeping: epoll_wait
+ * fails with EINTR after any handler, SA_RESTART or not (signal(7)). */
+static int epoll_sleep_held(int epfd, struct epoll_event *ev, int max, int64_t deadline, int forever, int ns,
+			    const sigset_t *mask);
 
 static SDP_COLD int epoll_engine(int epfd, struct epoll_event *ev, int max, int64_t timeout_ns, int ns,
 				 const sigset_t *mask)
 {
-	sigset_t old;
-	sdp_signals_hold(&old);
-	int r = epoll_engine_held(epfd, ev, max, timeout_ns, ns, mask != NULL ? mask : &old);
-	sdp_signals_release(&old);
-	return r;
-}
-
-/* The engine with the program's signals held; mask is the one to sleep
- * with (the caller's, or the thread's own). */
-static int epoll_engine_held(int epfd, struct epoll_event *ev, int max, int64_t timeout_ns, int ns,
-			     const sigset_t *mask)
-{
+	struct sdp_sigmark mark;
+	sdp_sig_mark(&mark);
 	int forever = timeout_ns < 0;
 	int64_t deadline = forever ? 0 : sdp_now_ns() + timeout_ns;
 	/* -1: the core may poll for its budget first; -2 (zero timeout): not. */
 	int r = SDP_CORE_CALL(sdp_core.epoll_wait(epfd, ev, max, timeout_ns == 0 ? -2 : -1));
-	if (r == SDPSHIM_PASS)
-		return sdp_epoll_kernel(epfd, ev, max, deadline, forever, ns, mask);
-	if (r != 0)
+	if (r != 0 && r != SDPSHIM_PASS)
 		return (int)sdp_result(r, 0);
+	sigset_t old;
+	sdp_signals_hold(&old);
+	if (r == 0 && timeout_ns != 0 && sdp_sig_since(&mark) != SDP_SIG_NONE) {
+		/* A handler ran while the core polled: the kernel's sleep
+		 * would have ended with EINTR. */
+		epoll_disarm(epfd, ev, max);
+		sdp_signals_release(&old);
+		return (int)sdp_fail(EINTR);
+	}
+	if (mask == NULL)
+		mask = &old;
+	if (r == SDPSHIM_PASS)
+		r = sdp_epoll_kernel(epfd, ev, max, deadline, forever, ns, mask);
+	else
+		r = epoll_sleep_held(epfd, ev, max, deadline, forever, ns, mask);
+	int err = errno;
+	sdp_signals_release(&old);
+	errno = err;
+	return r;
+}
+
+/* The sleeps of the engine, with the program's signals held; mask is the
+ * one to sleep with (the caller's, or the thread's own). The core armed
+ * the set for this sleep (its 0 answer); a result > 0 disarms it, leaving
+ * otherwise must (SDPSHIM_EPOLL_DISARM). */
+static int epoll_sleep_held(int epfd, struct epoll_event *ev, int max, int64_t deadline, int forever, int ns,
+			    const sigset_t *mask)
+{
 	for (;;) {
 		int k = sdp_epoll_kernel(epfd, ev, max, deadline, forever, ns, mask);
-		if (k < 0)
+		if (k < 0) {
+			int err = errno;
+			epoll_disarm(epfd, ev, max);
+			errno = err;
 			return k;
-		r = SDP_CORE_CALL(sdp_core.epoll_wait(epfd, ev, max, k));
+		}
+		int r = SDP_CORE_CALL(sdp_core.epoll_wait(epfd, ev, max, k));
 		if (r == SDPSHIM_PASS)
 			return k;
 		if (r != 0)
 			return (int)sdp_result(r, 0);
-		if (!forever && sdp_now_ns() >= deadline)
+		if (!forever && sdp_now_ns() >= deadline) {
+			epoll_disarm(epfd, ev, max);
 			return 0;
+		}
 	}
 }
 

@@ -248,6 +248,10 @@ struct sdpshim_host {
  *     returned nkernel events in ev; rewrite them (doorbells to socket
  *     events) and return the final count; 0 sends the interposer back to
  *     sleep for the rest of the timeout. SDPSHIM_PASS: a kernel epoll_wait.
+ *     A 0 answer to nkernel < 0 arms the set (events then write its
+ *     eventfd); a thread that leaves the wait without events (timeout,
+ *     EINTR) calls once more with nkernel = SDPSHIM_EPOLL_DISARM (-3),
+ *     whose result is ignored, to disarm it.
  * fork_prepare(kind), fork_parent(kind, pid)
  *     Around fork()/posix_spawn()/vfork() in the parent; pid < 0 is -errno.
  *     fork_prepare may block (bounded, a few seconds at worst) while it
@@ -305,6 +309,9 @@ struct sdpshim_host {
 #define SDPSHIM_CORE_TYPEDEF_(ret, name, params) typedef ret sdpshim_core_##name##_fn params;
 SDPSHIM_CORE_ENTRY_POINTS(SDPSHIM_CORE_TYPEDEF_)
 #undef SDPSHIM_CORE_TYPEDEF_
+
+/* epoll_wait's nkernel for a thread leaving its wait without events. */
+#define SDPSHIM_EPOLL_DISARM (-3)
 
 /* Prototypes, for a C implementation of the core (tests, the fork_child
  * hook); the Go core relies on cgo's export header instead. */

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -96,18 +95,15 @@ func parseRecordName(name string) (Tuple, bool) {
 }
 
 type recordFile struct {
-	pid    int
-	start  uint64
-	uid    uint32
-	pidns  string
-	socket string
-	nonce  [16]byte
+	owner
+	nonce [16]byte
 }
 
 func (r *recordFile) encode() []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s\npid %d\nstart %d\nuid %d\npidns %s\nsocket %s\nnonce %s\n",
-		recordHeader, r.pid, r.start, r.uid, r.pidns, r.socket, hex.EncodeToString(r.nonce[:]))
+	b.WriteString(recordHeader + "\n")
+	r.owner.encode(&b)
+	fmt.Fprintf(&b, "nonce %s\n", hex.EncodeToString(r.nonce[:]))
 	return b.Bytes()
 }
 
@@ -118,32 +114,14 @@ func parseRecordFile(rundir, name string, b []byte) (recordFile, error) {
 	if len(lines) != 8 || lines[0] != recordHeader || lines[7] != "" {
 		return r, fmt.Errorf("record %s: bad header, ending or line count", name)
 	}
-	keys := []string{"pid", "start", "uid", "pidns", "socket", "nonce"}
+	keys := append(ownerKeys[:len(ownerKeys):len(ownerKeys)], "nonce")
 	for i, line := range lines[1:7] {
 		key, val, found := strings.Cut(line, " ")
 		if !found || key != keys[i] {
 			return r, fmt.Errorf("record %s: line %q", name, line)
 		}
-		var err error
-		switch key {
-		case "pid":
-			var p uint64
-			p, err = strconv.ParseUint(val, 10, 31)
-			r.pid = int(p)
-			if err == nil && p == 0 {
-				err = fmt.Errorf("pid 0")
-			}
-		case "start":
-			r.start, err = strconv.ParseUint(val, 10, 64)
-		case "uid":
-			var u uint64
-			u, err = strconv.ParseUint(val, 10, 32)
-			r.uid = uint32(u)
-		case "pidns":
-			r.pidns = val
-		case "socket":
-			r.socket = val
-		case "nonce":
+		known, err := r.parseLine(key, val)
+		if !known { // the nonce
 			var n []byte
 			n, err = hex.DecodeString(val)
 			if err == nil && len(n) != len(r.nonce) {
@@ -182,7 +160,7 @@ func (n *Node) Defer(t Tuple) (Deferral, error) {
 	if err := n.serveLocked(); err != nil {
 		return Deferral{}, err
 	}
-	r := recordFile{pid: n.pid, start: n.start, uid: n.euid, pidns: n.pidns, socket: n.srv.path, nonce: d.Nonce}
+	r := recordFile{owner: n.self(), nonce: d.Nonce}
 	if err := n.writeFile(d.name, r.encode()); err != nil {
 		return Deferral{}, err
 	}

@@ -46,12 +46,8 @@ type Entry struct {
 // deviation (unknown line, missing key, a name that disagrees with the
 // content, a socket outside the run directory) makes the file garbage.
 type entryFile struct {
+	owner
 	port    uint16
-	pid     int
-	start   uint64
-	uid     uint32
-	pidns   string
-	socket  string
 	listens []netip.AddrPort
 	group   bool
 }
@@ -134,7 +130,8 @@ func parseTempName(name string) (pid int, ok bool) {
 
 func (e *entryFile) encode() []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s\npid %d\nstart %d\nuid %d\npidns %s\nsocket %s\n", entryHeader, e.pid, e.start, e.uid, e.pidns, e.socket)
+	b.WriteString(entryHeader + "\n")
+	e.owner.encode(&b)
 	for _, l := range e.listens {
 		fmt.Fprintf(&b, "listen %s\n", l)
 	}
@@ -162,28 +159,17 @@ func parseEntryFile(rundir, name string, b []byte) (entryFile, error) {
 			return entryFile{}, fmt.Errorf("entry %s: line %q", name, line)
 		}
 		seen[key] = true
-		var err error
-		switch key {
-		case "pid":
-			e.pid, err = strconv.Atoi(val)
-		case "start":
-			e.start, err = strconv.ParseUint(val, 10, 64)
-		case "uid":
-			var u uint64
-			u, err = strconv.ParseUint(val, 10, 32)
-			e.uid = uint32(u)
-		case "pidns":
-			e.pidns = val
-		case "socket":
-			e.socket = val
-		case "listen":
+		known, err := e.parseLine(key, val)
+		switch {
+		case known:
+		case key == "listen":
 			var ap netip.AddrPort
 			ap, err = netip.ParseAddrPort(val)
 			if err == nil && (ap.Port() != port || len(e.listens) == maxEntryListens) {
 				err = fmt.Errorf("listen %s on port %d", ap, port)
 			}
 			e.listens = append(e.listens, ap)
-		case "mode":
+		case key == "mode":
 			if val != "group" {
 				err = fmt.Errorf("mode %q", val)
 			}

@@ -115,7 +115,7 @@ func (n *Node) IsGroup(addr netip.AddrPort) bool {
 // writeEntry replaces the entry file of port with addrs (write a temporary
 // file, then rename over the old one). n.mu held.
 func (n *Node) writeEntry(port uint16, addrs map[netip.AddrPort]int) error {
-	e := entryFile{port: port, pid: n.pid, start: n.start, uid: n.euid, pidns: n.pidns, socket: n.srv.path, group: n.groups[port]}
+	e := entryFile{owner: n.self(), port: port, group: n.groups[port]}
 	for a := range addrs {
 		e.listens = append(e.listens, a)
 	}

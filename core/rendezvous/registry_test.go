@@ -178,10 +178,10 @@ func TestLookupRemovesStaleEntries(t *testing.T) {
 	// with another start time (a reused pid).
 	_, myStart := processStart(os.Getpid())
 	for _, e := range []entryFile{
-		{port: 4102, pid: deadPID, start: 7, uid: uint32(os.Geteuid()), pidns: n.pidns,
-			socket: filepath.Join(dir, sockName(deadPID, 1)), listens: []netip.AddrPort{ap("127.0.0.1:4102")}},
-		{port: 4102, pid: os.Getpid(), start: myStart + 1, uid: uint32(os.Geteuid()), pidns: n.pidns,
-			socket: filepath.Join(dir, sockName(os.Getpid(), 2)), listens: []netip.AddrPort{ap("127.0.0.1:4102")}},
+		{port: 4102, owner: owner{pid: deadPID, start: 7, uid: uint32(os.Geteuid()), pidns: n.pidns,
+			socket: filepath.Join(dir, sockName(deadPID, 1))}, listens: []netip.AddrPort{ap("127.0.0.1:4102")}},
+		{port: 4102, owner: owner{pid: os.Getpid(), start: myStart + 1, uid: uint32(os.Geteuid()), pidns: n.pidns,
+			socket: filepath.Join(dir, sockName(os.Getpid(), 2))}, listens: []netip.AddrPort{ap("127.0.0.1:4102")}},
 	} {
 		writeFile(t, filepath.Join(dir, entryName(e.port, e.pid, e.start)), string(e.encode()))
 	}
@@ -197,8 +197,8 @@ func TestLookupRemovesStaleEntries(t *testing.T) {
 
 	// Garbage: junk, a name that disagrees with the content, an oversized
 	// file, a socket outside the run directory.
-	good := entryFile{port: 4103, pid: os.Getpid(), start: myStart, uid: uint32(os.Geteuid()), pidns: n.pidns,
-		socket: n.srv.path, listens: []netip.AddrPort{ap("127.0.0.1:4103")}}
+	good := entryFile{port: 4103, owner: owner{pid: os.Getpid(), start: myStart, uid: uint32(os.Geteuid()), pidns: n.pidns,
+		socket: n.srv.path}, listens: []netip.AddrPort{ap("127.0.0.1:4103")}}
 	outside := good
 	outside.socket = "/tmp/" + sockName(os.Getpid(), 3)
 	garbage := map[string]string{

@@ -51,8 +51,8 @@ func FuzzDecodeMessage(f *testing.F) {
 }
 
 func FuzzParseEntryFile(f *testing.F) {
-	good := entryFile{port: 80, pid: 12, start: 34, uid: 1000, pidns: "pid:[1]",
-		socket: "/rd/" + sockName(12, 5), listens: []netip.AddrPort{ap("0.0.0.0:80")}}
+	good := entryFile{port: 80, owner: owner{pid: 12, start: 34, uid: 1000, pidns: "pid:[1]",
+		socket: "/rd/" + sockName(12, 5)}, listens: []netip.AddrPort{ap("0.0.0.0:80")}}
 	f.Add(string(good.encode()))
 	f.Add("sdpshim-rendezvous 1\npid 12\n")
 	f.Fuzz(func(t *testing.T, s string) {

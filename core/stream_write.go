@@ -177,13 +177,5 @@ func (s *Stream) WriteReady() bool {
 	s.c.pumpWait()
 	s.c.flushWait()
 	s.leave()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.writeErrLocked() != nil {
-		return true
-	}
-	if s.fc.Buffered() {
-		return s.owned < s.sendBufLocked()
-	}
-	return s.queued == 0 && s.fc.NextSegment(1, 1, s.c.maxPay) > 0 && !s.rcvFullLocked()
+	return s.WriteReadyNow()
 }

@@ -88,21 +88,17 @@ func (p *Process) registerLocked(s *Socket, fd int, group bool) {
 		s.unlisted = rendezvous.ReasonOf(err)
 		return
 	}
-	if err := node.Register(addr); err != nil {
+	register := node.Register
+	if group {
+		register = node.RegisterGroup // group from its first write: no connector offers to it alone
+	}
+	if err := register(addr); err != nil {
 		p.log.WithError(err).WithField("listen", addr).Warn("cannot register listener; its connections stay on kernel TCP")
 		s.unlisted = rendezvous.ReasonOf(err)
 		return
 	}
 	if node.IsGroup(addr) {
 		group = true // a listener on a port already shared with fork children
-	}
-	if group {
-		if err := node.SetGroup(addr); err != nil {
-			node.Unregister(addr)
-			p.log.WithError(err).WithField("listen", addr).Warn("cannot register group listener; its connections stay on kernel TCP")
-			s.unlisted = rendezvous.ReasonOf(err)
-			return
-		}
 	}
 	s.listenAddr, s.registered, s.group = addr, true, group
 	p.mu.Lock()

@@ -237,6 +237,24 @@ func TestGroupEntry(t *testing.T) {
 	if err := l.SetGroup(ap("127.0.0.1:18081")); err == nil {
 		t.Fatal("SetGroup of an unregistered port")
 	}
+	// RegisterGroup: group from the entry's first write (no window in
+	// which a connector finds the port offering for this process alone);
+	// a later Register of another address on the port keeps it group.
+	g := ap("127.0.0.1:18082")
+	if err := l.RegisterGroup(g); err != nil {
+		t.Fatal(err)
+	}
+	name := entryName(g.Port(), l.pid, l.start)
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil || !strings.Contains(string(b), "\nmode group\n") {
+		t.Fatalf("entry after RegisterGroup: %q %v", b, err)
+	}
+	if err := l.Register(ap("0.0.0.0:18082")); err != nil {
+		t.Fatal(err)
+	}
+	if e := lookupOne(t, c, g); !e.Group {
+		t.Fatal("a second address made the group port non-group")
+	}
 }
 
 func replaceLine(s, old, new string) string {

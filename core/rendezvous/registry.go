@@ -16,7 +16,15 @@ import (
 // wildcard (0.0.0.0 or ::, the latter matching IPv4 too, as a dual-stack
 // socket). Registering the same address again counts a reference (several
 // SO_REUSEPORT sockets in one process); Unregister releases one.
-func (n *Node) Register(addr netip.AddrPort) error {
+func (n *Node) Register(addr netip.AddrPort) error { return n.register(addr, false) }
+
+// RegisterGroup is Register for a group listener's address (a listener
+// fork children share): its entry file says so from the first write, so
+// no connector ever finds it offering for itself (SetGroup, later, leaves
+// a window in which one may).
+func (n *Node) RegisterGroup(addr netip.AddrPort) error { return n.register(addr, true) }
+
+func (n *Node) register(addr netip.AddrPort, group bool) error {
 	if n.cfg.Handler == nil {
 		return fmt.Errorf("rendezvous: register %s: no Handler configured", addr)
 	}
@@ -41,7 +49,14 @@ func (n *Node) Register(addr netip.AddrPort) error {
 	for a, c := range addrs {
 		next[a] = c
 	}
+	wasGroup := n.groups[addr.Port()]
+	if group {
+		n.groups[addr.Port()] = true
+	}
 	if err := n.writeEntry(addr.Port(), next); err != nil {
+		if !wasGroup {
+			delete(n.groups, addr.Port())
+		}
 		return err
 	}
 	n.regs[addr.Port()] = next

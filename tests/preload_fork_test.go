@@ -137,7 +137,7 @@ func checkSecondClient(t *testing.T, mode, log string) {
 	}
 }
 
-// An exec passes the CANDIDATE sockets it keeps in SDPSHIM_INHERITED_FDS
+// An exec passes the CANDIDATE sockets it keeps in SDPSHIM__INHERITED_FDS
 // (preload/c/exec.c); the new program's interposer takes the variable out
 // of the environment before the program runs: a shimmed python with an
 // inheritable listening socket execs env (through execv) and sh -c (through
@@ -152,7 +152,7 @@ func TestExecHidesInheritedFDs(t *testing.T) {
 		seen       bool
 	}{
 		{"execv", "os.execv('/usr/bin/env', ['env'])", false},
-		{"execvp", "os.execvp('sh', ['sh', '-c', 'echo \"[$SDPSHIM_INHERITED_FDS]\"; env'])", false},
+		{"execvp", "os.execvp('sh', ['sh', '-c', 'echo \"[$SDPSHIM__INHERITED_FDS]\"; env'])", false},
 		{"unshimmed", "os.execve('/usr/bin/env', ['env'], {k: v for k, v in os.environ.items() if k != 'LD_PRELOAD'})", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -160,8 +160,8 @@ func TestExecHidesInheritedFDs(t *testing.T) {
 				"s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n" +
 				"os.set_inheritable(s.fileno(), True)\n" + tc.exec + "\n"
 			out := runTo(t, env, 20*time.Second, "python3", "-c", script)
-			want := fmt.Sprintf("SDPSHIM_INHERITED_FDS=%d\n", 3)
-			if tc.seen != strings.Contains(out, want) || (!tc.seen && strings.Contains(out, "SDPSHIM_INHERITED_FDS")) {
+			want := fmt.Sprintf("SDPSHIM__INHERITED_FDS=%d\n", 3)
+			if tc.seen != strings.Contains(out, want) || (!tc.seen && strings.Contains(out, "SDPSHIM__INHERITED_FDS")) {
 				t.Errorf("the exec'd program sees the variable: %v, want %v (%q):\n%s", !tc.seen, tc.seen, want, out)
 			}
 			if !strings.Contains(out, "PATH=") {

@@ -9,7 +9,8 @@
  * program's reads would go straight to the kernel and nobody would claim
  * the connection, so its client would wait out the deferral deadline and
  * fall back. So exec passes the CANDIDATE fds that survive it (no
- * FD_CLOEXEC) in SDPSHIM_INHERITED_FDS ("3,7"), added to the new
+ * FD_CLOEXEC) in SDPSHIM__INHERITED_FDS ("3,7"; two underscores: a
+ * private name, which the core's configuration ignores), added to the new
  * program's environment; the new interposer's constructor marks those that
  * are TCP sockets CANDIDATE again and removes the variable, so neither the
  * program nor its own children see it. The core adopts them on first use
@@ -31,7 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define SDP_INHERIT_VAR "SDPSHIM_INHERITED_FDS"
+#define SDP_INHERIT_VAR "SDPSHIM__INHERITED_FDS"
 /* At most this many fds are passed (the variable's length stays small). */
 #define SDP_INHERIT_MAX 64
 
@@ -55,7 +56,7 @@ static int sdp_put_int(char *buf, size_t n, size_t *len, int v)
 	return 1;
 }
 
-/* Writes "SDPSHIM_INHERITED_FDS=3,7" into buf (size n) for the CANDIDATE
+/* Writes "SDPSHIM__INHERITED_FDS=3,7" into buf (size n) for the CANDIDATE
  * fds an exec keeps; 0 when there are none. */
 static int sdp_inherit_var(char *buf, size_t n)
 {

@@ -271,7 +271,7 @@ static inline int sdp_core_want(void)
 	return (s == SDP_CORE_FORKED || s == SDP_CORE_LOADING || s == SDP_CORE_UNLOADED) && sdp_core_acquire();
 }
 /* Constructor (exec.c): the exec functions, and the CANDIDATE fds an exec
- * passed (SDPSHIM_INHERITED_FDS). */
+ * passed (SDPSHIM__INHERITED_FDS). */
 SDP_HIDDEN void sdp_exec_init(void);
 /* Why the core is off (enum sdpshim_reason), 0 while it is not. */
 SDP_HIDDEN int sdp_core_off_reason(void);

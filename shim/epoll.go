@@ -61,7 +61,11 @@ type epollSet struct {
 	retiredQ []uint64            // +checklocks:mu
 	fds      int                 // fds naming the set (dup); +checklocks:mu
 
-	chans map[*core.Channel]bool // progressLocked's scratch: channel -> flushed; +checklocks:mu
+	// progressLocked's scratch, the channels it moved and whether it
+	// flushed them: the first maxMarks in marks (searched in order: a set
+	// holds the streams of few peer processes), the rest in chans.
+	marks []chanMark             // +checklocks:mu
+	chans map[*core.Channel]bool // +checklocks:mu
 	// The only channel progressLocked moved, when one did (most sets:
 	// one peer process), so that pumpedLocked needs no map access.
 	onlyChan    *core.Channel // +checklocks:mu
@@ -101,6 +105,11 @@ type epollEntry struct {
 	answerFD int  // the rendezvous connection registered (verdict pending)
 	dormant  bool // deleted by the program, registrations kept (dormantKey)
 	idx      int  // position in set.list
+	// quiet: the entry's last committed evaluation (collectAt) reported
+	// nothing, and quietGen is the socket's wake word read before it
+	// (quietSkip).
+	quiet    bool
+	quietGen uint32
 }
 
 // dormantKey is where set.entries keeps the dormant entry of fd: an
@@ -198,6 +207,7 @@ func (set *epollSet) ctl(op, fd int, s *Socket, events uint32, data uint64) int6
 				d.dormant = false
 				set.dormant--
 				d.events, d.data, d.disabled, d.lastMask, d.lastArr, d.nospace = events, data, false, 0, 0, 0
+				d.quiet = false
 				set.entries[fd] = d
 				return 0
 			}
@@ -235,6 +245,7 @@ func (set *epollSet) ctl(op, fd int, s *Socket, events uint32, data uint64) int6
 			return negErrno(unix.EINVAL)
 		}
 		e.events, e.data, e.disabled, e.lastMask, e.lastArr = events, data, false, 0, 0
+		e.quiet = false
 		return 0
 	case unix.EPOLL_CTL_DEL:
 		if e == nil {
@@ -646,7 +657,12 @@ func (set *epollSet) collectAt(ev []unix.EpollEvent, exact bool) int {
 			continue
 		}
 		set.armLocked(e)
+		gen, quietable := set.quietSkip(e)
+		if quietable && e.quiet && gen == e.quietGen {
+			continue // nothing happened to the socket since it reported nothing
+		}
 		rev := set.evaluate(e, true)
+		e.quiet, e.quietGen = quietable && rev == 0, gen
 		if rev == 0 {
 			continue
 		}
@@ -666,20 +682,91 @@ func (set *epollSet) collectAt(ev []unix.EpollEvent, exact bool) int {
 	return n
 }
 
+// quietSkip returns the wake word of e's socket (read before an
+// evaluation), and whether an evaluation of e that reports nothing may be
+// trusted until the word moves: a scan skips such an entry while its
+// word stays (event loops keep many idle connections in a set, and an
+// evaluation takes the stream's lock). It relies on the word's contract
+// (wake.go): every event of the stream bumps it (blocks moved in or sent,
+// space, FIN, reset, the channel's end, shutdown), and what the program
+// does to the socket between scans without a bump (recv, send) only
+// takes readiness away, which an entry reporting nothing has not got.
+// Entries that are not plainly accelerated (connecting, early bytes
+// waiting, a shutdown made before the verdict, switching to kernel TCP)
+// are always evaluated: their readiness moves outside the word.
+// EPOLL_CTL_MOD and the re-add of a dormant entry forget quiet (other
+// events asked).
+//
+// +checklocks:set.mu
+func (set *epollSet) quietSkip(e *epollEntry) (gen uint32, ok bool) {
+	s := e.sock
+	if !e.attended || s.sw.Load() != swNone || s.earlyN.Load() != 0 || s.pendShut.Load() != 0 || s.stream.Load() == nil {
+		return 0, false
+	}
+	return s.wake.gen(), true
+}
+
+// chanMark is a channel a scan moved; flushed: with a flush.
+type chanMark struct {
+	c       *core.Channel
+	flushed bool
+}
+
+// maxMarks is how many channels set.marks holds before set.chans.
+const maxMarks = 8
+
+// markedLocked reports whether the last progressLocked moved c, and
+// whether it flushed it.
+//
+// +checklocks:set.mu
+func (set *epollSet) markedLocked(c *core.Channel) (flushed, ok bool) {
+	for i := range set.marks {
+		if set.marks[i].c == c {
+			return set.marks[i].flushed, true
+		}
+	}
+	if len(set.chans) > 0 {
+		flushed, ok = set.chans[c]
+	}
+	return flushed, ok
+}
+
+// markLocked records that progressLocked moved c (flushed: with a flush).
+//
+// +checklocks:set.mu
+func (set *epollSet) markLocked(c *core.Channel, flushed bool) {
+	for i := range set.marks {
+		if set.marks[i].c == c {
+			set.marks[i].flushed = flushed
+			return
+		}
+	}
+	if len(set.marks) < maxMarks {
+		set.marks = append(set.marks, chanMark{c, flushed})
+		return
+	}
+	if set.chans == nil {
+		set.chans = map[*core.Channel]bool{}
+	}
+	set.chans[c] = flushed
+}
+
 // progressLocked moves each channel of the set's accelerated sockets
 // once (core.Channel.Progress; flushed when an entry on it asks for
 // EPOLLOUT), so that the evaluations after it read the streams without
 // pumping: the streams of one peer process share a channel, and pumping
 // it per entry made a scan over n entries cost n pumps. The channels it
-// moved stay in set.chans until the next call (under set.mu): an entry
-// whose stream appeared since (connecting) is evaluated with its own pump.
+// moved stay in set.marks (and set.chans) until the next call (under
+// set.mu): an entry whose stream appeared since (connecting) is
+// evaluated with its own pump.
 //
 // +checklocks:set.mu
 func (set *epollSet) progressLocked(exact bool) {
-	if set.chans == nil {
-		set.chans = map[*core.Channel]bool{}
+	clear(set.marks) // no channel kept alive by the scratch
+	set.marks = set.marks[:0]
+	if len(set.chans) > 0 {
+		clear(set.chans)
 	}
-	clear(set.chans)
 	var lastC *core.Channel
 	lastFlushed := false
 	for _, e := range set.list {
@@ -695,10 +782,10 @@ func (set *epollSet) progressLocked(exact bool) {
 		if c == lastC && (lastFlushed || !flush) {
 			continue
 		}
-		if done, ok := set.chans[c]; ok && (done || !flush) {
+		if done, ok := set.markedLocked(c); ok && (done || !flush) {
 			continue
 		}
-		set.chans[c] = flush
+		set.markLocked(c, flush)
 		lastC, lastFlushed = c, flush
 		if exact {
 			c.Progress(flush)
@@ -707,8 +794,8 @@ func (set *epollSet) progressLocked(exact bool) {
 		}
 	}
 	set.onlyChan, set.onlyFlushed = nil, false
-	if len(set.chans) == 1 {
-		set.onlyChan, set.onlyFlushed = lastC, set.chans[lastC]
+	if len(set.marks) == 1 {
+		set.onlyChan, set.onlyFlushed = set.marks[0].c, set.marks[0].flushed
 	}
 }
 
@@ -724,7 +811,7 @@ func (set *epollSet) pumpedLocked(s *Socket, write bool) bool {
 	if c := st.Channel(); c == set.onlyChan {
 		return set.onlyFlushed || !write
 	}
-	flushed, ok := set.chans[st.Channel()]
+	flushed, ok := set.markedLocked(st.Channel())
 	return ok && (flushed || !write)
 }
 

@@ -27,6 +27,7 @@ var measures = []measure{
 	{"iperf3", []string{"iperf3"}, (*harness).iperf3},
 	{"redis", []string{"redis-server", "redis-benchmark"}, (*harness).redis},
 	{"nginx", []string{"nginx", "wrk"}, (*harness).nginx},
+	{"nginx prefork", []string{"nginx", "wrk"}, (*harness).nginxPrefork},
 	{"memcached", []string{"memcached", "gcc"}, (*harness).memcached},
 	{"postgres", []string{"gcc"}, (*harness).postgres},
 }
@@ -151,7 +152,23 @@ var (
 	reLat = regexp.MustCompile(`Latency\s+([\d.]+)(us|ms|s)`)
 )
 
+// nginx measures one nginx process serving wrk (master_process off):
+// the process that accepts also serves.
 func (h *harness) nginx(m mode) (map[string]float64, error) {
+	return h.nginxShape(m, "nginx", "master_process off;\nworker_processes 1;")
+}
+
+// nginxPrefork measures the pre-fork shape: a master and two workers
+// forked from it, which share the listener inherited from the master
+// (deferred acceptance: the worker that first uses a connection claims
+// it).
+func (h *harness) nginxPrefork(m mode) (map[string]float64, error) {
+	return h.nginxShape(m, "nginx2", "master_process on;\nworker_processes 2;")
+}
+
+// nginxShape runs nginx with the process lines procs and measures it
+// with wrk: figures key+".rps" and key+".lat".
+func (h *harness) nginxShape(m mode, key, procs string) (map[string]float64, error) {
 	rd, port, err := h.pair()
 	if err != nil {
 		return nil, err
@@ -163,11 +180,11 @@ func (h *harness) nginx(m mode) (map[string]float64, error) {
 	if err := os.WriteFile(filepath.Join(dir, "index.html"), []byte(strings.Repeat("sdpshim ", 64)), 0o644); err != nil {
 		return nil, err
 	}
-	// One process accepts (master_process off): pre-fork workers are not
-	// accelerated yet (their connections fall back).
+	// user: workers of a master started as root would run as nobody,
+	// who cannot read the scratch directory (ignored when not root).
 	conf := fmt.Sprintf(`daemon off;
-master_process off;
-worker_processes 1;
+user root root;
+%[3]s
 pid %[1]s/nginx.pid;
 error_log %[1]s/error.log error;
 events { worker_connections 1024; }
@@ -181,7 +198,7 @@ http {
   scgi_temp_path %[1]s;
   server { listen 127.0.0.1:%[2]d; root %[1]s; }
 }
-`, dir, port)
+`, dir, port, procs)
 	cf := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
 		return nil, err
@@ -209,7 +226,7 @@ http {
 		return nil, fmt.Errorf("wrk reported errors:\n%s", res)
 	}
 	lat := atof(l[1]) * map[string]float64{"us": 1, "ms": 1e3, "s": 1e6}[l[2]]
-	return map[string]float64{"nginx.rps": atof(r[1]), "nginx.lat": lat}, nil
+	return map[string]float64{key + ".rps": atof(r[1]), key + ".lat": lat}, nil
 }
 
 func (h *harness) memcached(m mode) (map[string]float64, error) {

@@ -50,6 +50,8 @@ var rows = func() []row {
 		row{key: "redis.c50.SET", label: "redis-benchmark -c 50 SET", unit: "req/s", higher: true, format: f0},
 		row{key: "nginx.rps", label: "nginx (1 process) + wrk -c 64", unit: "req/s", higher: true, format: f0, target: ">= 1.5x", judge: atLeast(1.5)},
 		row{key: "nginx.lat", label: "nginx + wrk latency avg", unit: "us", format: f1},
+		row{key: "nginx2.rps", label: "nginx (master + 2 workers) + wrk -c 64", unit: "req/s", higher: true, format: f0, target: ">= 1.5x", judge: atLeast(1.5)},
+		row{key: "nginx2.lat", label: "nginx prefork + wrk latency avg", unit: "us", format: f1},
 		row{key: "memcached.ops", label: "memcached, mcload 8 conns 9:1 get:set", unit: "ops/s", higher: true, format: f0, target: ">= 2x", judge: atLeast(2)},
 		row{key: "pgbench.tps", label: "postgres pgbench -c 4 -j 2 (fork per backend)", unit: "tps", higher: true, format: f1},
 		row{key: "pass.ns", label: "pipe write/read, unmanaged fd (no preload | preload)", unit: "ns/call", format: f1,

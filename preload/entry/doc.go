@@ -12,8 +12,8 @@
 // that keeps every other symbol local.
 //
 // Fork children. fork_child (fork.c) runs in the child of a fork() and
-// never enters the Go runtime, which has no threads there and would hang.
-// Precisely:
+// never enters this copy's Go runtime, which has no threads there and
+// would hang. Precisely:
 //   - Before the fork (fork_prepare, in the parent, where the runtime
 //     runs), every accelerated connection the child inherits is switched
 //     to kernel TCP with the peer's help, without losing or duplicating a
@@ -23,25 +23,29 @@
 //     kernel counts the holders, so the parent closing its copy ends
 //     nothing; exec keeps them working. Each is counted as
 //     fork-exec-decline.
-//   - The interposer sets every inherited fd UNMANAGED and turns the core
-//     off in the child: new connections it makes are not accelerated
-//     (reason fork-exec-decline, counted by the interposer).
-//   - Listeners: after fork() the parent unregisters its listeners (a child
-//     may accept on them), so later connections to them stay on kernel TCP
-//     (shim/fork.go).
+//   - Listeners the child inherits become group listeners (shim/fork.go):
+//     their connections are claimed by whichever process first uses the
+//     accepted fd (deferred acceptance, shim/deferred_accept.go).
+//   - The child runs a private copy of this library, which the interposer
+//     loads from a memfd on the child's first need (preload/c/core.c,
+//     docs/preload.md "Fork children"), with the parent's load-time
+//     environment: a fresh runtime, whose Go tables start empty and adopt
+//     the CANDIDATE fds it is called on (listeners, deferred connections).
 //
 // Exit. The library's destructor (fork.c) calls shim.Process.Exit in the
-// process that loaded the core (never in a fork child): streams are closed
-// and drained for up to two seconds, because bytes a coalescing stream
-// holds in its send buffer would otherwise die with the process.
+// process that loaded this copy (never in a fork child of it), and so does
+// exit_drain, which the interposer calls from _exit/_Exit: streams are
+// closed and drained for up to two seconds, because bytes a coalescing
+// stream holds would otherwise die with the process.
 //
-// Signals: the Go runtime preempts goroutines with SIGURG, and may deliver
-// one to a host thread just after that thread left a hook. A timed futex
-// or a ppoll sleep returns EINTR after any handled signal (SA_RESTART or
-// not), so the shim's blocking calls sleep on futexes without a timeout
-// (restarted by the kernel, the runtime's handler has SA_RESTART) and
-// keep their deadlines with Go timers (shim/block.go). poll, select and
-// epoll_wait over accelerated sockets may still return a spurious EINTR.
+// Signals: the runtime runs with asynchronous preemption off (godebug.conf,
+// compiled in by the Makefile): it sends no SIGURG, and its threads keep
+// SIGURG blocked (the interposer loads it with the program's signals held),
+// so a process-directed SIGURG reaches a program thread. The shim's
+// blocking calls sleep on futexes without a timeout (restarted by the
+// kernel after an SA_RESTART handler) and keep their deadlines with Go
+// timers (shim/block.go); the interposer turns handlers that ran into
+// EINTR or a restart as the kernel would (preload/c/sigcount.c).
 //
 // Protected descriptors: the Go runtime's poller fds, the log file, the
 // eventfds of socket wakeups and every descriptor of the shm provider

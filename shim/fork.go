@@ -36,12 +36,7 @@ import (
 // open), then the inherited connections go to kernel TCP (bounded by
 // switchDeadline each, in parallel).
 func (p *Process) ForkPrepare(kind int) {
-	p.mu.Lock()
-	var ls []*Socket
-	for s := range p.listeners {
-		ls = append(ls, s)
-	}
-	p.mu.Unlock()
+	ls := p.registeredListeners()
 	groups := p.childCores()
 	for _, s := range ls {
 		if kind != ForkFork && !s.inheritable() {

@@ -107,6 +107,18 @@ func (p *Process) registerLocked(s *Socket, fd int, group bool) {
 	p.log.WithFields(logrus.Fields{"listen": addr, "group": group}).Debug("listener registered")
 }
 
+// registeredListeners returns the registered listeners, for a caller that
+// then takes each one's lock (p.mu is not held meanwhile).
+func (p *Process) registeredListeners() []*Socket {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ls := make([]*Socket, 0, len(p.listeners))
+	for s := range p.listeners {
+		ls = append(ls, s)
+	}
+	return ls
+}
+
 // unregisterLocked withdraws s's registration.
 //
 // +checklocks:s.mu

@@ -198,13 +198,7 @@ func (p *Process) Shutdown(fd, how int) int64 {
 // the offer announces it at once (core.Channel.OpenRcvBuf), before the
 // connector can write.
 func (p *Process) listenerRcvBuf(addr netip.AddrPort) int {
-	p.mu.Lock()
-	ls := make([]*Socket, 0, len(p.listeners))
-	for s := range p.listeners {
-		ls = append(ls, s)
-	}
-	p.mu.Unlock()
-	for _, s := range ls {
+	for _, s := range p.registeredListeners() {
 		s.mu.Lock()
 		port := s.listenAddr.Port()
 		s.mu.Unlock()

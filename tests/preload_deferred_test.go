@@ -8,9 +8,11 @@ import (
 // Deferred acceptance ("the first user claims", shim/deferred*.go): a
 // listener that fork children share becomes a group listener, connectors
 // defer, and the process that first uses an accepted connection pulls it.
-// Two server shapes (testdata/fork_echo.c): prefork (the master listens,
-// forks two workers that accept; the master closes its copy) and perconn
-// (accept in the parent, fork, the child serves: postgres's shape). Every
+// Three server shapes (testdata/fork_echo.c): prefork (the master listens,
+// forks two workers that accept; the master closes its copy), perconn
+// (accept in the parent, fork, the child serves: postgres's shape) and
+// epollconn (perconn whose child first adds the socket to an epoll set
+// and waits there, as a postgres backend does). Every
 // client echoes byte-exact; the logs must show the children's connections
 // accelerated.
 //
@@ -19,7 +21,7 @@ import (
 // Where they do not, listeners a child inherits are unregistered instead
 // and the test is skipped, saying so.
 func TestDeferredForkServers(t *testing.T) {
-	for _, mode := range []string{"prefork", "perconn"} {
+	for _, mode := range []string{"prefork", "perconn", "epollconn"} {
 		t.Run(mode, func(t *testing.T) {
 			sizes := []int{1 << 20, 64 << 10, 2 << 20, 1, 300 << 10, 1 << 20, 5000, 512 << 10}
 			srv, cli := forkRun(t, true, mode, 0, sizes...)
@@ -32,7 +34,7 @@ func TestDeferredForkServers(t *testing.T) {
 			// perconn: the first connection is accepted before the first
 			// fork (accelerated, then switched to kernel TCP by it).
 			first := 0
-			if mode == "perconn" {
+			if mode != "prefork" {
 				first = 1
 			}
 			for i, l := range cli[first:] {

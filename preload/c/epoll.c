@@ -40,7 +40,11 @@ static SDP_COLD int epoll_ctl_slow(int epfd, int op, int fd, struct epoll_event 
 	int se = sdp_fd_state(epfd), sf = sdp_fd_state(fd);
 	if (se == SDPSHIM_FD_PROTECTED || sf == SDPSHIM_FD_PROTECTED)
 		return (int)sdp_fail(EBADF);
-	if (!sdp_core_ready())
+	/* A CANDIDATE fd may be the first use of a connection a fork child
+	 * inherited (deferred acceptance): the child's core loads for it, or
+	 * the socket would sit in the kernel set while its bytes go to a
+	 * stream. */
+	if (!(sf == SDPSHIM_FD_CANDIDATE ? sdp_core_want() : sdp_core_ready()))
 		return sdp_real.epoll_ctl(epfd, op, fd, ev);
 	int r = SDP_CORE_CALL(sdp_core.epoll_ctl(epfd, op, fd, ev));
 	return r == SDPSHIM_PASS ? sdp_real.epoll_ctl(epfd, op, fd, ev) : (int)sdp_result(r, 0);

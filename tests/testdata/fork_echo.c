@@ -9,6 +9,9 @@
  *       MODE:
  *         perconn  accept, fork; the child echoes, the parent closes its
  *                  copy right away
+ *         epollconn the same, but the child's first call on the socket
+ *                  is epoll_ctl (then epoll_wait for the request), as a
+ *                  postgres backend's is
  *         readfork accept, read a 64-byte request, fork; the child sends
  *                  the request back, then echoes the rest
  *         greetfork the same, but the parent sends the request back
@@ -35,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -46,6 +50,19 @@ static void die(const char *what)
 {
 	fprintf(stderr, "fork_echo[%d]: %s: %s\n", getpid(), what, strerror(errno));
 	exit(1);
+}
+
+/* Registers fd in a new epoll set and waits (up to 10 s) until it is
+ * readable: a first use of the socket that is not a data call. */
+static void wait_readable_epoll(int fd)
+{
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0)
+		die("epoll_ctl");
+	if (epoll_wait(ep, &ev, 1, 10000) != 1)
+		die("epoll_wait: request not seen");
+	close(ep);
 }
 
 static void sleep_ms(int ms)
@@ -218,6 +235,8 @@ static int server(const char *mode, int n, int delay)
 				close(l);
 				if (strcmp(mode, "exec") == 0)
 					exec_echo(c);
+				if (strcmp(mode, "epollconn") == 0)
+					wait_readable_epoll(c);
 				if (have > 0 && write_all(c, req, (size_t)have) < 0)
 					_exit(2);
 				_exit(echo(c) < 0 ? 3 : 0);

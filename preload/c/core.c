@@ -325,9 +325,12 @@ static void sdp_core_note_image(void *h)
  * signal to the process again (rt_sigqueueinfo, same payload, si_code
  * SI_QUEUE; kill() if refused) and returns with SIGCHLD blocked in that
  * thread (its saved mask), so the signal stays pending until a program
- * thread accepts it, as without the core. A handler the program installs
- * after the core loaded is not routed; with SIG_DFL or SIG_IGN nothing
- * changes (a runtime thread discards the signal as the program would). */
+ * thread accepts it, as without the core. A handler installed through the
+ * interposer's sigaction (every libc installation) runs behind the
+ * counting trampoline, which routes SIGCHLD the same way (sigcount.c), so
+ * the router stands only for one installed by other means (the raw system
+ * call, sigset); with SIG_DFL or SIG_IGN nothing changes (a runtime thread
+ * discards the signal as the program would). */
 static struct sigaction sdp_chld_prog; /* the program's action behind the router */
 static ptrdiff_t sdp_core_g_off;       /* the runtime's g slot, from the thread pointer */
 static int sdp_core_g_known;
@@ -423,6 +426,10 @@ static void sdp_core_route_sigchld(void *h)
 		if (cur.sa_sigaction == sdp_chld_router)
 			return; /* routed already (a fork child loading its copy) */
 	} else if (cur.sa_handler == SIG_DFL || cur.sa_handler == SIG_IGN) {
+		return;
+	}
+	if (sdp_sig_counted(&cur)) { /* the trampoline routes it (sigcount.c) */
+		sdp_log(SDP_LOG_DEBUG, "SIGCHLD handler routed away from the runtime's threads");
 		return;
 	}
 	sdp_chld_prog = cur;

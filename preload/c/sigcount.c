@@ -99,6 +99,11 @@ static void sdp_sig_tramp(int sig, siginfo_t *info, void *uc)
 		((void (*)(int))fn)(sig);
 }
 
+int sdp_sig_counted(const struct sigaction *sa)
+{
+	return (sa->sa_flags & SA_SIGINFO) && sa->sa_sigaction == sdp_sig_tramp;
+}
+
 /* Signals whose handlers go to the kernel as they are. */
 static int sdp_sig_direct(int sig)
 {

@@ -31,6 +31,8 @@ SDP_HIDDEN void sdp_sig_mark(struct sdp_sigmark *m);
 /* What ran on the calling thread since m. */
 SDP_HIDDEN enum sdp_sigsince sdp_sig_since(const struct sdp_sigmark *m);
 
+/* 1 when sa (as the kernel holds it) is the counting trampoline. */
+SDP_HIDDEN int sdp_sig_counted(const struct sigaction *sa);
 /* In a handler of sig (SIGCHLD): when the thread is one of the Go
  * runtime's, which accept SIGCHLD whatever the program's threads do,
  * blocks sig in it, sends sig again to the process (a program thread takes

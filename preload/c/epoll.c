@@ -69,9 +69,6 @@ static int sdp_epoll_kernel(int epfd, struct epoll_event *ev, int max, int64_t d
 		if (left < 0)
 			left = 0;
 	}
-	sigset_t m;
-	if (forever || left > 0)
-		mask = sdp_sleep_mask(mask, &m);
 	if (ns) {
 		struct timespec ts = {left / 1000000000LL, left % 1000000000LL};
 		return sdp_real.epoll_pwait2(epfd, ev, max, forever ? NULL : &ts, mask);

@@ -148,8 +148,7 @@ static int sdp_poll_engine_held(struct pollfd *fds, nfds_t n, nfds_t managed, co
 		}
 		int64_t now = ready > 0 || timeout == NULL ? 0 : sdp_now_ns();
 		struct timespec left = ready > 0 ? (struct timespec){0, 0} : sdp_ts_left(deadline, now);
-		sigset_t m;
-		int kr = sdp_real.ppoll(k, u + nwait, ready > 0 || timeout ? &left : NULL, sdp_sleep_mask(sigmask, &m));
+		int kr = sdp_real.ppoll(k, u + nwait, ready > 0 || timeout ? &left : NULL, sigmask);
 		if (kr < 0 && ready == 0) {
 			result = -1;
 			goto out;

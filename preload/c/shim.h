@@ -388,11 +388,9 @@ SDP_HIDDEN long sdp_core_splice(int in, loff_t *oi, int out, loff_t *oo, size_t 
 
 /* Sleeps as *w says; 0, or EINTR when a signal handler interrupted it. */
 SDP_HIDDEN int sdp_wait(const struct sdpshim_wait *w);
-/* The signal mask for a kernel sleep on the program's behalf: the caller's
- * mask (NULL: the thread's current one). Returns buf. (The core's runtime
- * sends no signal of its own: its asynchronous preemption, SIGURG, is off,
- * preload/entry/godebug.conf.) */
-SDP_HIDDEN const sigset_t *sdp_sleep_mask(const sigset_t *caller, sigset_t *buf);
+/* (Kernel sleeps on the program's behalf use the caller's mask as it is:
+ * the core's runtime sends no signal of its own, its asynchronous
+ * preemption, SIGURG, being off: preload/entry/godebug.conf.) */
 /* Blocks the program's asynchronous signals (all but the synchronous
  * ones) for the time an event engine spends in the core before
  * its kernel sleep, saving the mask in *old: a signal that comes meanwhile

@@ -31,15 +31,6 @@ long sdp_result(long r, int sigpipe)
 	return -1;
 }
 
-const sigset_t *sdp_sleep_mask(const sigset_t *caller, sigset_t *buf)
-{
-	if (caller != NULL)
-		*buf = *caller;
-	else if (pthread_sigmask(SIG_BLOCK, NULL, buf) != 0)
-		sigemptyset(buf);
-	return buf;
-}
-
 void sdp_signals_hold(sigset_t *old)
 {
 	sigset_t all;
@@ -72,8 +63,7 @@ int sdp_wait(const struct sdpshim_wait *w)
 	}
 	if (w->kind == SDPSHIM_WAIT_FD) {
 		struct pollfd p = {.fd = w->fd, .events = w->events};
-		sigset_t m;
-		int r = sdp_real.ppoll(&p, 1, tp, sdp_sleep_mask(NULL, &m));
+		int r = sdp_real.ppoll(&p, 1, tp, NULL);
 		return r < 0 && errno == EINTR ? EINTR : 0;
 	}
 	sched_yield(); /* unknown kind: never spin hot */

@@ -130,12 +130,5 @@ func (p *progress) run(kick chan struct{}, want func() bool, bell func() Doorbel
 	}
 }
 
-// end handles a doorbell error: the transport reports the end in order
-// (after the blocks already arrived), so pump until it does, then fail
-// the channel with whichever error came first.
-func (p *progress) end(err error) {
-	for i := 0; i < 1000 && !p.c.dead.Load(); i++ {
-		p.c.pump()
-	}
-	p.c.fail(err)
-}
+// end handles a doorbell error: what arrived is taken first.
+func (p *progress) end(err error) { p.c.drainAndFail(err) }

@@ -63,23 +63,32 @@ func (c *Channel) flushWait() {
 
 // failSend ends the channel after a send error. A peer that went away
 // (its process exited after its last write) may have written its last
-// blocks, data and FIN, before it went: they are taken first, as
-// progress.end does for a doorbell error, so a reader gets everything
-// the peer sent before it exited, as over kernel TCP, instead of losing
-// it because a credit return or window post failed first.
+// blocks, data and FIN, before it went: they are taken first
+// (drainAndFail), so a reader gets everything the peer sent before it
+// exited, as over kernel TCP, instead of losing it because a credit
+// return or window post failed first.
 func (c *Channel) failSend(err error) {
 	if errors.Is(err, ErrPeerGone) {
-		for i := 0; i < 1000 && !c.dead.Load(); i++ {
-			c.recvMu.Lock()
-			n, perr := c.pumpLocked()
-			c.recvMu.Unlock()
-			if perr != nil {
-				c.fail(perr) // the receiving side's end, after its last block
-				return
-			}
-			if n == 0 {
-				break
-			}
+		c.drainAndFail(err)
+		return
+	}
+	c.fail(err)
+}
+
+// drainAndFail takes what arrived until the transport reports its end (in
+// order, after the blocks already there) or nothing more comes, then
+// fails the channel with whichever error came first.
+func (c *Channel) drainAndFail(err error) {
+	for i := 0; i < 1000 && !c.dead.Load(); i++ {
+		c.recvMu.Lock()
+		n, perr := c.pumpLocked()
+		c.recvMu.Unlock()
+		if perr != nil {
+			c.fail(perr) // the receiving side's end, after its last block
+			return
+		}
+		if n == 0 {
+			break
 		}
 	}
 	c.fail(err)

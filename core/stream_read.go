@@ -148,9 +148,7 @@ func (s *Stream) Buffered() int {
 // EOF or an error (poll's POLLIN). It moves arrived blocks first.
 func (s *Stream) ReadReady() bool {
 	s.c.pumpWait()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.rxBytes > 0 || s.readErrLocked() != nil || s.closed
+	return s.ReadReadyNow()
 }
 
 // enter and leave count an application call in progress: while one is,

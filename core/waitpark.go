@@ -38,9 +38,6 @@ func NewParkFD(fd int) *ParkFD {
 	return p
 }
 
-// FD returns the descriptor.
-func (p *ParkFD) FD() int { return p.fd }
-
 // Wait returns nil once ready(fd) reports true, calling it first and again
 // after each readiness edge of fd; ready must not block (a zero-timeout
 // epoll_wait, a nonblocking read). At the deadline (zero: none) it

@@ -102,9 +102,7 @@ func TestForkServersSwitchToKernel(t *testing.T) {
 				t.Errorf("first client not accelerated then switched:\n%s", cli[0])
 			}
 			checkSecondClient(t, mode, cli[1])
-			if strings.Contains(srv+cli[0], "level=warn") || strings.Contains(srv+cli[0], "level=error") {
-				t.Errorf("warnings:\n%s\n%s", srv, cli[0])
-			}
+			noWarnings(t, srv+cli[0])
 		})
 	}
 }

@@ -72,7 +72,7 @@ func (h *harness) sockperf(m mode) (map[string]float64, error) {
 		out[fmt.Sprintf("pp%d.avg", size)] = atof(a[1])
 		out[fmt.Sprintf("pp%d.p99", size)] = atof(p[1])
 	}
-	return out, nil
+	return carried(m, rd, out)
 }
 
 func (h *harness) iperf3(m mode) (map[string]float64, error) {
@@ -104,7 +104,7 @@ func (h *harness) iperf3(m mode) (map[string]float64, error) {
 	if err := json.Unmarshal([]byte(res), &r); err != nil || r.Error != "" {
 		return nil, fmt.Errorf("iperf3: %v %s", err, r.Error)
 	}
-	return map[string]float64{"iperf.gbps": r.End.Received.BPS / 1e9}, nil
+	return carried(m, rd, map[string]float64{"iperf.gbps": r.End.Received.BPS / 1e9})
 }
 
 func (h *harness) redis(m mode) (map[string]float64, error) {
@@ -144,7 +144,7 @@ func (h *harness) redis(m mode) (map[string]float64, error) {
 	if len(errs) > 0 {
 		return out, fmt.Errorf("redis-benchmark %s", strings.Join(errs, "; "))
 	}
-	return out, nil
+	return carried(m, rd, out)
 }
 
 var (
@@ -226,7 +226,7 @@ http {
 		return nil, fmt.Errorf("wrk reported errors:\n%s", res)
 	}
 	lat := atof(l[1]) * map[string]float64{"us": 1, "ms": 1e3, "s": 1e6}[l[2]]
-	return map[string]float64{key + ".rps": atof(r[1]), key + ".lat": lat}, nil
+	return carried(m, rd, map[string]float64{key + ".rps": atof(r[1]), key + ".lat": lat})
 }
 
 func (h *harness) memcached(m mode) (map[string]float64, error) {
@@ -257,7 +257,7 @@ func (h *harness) memcached(m mode) (map[string]float64, error) {
 	if err := json.Unmarshal([]byte(strings.TrimSpace(res)), &r); err != nil || r.Errors != 0 {
 		return nil, fmt.Errorf("mcload: %v %s", err, res)
 	}
-	return map[string]float64{"memcached.ops": r.OPS}, nil
+	return carried(m, rd, map[string]float64{"memcached.ops": r.OPS})
 }
 
 func atof(s string) float64 {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sdpshim/sdpshim/shim/stats"
 )
 
 // mode is how the programs of one measurement run: over kernel TCP (no
@@ -147,4 +149,52 @@ func tailOf(s string) string {
 		lines = lines[len(lines)-15:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// carried returns out, the figures of a run in mode m with run directory
+// rd, unless the run was shimmed and the shim did not carry it: the
+// shimmed processes still alive in rd (the server, asked before it stops)
+// must report accelerated connections, no fewer than fell back (a probe
+// connection may). Otherwise the figure would be kernel TCP's under the
+// preload, and the row says so instead.
+func carried(m mode, rd string, out map[string]float64) (map[string]float64, error) {
+	if m != shimmed {
+		return out, nil
+	}
+	eps, err := stats.List(rd)
+	if err != nil {
+		return nil, fmt.Errorf("shim stats: %w", err)
+	}
+	var acc, fell uint64
+	for _, ep := range eps {
+		s, err := stats.Fetch(ep.Path, 2*time.Second)
+		if err != nil {
+			continue // exited meanwhile
+		}
+		acc += s.Totals.Accelerated
+		fell += s.Totals.Fallbacks
+	}
+	return carriedCounts(acc, fell, out)
+}
+
+// carriedLog is carried for a run whose serving processes are gone: the
+// client's debug log (SDPSHIM_LOG_FILE) counts its connections.
+func carriedLog(m mode, log string, out map[string]float64) (map[string]float64, error) {
+	if m != shimmed {
+		return out, nil
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		return nil, fmt.Errorf("client log: %w", err)
+	}
+	acc := uint64(strings.Count(string(b), `msg="connected accelerated"`))
+	fell := uint64(strings.Count(string(b), `msg="connection stays on kernel TCP"`))
+	return carriedCounts(acc, fell, out)
+}
+
+func carriedCounts(acc, fell uint64, out map[string]float64) (map[string]float64, error) {
+	if acc == 0 || fell > acc {
+		return nil, fmt.Errorf("not carried by the shim: %d connections accelerated, %d fell back", acc, fell)
+	}
+	return out, nil
 }

@@ -323,31 +323,28 @@ const deferredCloseWait = offerTimeout + time.Second
 
 // closeDeferred handles the close of the last fd (fd) of a deferred
 // connection. Still waiting: it falls back now, the early bytes going to
-// the kernel socket before the close (true: done, the socket is plain).
-// Being pulled: the close finishes in the background on a protected
-// duplicate once the offer is decided (true). Otherwise false.
+// the kernel socket before the close (the socket is plain). Being pulled:
+// the close finishes in the background on a protected duplicate once the
+// offer is decided. Otherwise nothing.
 //
 // +checklocks:s.mu
-func (s *Socket) closeDeferredLocked(fd int) bool {
+func (s *Socket) closeDeferredLocked(fd int) {
 	pc := s.pend
 	if s.getState() != sockConnecting || pc == nil || pc.def == nil || pc.answer != nil {
-		return false
+		return
 	}
 	switch pc.def.state {
 	case defWaiting:
 		s.deferFallbackLocked(rendezvous.ReasonDeferredUnclaimed, errDeferClosed)
-		return true
 	case defPulling:
 		kfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, highBase())
 		if err != nil {
-			return false
+			return
 		}
 		s.p.protect(kfd)
 		s.fds = []int{fd, kfd} // the close removes fd; kfd carries on
 		go s.finishDeferredClose(kfd, pc)
-		return true
 	}
-	return false
 }
 
 // finishDeferredClose waits for the PULL being answered for pc, then

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core"
 )
 
 // Close is the close hook: fd is being released (close, close_range,
@@ -89,12 +91,7 @@ const closeVerdictWait = 60 * time.Second
 // kfd, closes it, and closes kfd.
 func (s *Socket) finishClose(kfd, answerFD int) {
 	if dup, err := unix.FcntlInt(uintptr(answerFD), unix.F_DUPFD_CLOEXEC, highBase()); err == nil {
-		pfd := []unix.PollFd{{Fd: int32(dup), Events: unix.POLLIN}}
-		for end := time.Now().Add(closeVerdictWait); time.Now().Before(end); {
-			if n, _ := unix.Poll(pfd, 500); n > 0 {
-				break
-			}
-		}
+		core.WaitFD(dup, unix.POLLIN, time.Now().Add(closeVerdictWait)) // the verdict, or its end
 		unix.Close(dup)
 	}
 	s.mu.Lock()

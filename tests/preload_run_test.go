@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sdpshim/sdpshim/shim/stats"
 )
 
 // How the preload tests run programs: each side gets an environment
@@ -78,6 +80,12 @@ func start(t *testing.T, env []string, limit time.Duration, name string, args ..
 	cmd.WaitDelay = 5 * time.Second
 	p := &proc{cmd: cmd, cancel: cancel, out: new(lockedBuffer), errb: new(lockedBuffer), done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = p.out, p.errb
+	cmd.Cancel = func() error {
+		if ctx.Err() == context.DeadlineExceeded {
+			t.Logf("%s ran past its limit of %v; before it is killed:\n%s", name, limit, shimState(env))
+		}
+		return cmd.Process.Kill()
+	}
 	if err := cmd.Start(); err != nil {
 		cancel()
 		t.Fatalf("start %s: %v", name, err)
@@ -88,6 +96,33 @@ func start(t *testing.T, env []string, limit time.Duration, name string, args ..
 		<-p.done
 	})
 	return p
+}
+
+// shimState describes every shimmed process of the run directory in env
+// (its stats snapshot: connections with their bytes and flow control,
+// channels, waiters), so a hang leaves its state in the test's output.
+func shimState(env []string) string {
+	var rd string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "SDPSHIM_RUNDIR="); ok {
+			rd = v
+		}
+	}
+	eps, err := stats.List(rd)
+	if err != nil || rd == "" {
+		return fmt.Sprintf("no stats (run directory %q: %v)", rd, err)
+	}
+	var b strings.Builder
+	for _, ep := range eps {
+		s, err := stats.Fetch(ep.Path, 3*time.Second)
+		if err != nil {
+			fmt.Fprintf(&b, "pid %d: %v\n", ep.PID, err)
+			continue
+		}
+		j, _ := json.Marshal(s)
+		fmt.Fprintf(&b, "pid %d: %s\n", ep.PID, j)
+	}
+	return b.String()
 }
 
 // wait waits for p to end and returns its error (killed at its time

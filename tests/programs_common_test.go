@@ -79,8 +79,16 @@ type pairRun struct {
 func newPairRun(t *testing.T, a artefacts, m mode) *pairRun {
 	t.Helper()
 	logs := t.TempDir()
-	return &pairRun{a: a, m: m, rd: runDir(t),
+	r := &pairRun{a: a, m: m, rd: runDir(t),
 		srvLog: filepath.Join(logs, "server.log"), cliLog: filepath.Join(logs, "client.log")}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, l := range []string{r.srvLog, r.cliLog} {
+				t.Logf("end of %s:\n%s", filepath.Base(l), tail(readLog(t, l), 30))
+			}
+		}
+	})
+	return r
 }
 
 // serverEnv and clientEnv are the environments of the two sides.

@@ -78,11 +78,18 @@ func (s *Socket) pushEarly(answerFD int) {
 	}
 	s.mu.Unlock()
 	s.wake.wakeEverything() // a poller's early-buffer room may have changed
+	waited := false
 	for pause := 100 * time.Microsecond; s.earlyN.Load() > 0 && s.getState() == sockAccelerated; pause = min(2*pause, 10*time.Millisecond) {
 		if st := s.stream.Load(); st != nil && s.earlyFlushed(st) {
 			break
 		}
+		waited = true
 		time.Sleep(pause)
+	}
+	if waited {
+		// A poller asleep since before the socket was accelerated does
+		// not attend its stream: only this says it is writable now.
+		s.wake.wakeEverything()
 	}
 }
 

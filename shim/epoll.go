@@ -298,12 +298,13 @@ func (set *epollSet) armLocked(e *epollEntry) {
 	}
 	// What the connection waits for (asked without POLLOUT, which a
 	// connected socket awaiting the verdict reports without waiting).
+	// The eventfd always: the offer of a nonblocking connect rings it at
+	// its end, and a settle by another thread (which may read and close
+	// the rendezvous connection registered below) rings it too.
+	set.addEventFDLocked(e)
 	_, fd, ev := s.pollEvents(e.fd, unix.POLLIN)
 	switch {
 	case fd < 0:
-		// The offer of a nonblocking connect is being made: its end
-		// rings the eventfd.
-		set.addEventFDLocked(e)
 	case fd == e.fd:
 		if !e.tcpReg && set.add(fd, uint32(ev), e.token) == nil {
 			e.tcpReg = true

@@ -139,8 +139,11 @@ func (p *Process) Poll(fds, wait []unix.PollFd) (ready, nwait int) {
 	tid := unix.Gettid()
 	p.tids.end(tid)
 	type entry struct {
-		i int
-		s *Socket
+		i          int
+		s          *Socket
+		waitFD     int   // when not ready: what its sleep waits for (-1: its eventfd)
+		waitEv     int16 // (recorded by the last check: nothing is asked again)
+		connecting bool  // at the attendance: rung by its settling, not attended
 	}
 	var managed []entry
 	var sets []int32 // emulated epoll fds not ready: slept on themselves
@@ -149,7 +152,7 @@ func (p *Process) Poll(fds, wait []unix.PollFd) (ready, nwait int) {
 			continue
 		}
 		if s := p.fds.socket(int(fds[i].Fd)); s != nil {
-			managed = append(managed, entry{i, s})
+			managed = append(managed, entry{i: i, s: s})
 		} else if p.fds.epoll(int(fds[i].Fd)) != nil {
 			fds[i].Revents = p.epollPollEvents(int(fds[i].Fd), fds[i].Events)
 			if fds[i].Revents != 0 {
@@ -179,9 +182,10 @@ func (p *Process) Poll(fds, wait []unix.PollFd) (ready, nwait int) {
 	}
 	check := func() bool {
 		n := 0
-		for _, e := range managed {
+		for k := range managed {
+			e := &managed[k]
 			f := &fds[e.i]
-			f.Revents, _, _ = e.s.pollEvents(int(f.Fd), f.Events)
+			f.Revents, e.waitFD, e.waitEv = e.s.pollEvents(int(f.Fd), f.Events)
 			if f.Revents != 0 {
 				n++
 			}
@@ -195,32 +199,55 @@ func (p *Process) Poll(fds, wait []unix.PollFd) (ready, nwait int) {
 	if p.pollWaiter().Wait(check, kernelBell{}, zeroTime) != errKernelSleep {
 		return ready, 0
 	}
-	var attend []*Socket
-	for _, e := range managed {
-		if e.s.stream.Load() != nil {
+	for {
+		// Attend the accelerated sockets; a connecting one is rung
+		// (wakeEverything) by its offer's end and by its settling, which
+		// another thread may do (pushEarly): its eventfd joins the sleep.
+		// Both eventfds are emptied before the last check.
+		var attend []*Socket
+		for k := range managed {
+			e := &managed[k]
+			e.connecting = false
+			if e.s.stream.Load() != nil {
+				attend = append(attend, e.s)
+			} else if e.s.getState() == sockConnecting {
+				e.connecting = true
+			} else {
+				continue
+			}
 			e.s.wake.eventFD(p)
 			e.s.wake.drain()
-			attend = append(attend, e.s)
-		} else if e.s.getState() == sockConnecting {
-			e.s.wake.eventFD(p) // before the last check: a nonblocking connect's offer rings it
-			e.s.wake.drain()
 		}
-	}
-	p.tids.begin(tid, attend)
-	if check() {
-		p.tids.end(tid)
-		return ready, 0
-	}
-	for _, e := range managed {
-		f := fds[e.i]
-		_, fd, ev := e.s.pollEvents(int(f.Fd), f.Events)
-		if fd < 0 {
-			fd, ev = e.s.wake.eventFD(p), unix.POLLIN
+		p.tids.begin(tid, attend)
+		if check() {
+			p.tids.end(tid)
+			return ready, 0
 		}
-		if fd >= 0 && nwait < len(wait) {
-			wait[nwait] = unix.PollFd{Fd: int32(fd), Events: ev}
-			nwait++
+		again := false
+		for _, e := range managed {
+			if e.connecting && e.s.stream.Load() != nil {
+				again = true // accelerated since: its events need the attendance
+			}
 		}
+		if again {
+			p.tids.end(tid)
+			continue
+		}
+		nwait := 0
+		add := func(fd int, ev int16) {
+			if fd >= 0 && nwait < len(wait) {
+				wait[nwait] = unix.PollFd{Fd: int32(fd), Events: ev}
+				nwait++
+			}
+		}
+		for _, e := range managed {
+			if e.waitFD < 0 || e.connecting {
+				add(e.s.wake.eventFD(p), unix.POLLIN)
+			}
+			if e.waitFD >= 0 {
+				add(e.waitFD, e.waitEv)
+			}
+		}
+		return 0, addSets(nwait)
 	}
-	return 0, addSets(nwait)
 }

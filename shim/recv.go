@@ -88,6 +88,11 @@ func (s *Socket) recv(st *core.Stream, bufs [][]byte, flags int, w *Wait) int64 
 			if done > 0 {
 				return int64(done)
 			}
+			if s.sw.Load() != swNone {
+				// The switch closed the stream (switchFinish) while this
+				// call read it: the rest comes from the kernel socket.
+				return s.switchEOF(flags, w)
+			}
 			if s.errSeen.Swap(true) {
 				return 0 // the reset was reported: EOF from now on
 			}

@@ -143,6 +143,9 @@ func (s *Socket) accelerateLocked(e *channelEnd, st *core.Stream) {
 	if len(s.fds) > 0 {
 		s.p.watchSwitchFD(s, s.fds[0]) // a peer's fork switches it to kernel TCP (forkswitch.go)
 	}
+	// A thread asleep on what the connection waited for (the rendezvous
+	// connection, just read and closed) finds it accelerated.
+	s.wake.wakeEverything()
 }
 
 // fallBackLocked makes s plain kernel TCP: every fd of it UNMANAGED, out of

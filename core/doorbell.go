@@ -62,12 +62,17 @@ type Bells struct {
 	quiet  *sync.Cond       // on mu: active dropped to 0 after Close
 	kickFD int              // eventfd that wakes the leader at Close
 	park   *ParkFD          // epoll set of the notification fd and kickFD the leader parks on; nil: poll(2)
-	cbuf   [16]Completion   // +checklocks:mu
-	rbuf   RecvRequest      // +checklocks:mu
-	rsge   [1]SGE           // +checklocks:mu
-	msgs   Region           // landing slots of messages, or nil
-	msgOff int
-	onMsg  func(c Completion, payload []byte) error
+	// An in-process queue's notifications (NotifyChanner) are awaited on
+	// notifyCh instead, and kicks also go to kickCh; nil otherwise.
+	notifyCh  <-chan struct{}
+	kickCh    chan struct{}
+	leadTimer *time.Timer    // the leader's wait limit (one leader at a time)
+	cbuf      [16]Completion // +checklocks:mu
+	rbuf      RecvRequest    // +checklocks:mu
+	rsge      [1]SGE         // +checklocks:mu
+	msgs      Region         // landing slots of messages, or nil
+	msgOff    int
+	onMsg     func(c Completion, payload []byte) error
 }
 
 const (
@@ -144,7 +149,11 @@ func NewBells(cfg BellConfig) (*Bells, error) {
 		msgs: cfg.Messages, msgOff: cfg.MessagesOff, onMsg: cfg.OnMessage,
 	}
 	b.quiet = sync.NewCond(&b.mu)
-	b.park = newBellPark(cfg.Link.BellRecvCQ.NotifyFD(), kick)
+	if nc, ok := cfg.Link.BellRecvCQ.(NotifyChanner); ok {
+		b.notifyCh, b.kickCh = nc.NotifyChan(), make(chan struct{}, 1)
+	} else {
+		b.park = newBellPark(cfg.Link.BellRecvCQ.NotifyFD(), kick)
+	}
 	Uint64At(b.board, 0) // panics now, not later, on a misaligned board
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -171,6 +171,12 @@ func (b *Bells) leadLocked(h *bellHandle, wakeBy time.Time) {
 	b.leader = false
 	var buf [8]byte
 	unix.Read(b.kickFD, buf[:]) // consume an Interrupt's kick
+	if b.kickCh != nil {
+		select {
+		case <-b.kickCh:
+		default:
+		}
+	}
 	b.drainLocked(true)
 	b.broadcastLocked()
 }
@@ -187,12 +193,26 @@ func (b *Bells) Interrupt() {
 	b.ints++
 	b.broadcastLocked()
 	if b.leader {
-		unix.Write(b.kickFD, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+		b.kickLocked()
 	}
 }
 
-// pollNotify waits until the notification fd or the kick fd is readable,
-// or wakeBy (zero: no limit; long waits recheck every second).
+// kickLocked wakes the leader's wait.
+//
+// +checklocks:b.mu
+func (b *Bells) kickLocked() {
+	unix.Write(b.kickFD, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	if b.kickCh != nil {
+		select {
+		case b.kickCh <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// pollNotify waits until the notification fd or the kick fd is readable
+// (for an in-process queue: its notification channel or kickCh), or
+// wakeBy (zero: no limit; long waits recheck every second).
 func (b *Bells) pollNotify(wakeBy time.Time) {
 	ms := 1000
 	if !wakeBy.IsZero() {
@@ -201,6 +221,21 @@ func (b *Bells) pollNotify(wakeBy time.Time) {
 			return
 		}
 		ms = int(min((left+time.Millisecond-1)/time.Millisecond, 1000))
+	}
+	if b.notifyCh != nil {
+		d := time.Duration(ms) * time.Millisecond
+		if b.leadTimer == nil {
+			b.leadTimer = time.NewTimer(d)
+		} else {
+			b.leadTimer.Reset(d)
+		}
+		select {
+		case <-b.notifyCh:
+		case <-b.kickCh:
+		case <-b.leadTimer.C:
+		}
+		b.leadTimer.Stop()
+		return
 	}
 	if b.park != nil {
 		var ev [2]unix.EpollEvent
@@ -341,7 +376,7 @@ func (b *Bells) Close() error {
 	b.closed = true
 	b.setErrLocked(fmt.Errorf("doorbell: %w", ErrClosed))
 	b.broadcastLocked()
-	unix.Write(b.kickFD, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	b.kickLocked()
 	for b.active > 0 {
 		b.quiet.Wait()
 	}

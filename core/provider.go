@@ -347,6 +347,20 @@ type CompletionQueue interface {
 	Close() error
 }
 
+// NotifyChanner is implemented by completion queues that live in this
+// process (the shm provider's). Besides making NotifyFD readable, a
+// notification sends on a Go channel: a goroutine waiting there is handed
+// the processor by the goroutine that completed, where a wait on NotifyFD
+// goes through the runtime's poller and costs a thread wakeup (25-30 us
+// on these machines) per notification.
+type NotifyChanner interface {
+	// NotifyChan returns a channel of capacity 1 that receives a value
+	// with every notification (Arm's contract holds for it as for
+	// NotifyFD). AckNotify empties it too; a value left over is only a
+	// spurious wakeup.
+	NotifyChan() <-chan struct{}
+}
+
 // Errors returned by provider methods. Completion errors are Status values,
 // not these.
 var (

@@ -14,7 +14,8 @@ import (
 // Poll is called by one consumer at a time.
 type completionQueue struct {
 	p   *Provider
-	efd int // notification eventfd (non-blocking); owned
+	efd int           // notification eventfd (non-blocking); owned
+	ch  chan struct{} // notifications in this process (core.NotifyChanner); capacity 1
 
 	mu      sync.Mutex
 	ring    []core.Completion // +checklocks:mu
@@ -40,6 +41,7 @@ func newCompletionQueue(p *Provider, depth int) (*completionQueue, error) {
 	return &completionQueue{
 		p:    p,
 		efd:  efd,
+		ch:   make(chan struct{}, 1),
 		ring: make([]core.Completion, depth),
 		qps:  make(map[*queuePair]struct{}),
 	}, nil
@@ -80,6 +82,10 @@ func (cq *completionQueue) notifyLocked() {
 	if cq.armed {
 		cq.armed = false
 		ringEventfd(cq.efd)
+		select {
+		case cq.ch <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -156,6 +162,9 @@ func (cq *completionQueue) Arm() error {
 // NotifyFD returns the eventfd that becomes readable on notification.
 func (cq *completionQueue) NotifyFD() int { return cq.efd }
 
+// NotifyChan returns the channel that receives every notification.
+func (cq *completionQueue) NotifyChan() <-chan struct{} { return cq.ch }
+
 // AckNotify consumes a pending notification without blocking.
 func (cq *completionQueue) AckNotify() error {
 	cq.mu.Lock()
@@ -164,6 +173,10 @@ func (cq *completionQueue) AckNotify() error {
 		return fmt.Errorf("shm: ack CQ notification: %w", core.ErrClosed)
 	}
 	drainEventfd(cq.efd)
+	select {
+	case <-cq.ch:
+	default:
+	}
 	return nil
 }
 

@@ -113,6 +113,21 @@ func (p *Process) switchForFork(kind int) {
 	wg.Wait()
 }
 
+// Pass is the pass hook: fd is in an SCM_RIGHTS message about to be sent.
+// The receiving process cannot read the stream (it lives in this process's
+// memory), so an accelerated connection switches to kernel TCP first, as
+// for a fork child: this process acts as the forker. A deferred connection
+// not claimed yet stays so (its receiver claims it at first use).
+func (p *Process) Pass(fd int) {
+	s := p.fds.socket(fd)
+	if s == nil || s.getState() != sockAccelerated {
+		return
+	}
+	p.count("pass.switch")
+	s.swFork.Store(true)
+	s.switchAsForker()
+}
+
 // inheritable reports whether an fd of s lacks FD_CLOEXEC (a spawned
 // child gets it).
 func (s *Socket) inheritable() bool {

@@ -252,6 +252,12 @@ struct sdpshim_host {
  *     eventfd); a thread that leaves the wait without events (timeout,
  *     EINTR) calls once more with nkernel = SDPSHIM_EPOLL_DISARM (-3),
  *     whose result is ignored, to disarm it.
+ * pass(fd)
+ *     fd (MANAGED) is in an SCM_RIGHTS message about to be sent: the process
+ *     that receives it could not reach the stream, which lives in this one.
+ *     The core makes the connection plain kernel TCP first (as fork_prepare
+ *     does for a child; bounded the same way), so both processes share the
+ *     kernel socket as they would without the shim.
  * fork_prepare(kind), fork_parent(kind, pid)
  *     Around fork()/posix_spawn()/vfork() in the parent; pid < 0 is -errno.
  *     fork_prepare may block (bounded, a few seconds at worst) while it
@@ -300,6 +306,7 @@ struct sdpshim_host {
 	  (struct pollfd * fds, nfds_t nfds, struct pollfd *wait, nfds_t wcap, nfds_t *nwait)) \
 	X(int, epoll_ctl, (int epfd, int op, int fd, struct epoll_event *ev))                  \
 	X(int, epoll_wait, (int epfd, struct epoll_event *ev, int maxevents, int nkernel))     \
+	X(void, pass, (int fd))                                                                \
 	X(void, fork_prepare, (int kind))                                                      \
 	X(void, fork_parent, (int kind, pid_t pid))                                            \
 	X(void, fork_child, (void))                                                            \

@@ -10,7 +10,9 @@
  */
 #include "shim.h"
 
+#include <string.h>
 #include <sys/sendfile.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 _Static_assert(sizeof(off_t) == sizeof(off64_t), "sdpshim supports 64-bit off_t only");
@@ -92,10 +94,40 @@ static SDP_COLD ssize_t sendmsg_slow(int fd, const struct msghdr *m, int flags)
 	return r == SDPSHIM_PASS ? sdp_real.sendmsg(fd, m, flags) : sdp_result(r, !(flags & MSG_NOSIGNAL));
 }
 
+/* Before a message with SCM_RIGHTS leaves: the connections of the MANAGED
+ * fds it carries become plain kernel TCP (the core's pass hook). */
+static SDP_COLD void sdp_pass_rights(const struct msghdr *m)
+{
+	if (!sdp_core_ready() || m->msg_controllen < sizeof(struct cmsghdr))
+		return;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c != NULL; c = CMSG_NXTHDR((struct msghdr *)m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0))
+			continue;
+		size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		const unsigned char *data = CMSG_DATA(c);
+		for (size_t i = 0; i < n; i++) {
+			int pfd;
+			memcpy(&pfd, data + i * sizeof(int), sizeof pfd);
+			if (sdp_fd_state(pfd) == SDPSHIM_FD_MANAGED)
+				SDP_CORE_DO(sdp_core.pass(pfd));
+		}
+	}
+}
+
+/* 1 when m may carry MANAGED fds (an SCM_RIGHTS message of a process that
+ * has some). */
+static inline int sdp_may_pass(const struct msghdr *m)
+{
+	return unlikely(m != NULL && m->msg_controllen != 0) && sdp_fd_any_special();
+}
+
 SDP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
 {
-	if (likely(sdp_fd_plain(fd)))
+	if (likely(sdp_fd_plain(fd))) {
+		if (sdp_may_pass(m))
+			sdp_pass_rights(m);
 		return sdp_real.sendmsg(fd, m, flags);
+	}
 	return sendmsg_slow(fd, m, flags);
 }
 
@@ -123,8 +155,12 @@ static SDP_COLD int sendmmsg_slow(int fd, struct mmsghdr *v, unsigned int n, int
 
 SDP_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 {
-	if (likely(sdp_fd_plain(fd)))
+	if (likely(sdp_fd_plain(fd))) {
+		for (unsigned int i = 0; v != NULL && i < n && i < UIO_MAXIOV; i++)
+			if (sdp_may_pass(&v[i].msg_hdr))
+				sdp_pass_rights(&v[i].msg_hdr);
 		return sdp_real.sendmmsg(fd, v, n, flags);
+	}
 	return sendmmsg_slow(fd, v, n, flags);
 }
 

@@ -138,6 +138,18 @@ func (p *Process) acceptDeferred(ls *Socket, fd int, local, peer netip.AddrPort,
 	return FDCandidate
 }
 
+// Claim is the claim hook: poll or select is about to wait on fd, a
+// CANDIDATE fd of a process that may hold deferred connections. An
+// adopted connection is resolved now, as its first use (else the wait
+// would watch a kernel socket its connector writes nothing to until its
+// deadline); the fd's state is returned.
+func (p *Process) Claim(fd int) FDState {
+	if s := p.lookup(fd); s != nil && s.getState() == sockAdopted {
+		s.resolve()
+	}
+	return p.host.FDState(fd)
+}
+
 // resolve decides an adopted socket at its first use (any thread, any
 // process holding it): pulled and claimed, it is accelerated (its fds
 // MANAGED); otherwise plain kernel TCP. It may wait up to

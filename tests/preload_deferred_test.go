@@ -12,7 +12,8 @@ import (
 // forks two workers that accept; the master closes its copy), perconn
 // (accept in the parent, fork, the child serves: postgres's shape) and
 // epollconn (perconn whose child first adds the socket to an epoll set
-// and waits there, as a postgres backend does). Every
+// and waits there, as a postgres backend does), pollconn and selectconn
+// (the child first waits in poll or select: the claim hook). Every
 // client echoes byte-exact; the logs must show the children's connections
 // accelerated.
 //
@@ -20,7 +21,7 @@ import (
 // loads a fresh one in the child, and its host says so: Host.ChildCores);
 // a build where they do not fails here.
 func TestDeferredForkServers(t *testing.T) {
-	for _, mode := range []string{"prefork", "perconn", "epollconn"} {
+	for _, mode := range []string{"prefork", "perconn", "epollconn", "pollconn", "selectconn"} {
 		t.Run(mode, func(t *testing.T) {
 			sizes := []int{1 << 20, 64 << 10, 2 << 20, 1, 300 << 10, 1 << 20, 5000, 512 << 10}
 			srv, cli := forkRun(t, true, mode, 0, sizes...)

@@ -845,6 +845,8 @@ void sdp_core_atfork_child(void)
 		syscall(SYS_close, img);
 	if (s == SDP_CORE_READY && next >= 0) {
 		sdp_fd_set(next, SDPSHIM_FD_PROTECTED);
+		/* CANDIDATE fds may be deferred connections the parent accepted */
+		__atomic_store_n(&sdp_deferred_hint, 1, __ATOMIC_RELAXED);
 		__atomic_store_n(&sdp_core_state, SDP_CORE_FORKED, __ATOMIC_RELEASE);
 		return;
 	}

@@ -225,8 +225,10 @@ void sdp_exec_init(void)
 		if (sdp_real.getsockopt((int)fd, SOL_SOCKET, SO_DOMAIN, &domain, &l) == 0 &&
 		    (l = sizeof type, sdp_real.getsockopt((int)fd, SOL_SOCKET, SO_TYPE, &type, &l)) == 0 &&
 		    (l = sizeof proto, sdp_real.getsockopt((int)fd, SOL_SOCKET, SO_PROTOCOL, &proto, &l)) == 0 &&
-		    (domain == AF_INET || domain == AF_INET6) && type == SOCK_STREAM && proto == IPPROTO_TCP)
+		    (domain == AF_INET || domain == AF_INET6) && type == SOCK_STREAM && proto == IPPROTO_TCP) {
 			sdp_fd_set((int)fd, SDPSHIM_FD_CANDIDATE);
+			__atomic_store_n(&sdp_deferred_hint, 1, __ATOMIC_RELAXED);
+		}
 		p = *end == ',' ? end + 1 : end;
 		if (*end != ',')
 			break;

@@ -14,6 +14,7 @@
 
 unsigned char *sdp_fd_dir[SDP_FD_DIR];
 unsigned long sdp_fd_special;
+int sdp_deferred_hint;
 int sdp_fd_hi = -1;
 
 static unsigned char *sdp_fd_chunk(unsigned int i)

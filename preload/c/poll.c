@@ -4,7 +4,9 @@
  * When no fd of the process is MANAGED or PROTECTED (sdp_fd_special == 0),
  * these go straight to the kernel without looking at the set; otherwise the
  * set is scanned and still goes straight to the kernel when none of its fds
- * is. CANDIDATE fds are kernel fds here (see sdpshim_core.h).
+ * is. CANDIDATE fds are kernel fds here (see sdpshim_core.h), once a
+ * process that may hold deferred connections has had the core claim them
+ * (sdp_claim: a deferred connection's first use may be a poll).
  *
  * A set with MANAGED fds runs sdp_poll_engine(): the core reports the
  * MANAGED entries' readiness and the fds to sleep on (doorbells), the
@@ -169,11 +171,29 @@ out:
 	return result;
 }
 
+/* The state of fd, CANDIDATE, once the core has seen it used by a poll or
+ * select (the claim hook): a deferred connection is claimed as at its
+ * first data call, and may come back MANAGED. */
+static SDP_COLD int sdp_claim(int fd)
+{
+	if (!sdp_core_want())
+		return SDPSHIM_FD_CANDIDATE;
+	SDP_CORE_DO((void)sdp_core.claim(fd)); /* the core sets the state it returns */
+	return sdp_fd_state(fd);
+}
+
+static inline int sdp_claiming(void) { return unlikely(__atomic_load_n(&sdp_deferred_hint, __ATOMIC_RELAXED) != 0); }
+
 /* 1 when the set needs the engine (and how many MANAGED it holds). */
 static int sdp_poll_needs_engine(const struct pollfd *fds, nfds_t n, nfds_t *managed)
 {
-	if (likely(!sdp_fd_any_special()) || sdp_passthrough())
+	int claiming = sdp_claiming();
+	if ((likely(!sdp_fd_any_special()) && !claiming) || sdp_passthrough())
 		return 0;
+	if (claiming)
+		for (nfds_t i = 0; i < n; i++)
+			if (sdp_fd_state(fds[i].fd) == SDPSHIM_FD_CANDIDATE)
+				sdp_claim(fds[i].fd);
 	nfds_t protected;
 	sdp_poll_census(fds, n, managed, &protected);
 	return *managed + protected > 0;
@@ -237,9 +257,10 @@ static void sdp_bit_set(fd_set *s, int fd) { ((unsigned long *)s)[fd / SDP_WORD_
 /* 1 when one of the fds in the sets (below nfds) is MANAGED or PROTECTED. */
 static int sdp_select_needs_engine(int nfds, const fd_set *r, const fd_set *w, const fd_set *e)
 {
-	if (likely(!sdp_fd_any_special()) || sdp_passthrough() || nfds <= 0)
+	int claiming = sdp_claiming();
+	if ((likely(!sdp_fd_any_special()) && !claiming) || sdp_passthrough() || nfds <= 0)
 		return 0;
-	int ready = sdp_core_ready();
+	int found = 0;
 	for (int base = 0; base < nfds; base += SDP_WORD_BITS) {
 		unsigned long word = 0;
 		if (r)
@@ -254,11 +275,15 @@ static int sdp_select_needs_engine(int nfds, const fd_set *r, const fd_set *w, c
 			if (fd >= nfds)
 				break;
 			int s = sdp_fd_state(fd);
-			if (s == SDPSHIM_FD_PROTECTED || (s == SDPSHIM_FD_MANAGED && ready))
+			if (s == SDPSHIM_FD_CANDIDATE && claiming)
+				s = sdp_claim(fd);
+			if (s == SDPSHIM_FD_PROTECTED || (s == SDPSHIM_FD_MANAGED && sdp_core_ready()))
+				found = 1; /* claiming goes on through the set */
+			if (found && !claiming)
 				return 1;
 		}
 	}
-	return 0;
+	return found;
 }
 
 /* select through the poll engine; the sets change only on success. */

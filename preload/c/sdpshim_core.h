@@ -238,6 +238,11 @@ struct sdpshim_host {
  *     caller's timeout and sigmask (timeout 0 when something is ready), and
  *     calls poll again after a wake-up that readied no kernel entry.
  *     SDPSHIM_PASS: the interposer polls the whole set in the kernel.
+ * claim(fd)
+ *     poll/select over a set holding fd, CANDIDATE, in a process that may
+ *     hold deferred connections: if fd is a connection whose acceptance waits
+ *     for its first use, this is it (the core claims it, waiting as a data
+ *     call would). Returns fd's state now (MANAGED when accelerated).
  * epoll_ctl(epfd, op, fd, ev)
  *     epfd or fd is CANDIDATE/MANAGED. SDPSHIM_PASS, 0 or -errno. The core
  *     marks epfd MANAGED when its epoll_wait needs emulating.
@@ -304,6 +309,7 @@ struct sdpshim_host {
 	X(int, setsockopt, (int fd, int level, int name, void *val, socklen_t len))           \
 	X(int, poll,                                                                           \
 	  (struct pollfd * fds, nfds_t nfds, struct pollfd *wait, nfds_t wcap, nfds_t *nwait)) \
+	X(int, claim, (int fd))                                                                \
 	X(int, epoll_ctl, (int epfd, int op, int fd, struct epoll_event *ev))                  \
 	X(int, epoll_wait, (int epfd, struct epoll_event *ev, int maxevents, int nkernel))     \
 	X(void, pass, (int fd))                                                                \

@@ -178,6 +178,11 @@ SDP_HIDDEN extern unsigned char *sdp_fd_dir[SDP_FD_DIR];
 SDP_HIDDEN extern unsigned long sdp_fd_special;
 /* Highest fd ever given a non-UNMANAGED state, -1 when none. */
 SDP_HIDDEN extern int sdp_fd_hi;
+/* Non-zero once this process may hold a CANDIDATE connection whose
+ * acceptance waits for its first use (deferred acceptance: accepted on a
+ * group listener, inherited by a fork child or across exec): poll and
+ * select then claim the CANDIDATE fds of their sets (poll.c). */
+SDP_HIDDEN extern int sdp_deferred_hint;
 
 static inline int sdp_fd_state(int fd)
 {

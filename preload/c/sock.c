@@ -125,6 +125,8 @@ static SDP_COLD int accept_slow(int lfd, struct sockaddr *addr, socklen_t *len, 
 	int saved = errno;
 	int st = SDP_CORE_CALL(sdp_core.accept(lfd, fd, (struct sockaddr *)&ss, sl, is4 ? flags : 0));
 	sdp_fd_fresh(fd, sdp_valid_state(st) ? st : SDPSHIM_FD_UNMANAGED);
+	if (st == SDPSHIM_FD_CANDIDATE) /* deferred: claimed at its first use */
+		__atomic_store_n(&sdp_deferred_hint, 1, __ATOMIC_RELAXED);
 	errno = saved;
 	return fd;
 }

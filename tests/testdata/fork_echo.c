@@ -12,6 +12,8 @@
  *         epollconn the same, but the child's first call on the socket
  *                  is epoll_ctl (then epoll_wait for the request), as a
  *                  postgres backend's is
+ *         pollconn, selectconn  the same with poll or select as the
+ *                  child's first call (an inetd-style handler's)
  *         readfork accept, read a 64-byte request, fork; the child sends
  *                  the request back, then echoes the rest
  *         greetfork the same, but the parent sends the request back
@@ -31,6 +33,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
@@ -39,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -63,6 +67,23 @@ static void wait_readable_epoll(int fd)
 	if (epoll_wait(ep, &ev, 1, 10000) != 1)
 		die("epoll_wait: request not seen");
 	close(ep);
+}
+
+static void wait_readable_poll(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	if (poll(&p, 1, 10000) != 1)
+		die("poll: request not seen");
+}
+
+static void wait_readable_select(int fd)
+{
+	fd_set r;
+	FD_ZERO(&r);
+	FD_SET(fd, &r);
+	struct timeval tv = {10, 0};
+	if (select(fd + 1, &r, NULL, NULL, &tv) != 1)
+		die("select: request not seen");
 }
 
 static void sleep_ms(int ms)
@@ -237,6 +258,10 @@ static int server(const char *mode, int n, int delay)
 					exec_echo(c);
 				if (strcmp(mode, "epollconn") == 0)
 					wait_readable_epoll(c);
+				if (strcmp(mode, "pollconn") == 0)
+					wait_readable_poll(c);
+				if (strcmp(mode, "selectconn") == 0)
+					wait_readable_select(c);
 				if (have > 0 && write_all(c, req, (size_t)have) < 0)
 					_exit(2);
 				_exit(echo(c) < 0 ? 3 : 0);

@@ -331,6 +331,11 @@ void sdpshim_core_fork_parent(int kind, pid_t pid) { logf_("fork_parent %d %d", 
 
 void sdpshim_core_exit_drain(void) { logf_("exit_drain"); }
 void sdpshim_core_pass(int fd) { logf_("pass %d", fd); }
+int sdpshim_core_claim(int fd)
+{
+	logf_("claim %d", fd);
+	return SDPSHIM_FD_CANDIDATE;
+}
 
 void sdpshim_core_fork_child(void)
 {

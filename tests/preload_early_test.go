@@ -12,7 +12,7 @@ import (
 // connection, then waits for writability in select, poll or epoll, is
 // woken when a goroutine of the shim accelerates the socket and flushes
 // the early bytes (tests/testdata/early_wait.c). Each wait is bounded by
-// 2 s: a longer one is a lost wakeup. Before the fix about one connection
+// 4 s: a longer one is a lost wakeup. Before the fix about one connection
 // in 3000 slept through it under select (ncat --send-only hung this way).
 func TestEarlyWritesThenWait(t *testing.T) {
 	a := build(t)

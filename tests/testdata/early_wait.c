@@ -8,12 +8,12 @@
  *                               N times: blocking connect, then nonblocking
  *                               writes of 8 KiB; on EAGAIN it waits for
  *                               writability with MODE (select, poll or
- *                               epoll) for at most 2 s
+ *                               epoll) for at most 4 s
  *
  * The first writes fill the early buffer while the acceptor has not
  * claimed the connection; the verdict then arrives on a goroutine of the
  * shim (which accelerates the socket and flushes the early bytes) while
- * the program thread sleeps. A wait that outlives 2 s is a lost wakeup:
+ * the program thread sleeps. A wait that outlives 4 s is a lost wakeup:
  * the client prints it and fails. Prints "port N" (server) and
  * "ok N stalls 0" (client). */
 #define _GNU_SOURCE
@@ -68,7 +68,7 @@ static int serve(int n)
 	return 0;
 }
 
-/* 1 when s became writable within 2 s. */
+/* 1 when s became writable within 4 s. */
 static int wait_writable(int s, const char *mode)
 {
 	if (!strcmp(mode, "select")) {
@@ -77,17 +77,17 @@ static int wait_writable(int s, const char *mode)
 		FD_ZERO(&e);
 		FD_SET(s, &w);
 		FD_SET(s, &e); /* as ncat asks */
-		struct timeval tv = {2, 0};
+		struct timeval tv = {4, 0};
 		return select(s + 1, NULL, &w, &e, &tv) > 0;
 	}
 	if (!strcmp(mode, "poll")) {
 		struct pollfd p = {.fd = s, .events = POLLOUT};
-		return poll(&p, 1, 2000) > 0;
+		return poll(&p, 1, 4000) > 0;
 	}
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 	struct epoll_event ev = {.events = EPOLLOUT, .data.fd = s}, out;
 	epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
-	int r = epoll_wait(ep, &out, 1, 2000);
+	int r = epoll_wait(ep, &out, 1, 4000);
 	close(ep);
 	return r > 0;
 }
@@ -117,7 +117,7 @@ static int client(int port, int n, const char *mode)
 				return 1;
 			}
 			if (!wait_writable(s, mode)) {
-				fprintf(stderr, "connection %d: %s waited 2 s for writability at %ld bytes\n", i, mode, sent);
+				fprintf(stderr, "connection %d: %s waited 4 s for writability at %ld bytes\n", i, mode, sent);
 				stalls++;
 			}
 		}

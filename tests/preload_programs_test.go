@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A process that connects to itself: the connection is accelerated (the
@@ -143,14 +145,45 @@ func fileHash(t *testing.T, path string) [32]byte {
 }
 
 // freePort returns a TCP port free on 127.0.0.1 now.
+//
+// The port is below the kernel's ephemeral range (so no outgoing
+// connection takes it between this check and the program's bind) and is
+// checked without SO_REUSEADDR (so no TIME_WAIT connection of an earlier
+// test holds it: a program that binds without the option would fail).
 func freePort(t *testing.T) int {
 	t.Helper()
+	lo := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		fmt.Sscan(string(b), &lo)
+	}
+	if lo > 11000 {
+		for range 200 {
+			var n [2]byte
+			rand.Read(n[:])
+			port := 10000 + (int(n[0])<<8|int(n[1]))%(lo-10000)
+			if bindable(port) {
+				return port
+			}
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// bindable reports whether a listener without SO_REUSEADDR can bind
+// 127.0.0.1:port now.
+func bindable(port int) bool {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	return unix.Bind(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}) == nil &&
+		unix.Listen(fd, 1) == nil
 }
 
 // waitPort waits until something listens on port (or p ends).

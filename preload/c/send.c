@@ -12,6 +12,7 @@
 
 #include <string.h>
 #include <sys/sendfile.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -95,16 +96,46 @@ static SDP_COLD ssize_t sendmsg_slow(int fd, const struct msghdr *m, int flags)
 }
 
 /* Before a message with SCM_RIGHTS leaves: the connections of the MANAGED
- * fds it carries become plain kernel TCP (the core's pass hook). */
-static SDP_COLD void sdp_pass_rights(const struct msghdr *m)
+ * fds it carries become plain kernel TCP (the core's pass hook). The
+ * control buffer is read through process_vm_readv, so a bad pointer gets
+ * the kernel's EFAULT from the sendmsg that follows, not a crash here; its
+ * first SDP_PASS_CTL bytes are looked at (SCM_MAX_FD descriptors take
+ * about 1 KiB). */
+#define SDP_PASS_CTL 4096
+static void sdp_pass_rights_in(const struct msghdr *um);
+
+static SDP_COLD void sdp_pass_rights(const struct msghdr *um)
 {
-	if (!sdp_core_ready() || m->msg_controllen < sizeof(struct cmsghdr))
+	if (!sdp_core_ready() || um->msg_controllen < sizeof(struct cmsghdr))
 		return;
+	int saved = errno;
+	sdp_pass_rights_in(um);
+	errno = saved;
+}
+
+static SDP_COLD void sdp_pass_rights_in(const struct msghdr *um)
+{
+	union {
+		struct cmsghdr align;
+		unsigned char b[SDP_PASS_CTL];
+	} ctl;
+	size_t len = um->msg_controllen < sizeof ctl.b ? um->msg_controllen : sizeof ctl.b;
+	struct iovec local = {.iov_base = ctl.b, .iov_len = len}, remote = {.iov_base = um->msg_control, .iov_len = len};
+	long got = syscall(SYS_process_vm_readv, (long)getpid(), &local, 1UL, &remote, 1UL, 0UL);
+	struct msghdr mc = {.msg_control = ctl.b, .msg_controllen = len};
+	if (got < 0 && (errno == ENOSYS || errno == EPERM)) /* a seccomp filter: read in place */
+		mc.msg_control = um->msg_control;
+	else if (got != (long)len)
+		return; /* a bad buffer: the kernel's sendmsg fails with EFAULT */
+	const struct msghdr *m = &mc;
+	const unsigned char *end = (const unsigned char *)mc.msg_control + len;
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c != NULL; c = CMSG_NXTHDR((struct msghdr *)m, c)) {
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0))
 			continue;
-		size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 		const unsigned char *data = CMSG_DATA(c);
+		size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		if (n > (size_t)(end - data) / sizeof(int))
+			n = (size_t)(end - data) / sizeof(int);
 		for (size_t i = 0; i < n; i++) {
 			int pfd;
 			memcpy(&pfd, data + i * sizeof(int), sizeof pfd);

@@ -417,6 +417,24 @@ static void buffers(void)
 	close(s);
 }
 
+/* sendmsg on a unix socket with a bad control pointer, while the process
+ * holds accelerated sockets (the interposer then looks at SCM_RIGHTS
+ * messages): the kernel's EFAULT, no crash. */
+static void bad_control(void)
+{
+	int c, s, u[2];
+	pair(&c, &s);
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, u) == 0, "socketpair");
+	char byte = 'x';
+	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = (void *)16, .msg_controllen = 64};
+	say("sendmsg.bad.control %s", rc((int)sendmsg(u[0], &m, 0)));
+	close(u[0]);
+	close(u[1]);
+	close(c);
+	close(s);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -427,6 +445,7 @@ int main(void)
 	shutdowns();
 	dups();
 	buffers();
+	bad_control();
 	sem_end();
 	return 0;
 }

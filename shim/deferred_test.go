@@ -252,27 +252,48 @@ func exchange(t *testing.T, p *Process, h *fakeHost, cfd int, early, more []byte
 	}
 }
 
-func TestDeferredFirstUseInAcceptor(t *testing.T) {
-	p, h, err := newGroupProcess(t.TempDir() + "/run")
+// groupSetup returns a Process on a coreHost with run directory dir (it
+// exits with the test) and a group listener of it, fd and address.
+func groupSetup(t *testing.T, dir string) (*Process, *fakeHost, int, netip.AddrPort) {
+	t.Helper()
+	p, h, err := newGroupProcess(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Exit)
 	lfd, addr := groupListener(t, p, h)
+	return p, h, lfd, addr
+}
+
+// connectEarly connects a new socket of p to addr (deferred) and writes
+// early on it: into the early buffer, before anyone accepts.
+func connectEarly(t *testing.T, p *Process, h *fakeHost, addr netip.AddrPort, early []byte) int {
+	t.Helper()
+	cfd := deferredConnect(t, p, h, addr)
+	if err := hookWrite(p, h, cfd, early); err != nil {
+		t.Fatal(err)
+	}
+	return cfd
+}
+
+// echoExchange runs exchange on cfd while afd, in this process, echoes.
+func echoExchange(t *testing.T, p *Process, h *fakeHost, cfd, afd int, early, more []byte) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() { errc <- echo(p, h, afd, len(early)+len(more)) }()
+	exchange(t, p, h, cfd, early, more)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDeferredFirstUseInAcceptor(t *testing.T) {
+	p, h, lfd, addr := groupSetup(t, t.TempDir()+"/run")
 	for i := range 3 {
-		cfd := deferredConnect(t, p, h, addr)
 		early := randomBytes(1000+i, int64(i))
-		if err := hookWrite(p, h, cfd, early); err != nil { // into the early buffer
-			t.Fatal(err)
-		}
+		cfd := connectEarly(t, p, h, addr, early)
 		afd := acceptGroup(t, p, h, lfd)
-		more := randomBytes(300<<10, int64(i+10))
-		errc := make(chan error, 1)
-		go func() { errc <- echo(p, h, afd, len(early)+len(more)) }()
-		exchange(t, p, h, cfd, early, more)
-		if err := <-errc; err != nil {
-			t.Fatal(err)
-		}
+		echoExchange(t, p, h, cfd, afd, early, randomBytes(300<<10, int64(i+10)))
 		if h.FDState(afd) != FDManaged || h.FDState(cfd) != FDManaged {
 			t.Fatalf("states %d/%d, want both MANAGED (accelerated)", h.FDState(cfd), h.FDState(afd))
 		}
@@ -294,18 +315,10 @@ func TestDeferredFirstUseInOtherProcess(t *testing.T) {
 
 func testFirstUseInOtherProcess(t *testing.T, role string) {
 	dir := t.TempDir() + "/run"
-	p, h, err := newGroupProcess(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Exit)
-	lfd, addr := groupListener(t, p, h)
-	cfd := deferredConnect(t, p, h, addr)
+	p, h, lfd, addr := groupSetup(t, dir)
 	early := randomBytes(5000, 1)
 	more := randomBytes(1<<20, 2)
-	if err := hookWrite(p, h, cfd, early); err != nil {
-		t.Fatal(err)
-	}
+	cfd := connectEarly(t, p, h, addr, early)
 	afd := acceptGroup(t, p, h, lfd)
 	child := startDeferredRole(t, role, dir, afd, strconv.Itoa(len(early)+len(more)))
 	closeHooked(p, h, afd) // the acceptor never uses it
@@ -321,17 +334,9 @@ func testFirstUseInOtherProcess(t *testing.T, role string) {
 // Nobody uses the accepted fd within the deadline: the connector falls
 // back (its early bytes onto TCP); the late first user gets plain TCP.
 func TestDeferredDeadlineFallback(t *testing.T) {
-	p, h, err := newGroupProcess(t.TempDir() + "/run")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Exit)
-	lfd, addr := groupListener(t, p, h)
-	cfd := deferredConnect(t, p, h, addr)
+	p, h, lfd, addr := groupSetup(t, t.TempDir()+"/run")
 	early := randomBytes(20000, 3)
-	if err := hookWrite(p, h, cfd, early); err != nil {
-		t.Fatal(err)
-	}
+	cfd := connectEarly(t, p, h, addr, early)
 	afd := acceptGroup(t, p, h, lfd)
 	t.Cleanup(func() { closeHooked(p, h, afd) })
 	node, _ := p.rendezvousNode()
@@ -349,13 +354,7 @@ func TestDeferredDeadlineFallback(t *testing.T) {
 	if _, err := node.Pull(rec, local, remote, time.Now().Add(rendezvous.PullWait)); rendezvous.ReasonOf(err) != rendezvous.ReasonDeferredUnclaimed {
 		t.Fatalf("late pull: %v", err)
 	}
-	more := randomBytes(200<<10, 4)
-	errc := make(chan error, 1)
-	go func() { errc <- echo(p, h, afd, len(early)+len(more)) }()
-	exchange(t, p, h, cfd, early, more)
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	echoExchange(t, p, h, cfd, afd, early, randomBytes(200<<10, 4))
 	if h.FDState(afd) != FDUnmanaged {
 		t.Fatal("late first user not plain")
 	}
@@ -365,12 +364,7 @@ func TestDeferredDeadlineFallback(t *testing.T) {
 // buffer) and an acceptor whose first use is epoll_ctl: the entry is
 // emulated on the accelerated stream.
 func TestDeferredNonblockingEpoll(t *testing.T) {
-	p, h, err := newGroupProcess(t.TempDir() + "/run")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Exit)
-	lfd, addr := groupListener(t, p, h)
+	p, h, lfd, addr := groupSetup(t, t.TempDir()+"/run")
 	cfd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -413,13 +407,7 @@ func TestDeferredNonblockingEpoll(t *testing.T) {
 	if h.FDState(afd) != FDManaged || h.FDState(epfd) != FDManaged {
 		t.Fatalf("after epoll_ctl: fd state %d, epoll fd %d; want both MANAGED", h.FDState(afd), h.FDState(epfd))
 	}
-	more := randomBytes(100<<10, 8)
-	errc := make(chan error, 1)
-	go func() { errc <- echo(p, h, afd, len(early)+len(more)) }()
-	exchange(t, p, h, cfd, early, more)
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	echoExchange(t, p, h, cfd, afd, early, randomBytes(100<<10, 8))
 	if h.FDState(cfd) != FDManaged {
 		t.Fatal("connector not accelerated")
 	}
@@ -428,17 +416,9 @@ func TestDeferredNonblockingEpoll(t *testing.T) {
 // The accepted fd is duplicated (inetd style) and the original closed
 // before the first use: the copy pulls, the connection is accelerated.
 func TestDeferredDupBeforeUse(t *testing.T) {
-	p, h, err := newGroupProcess(t.TempDir() + "/run")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Exit)
-	lfd, addr := groupListener(t, p, h)
-	cfd := deferredConnect(t, p, h, addr)
+	p, h, lfd, addr := groupSetup(t, t.TempDir()+"/run")
 	early := randomBytes(100, 11)
-	if err := hookWrite(p, h, cfd, early); err != nil {
-		t.Fatal(err)
-	}
+	cfd := connectEarly(t, p, h, addr, early)
 	afd := acceptGroup(t, p, h, lfd)
 	dfd, err := unix.Dup(afd)
 	if err != nil {
@@ -450,13 +430,7 @@ func TestDeferredDupBeforeUse(t *testing.T) {
 	h.SetFDState(dfd, FDCandidate)
 	t.Cleanup(func() { closeHooked(p, h, dfd) })
 	closeHooked(p, h, afd)
-	more := randomBytes(64<<10, 12)
-	errc := make(chan error, 1)
-	go func() { errc <- echo(p, h, dfd, len(early)+len(more)) }()
-	exchange(t, p, h, cfd, early, more)
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	echoExchange(t, p, h, cfd, dfd, early, randomBytes(64<<10, 12))
 	if h.FDState(dfd) != FDManaged || h.FDState(cfd) != FDManaged {
 		t.Fatalf("states %d/%d, want both MANAGED", h.FDState(cfd), h.FDState(dfd))
 	}
@@ -466,22 +440,16 @@ func TestDeferredDupBeforeUse(t *testing.T) {
 // user; the connector falls back at its deadline; bytes exact.
 func TestDeferredGarbageRecord(t *testing.T) {
 	dir := t.TempDir() + "/run"
-	p, h, err := newGroupProcess(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Exit)
-	lfd, addr := groupListener(t, p, h)
-	cfd := deferredConnect(t, p, h, addr)
+	p, h, lfd, addr := groupSetup(t, dir)
 	early := randomBytes(777, 9)
-	if err := hookWrite(p, h, cfd, early); err != nil {
-		t.Fatal(err)
-	}
+	cfd := connectEarly(t, p, h, addr, early)
 	names, _ := os.ReadDir(dir)
 	n := 0
 	for _, e := range names {
 		if strings.HasPrefix(e.Name(), "d") {
-			os.WriteFile(dir+"/"+e.Name(), []byte("sdpshim-deferred 1\npid 1\n"), 0o600)
+			if err := os.WriteFile(dir+"/"+e.Name(), []byte("sdpshim-deferred 1\npid 1\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
 			n++
 		}
 	}
@@ -490,13 +458,7 @@ func TestDeferredGarbageRecord(t *testing.T) {
 	}
 	afd := acceptGroup(t, p, h, lfd)
 	t.Cleanup(func() { closeHooked(p, h, afd) })
-	more := randomBytes(50<<10, 10)
-	errc := make(chan error, 1)
-	go func() { errc <- echo(p, h, afd, len(early)+len(more)) }()
-	exchange(t, p, h, cfd, early, more)
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	echoExchange(t, p, h, cfd, afd, early, randomBytes(50<<10, 10))
 	if h.FDState(afd) != FDUnmanaged || h.fallbacks[int(rendezvous.ReasonProtocol)] != 1 {
 		t.Fatalf("first user: state %d, fallbacks %v; want plain, one protocol-error", h.FDState(afd), h.fallbacks)
 	}
@@ -505,17 +467,9 @@ func TestDeferredGarbageRecord(t *testing.T) {
 // The acceptor speaks first on kernel TCP (it does not run the shim): the
 // connector falls back at once, bytes exact both ways.
 func TestDeferredAcceptorPlain(t *testing.T) {
-	p, h, err := newGroupProcess(t.TempDir() + "/run")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Exit)
-	lfd, addr := groupListener(t, p, h)
-	cfd := deferredConnect(t, p, h, addr)
+	p, h, lfd, addr := groupSetup(t, t.TempDir()+"/run")
 	early := []byte("client hello")
-	if err := hookWrite(p, h, cfd, early); err != nil {
-		t.Fatal(err)
-	}
+	cfd := connectEarly(t, p, h, addr, early)
 	afd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC) // no hook: a plain acceptor
 	if err != nil {
 		t.Fatal(err)
@@ -543,12 +497,7 @@ func TestDeferredAcceptorPlain(t *testing.T) {
 // and gets plain TCP, at EOF; no hang.
 func TestDeferredConnectorKilled(t *testing.T) {
 	dir := t.TempDir() + "/run"
-	p, h, err := newGroupProcess(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Exit)
-	lfd, addr := groupListener(t, p, h)
+	p, h, lfd, addr := groupSetup(t, dir)
 	child := startDeferredRole(t, "connect", dir, -1, addr.String())
 	if st := child.line(t); st != "deferred" {
 		t.Fatalf("connector: %s", st)
@@ -569,12 +518,7 @@ func TestDeferredConnectorKilled(t *testing.T) {
 // The program closes a deferred connection before anyone used it: its
 // early bytes still reach the acceptor, then EOF.
 func TestDeferredCloseBeforeUse(t *testing.T) {
-	p, h, err := newGroupProcess(t.TempDir() + "/run")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Exit)
-	lfd, addr := groupListener(t, p, h)
+	p, h, lfd, addr := groupSetup(t, t.TempDir()+"/run")
 	cfd := tcpSocket(t, p, h)
 	if r := p.Connect(cfd, rawSockaddr4(addr)); r != 0 {
 		t.Fatalf("connect: %d", r)

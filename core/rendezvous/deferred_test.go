@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -92,16 +91,8 @@ func TestDeferredPullRefused(t *testing.T) {
 	refusal := &FallbackError{Reason: ReasonDeferredUnclaimed, Err: errors.New("fell back already")}
 	conn, puller, _ := deferPair(t, func(PullRequest) error { return refusal })
 	tuple := Tuple{Client: ap("127.0.0.1:41002"), Server: ap("127.0.0.1:8080")}
-	d, err := conn.Defer(tuple)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Undefer(d)
-	rec, err := puller.FindDeferred(tuple.Server, tuple.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = puller.Pull(rec, tuple.Server, tuple.Client, time.Now().Add(PullWait))
+	_, rec := deferFound(t, conn, puller, tuple)
+	_, err := puller.Pull(rec, tuple.Server, tuple.Client, time.Now().Add(PullWait))
 	wantReason(t, err, ReasonDeferredUnclaimed)
 	// The pull ended: an offer for the tuple that comes late is refused.
 	e := Entry{PID: os.Getpid(), Socket: puller.srv.path}
@@ -111,34 +102,28 @@ func TestDeferredPullRefused(t *testing.T) {
 	wantReason(t, err, ReasonTimeout)
 }
 
+// The PULL carries the nonce the puller read in the record (here altered)
+// to the connector's OnPull, whose refusal's reason the puller gets.
 func TestDeferredWrongNonce(t *testing.T) {
 	conn, puller, _ := deferPair(t, nil)
-	var d Deferral
-	var mu sync.Mutex // the server's goroutines start inside Defer, before d is set
+	seen := make(chan [16]byte, 1)
 	conn.cfg.OnPull = func(req PullRequest) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if req.Nonce != d.Nonce {
-			return &FallbackError{Reason: ReasonProtocol, Err: errors.New("nonce")}
-		}
-		return errors.New("unexpected")
+		seen <- req.Nonce
+		return &FallbackError{Reason: ReasonProtocol, Err: errors.New("nonce")}
 	}
 	tuple := Tuple{Client: ap("127.0.0.1:41003"), Server: ap("127.0.0.1:8080")}
-	mu.Lock()
-	var err error
-	d, err = conn.Defer(tuple)
-	mu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Undefer(d)
-	rec, err := puller.FindDeferred(tuple.Server, tuple.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, rec := deferFound(t, conn, puller, tuple)
 	rec.Nonce[0] ^= 1
-	_, err = puller.Pull(rec, tuple.Server, tuple.Client, time.Now().Add(PullWait))
+	_, err := puller.Pull(rec, tuple.Server, tuple.Client, time.Now().Add(PullWait))
 	wantReason(t, err, ReasonProtocol)
+	select {
+	case n := <-seen:
+		if n != rec.Nonce || n == d.Nonce {
+			t.Fatalf("OnPull got nonce %x; the puller sent %x, the deferral's is %x", n, rec.Nonce, d.Nonce)
+		}
+	default:
+		t.Fatal("the PULL never reached OnPull")
+	}
 }
 
 // Garbage, hostile and stale records are removed and mean plain TCP.
@@ -255,6 +240,22 @@ func TestGroupEntry(t *testing.T) {
 	if e := lookupOne(t, c, g); !e.Group {
 		t.Fatal("a second address made the group port non-group")
 	}
+}
+
+// deferFound defers tuple on conn (undone when the test ends) and returns
+// the deferral and the record puller finds for it.
+func deferFound(t *testing.T, conn, puller *Node, tuple Tuple) (Deferral, Record) {
+	t.Helper()
+	d, err := conn.Defer(tuple)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Undefer(d) })
+	rec, err := puller.FindDeferred(tuple.Server, tuple.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, rec
 }
 
 func replaceLine(s, old, new string) string {

@@ -60,10 +60,14 @@ type Bells struct {
 	active int              // goroutines in Sleep; +checklocks:mu
 	ints   uint64           // Interrupt calls; +checklocks:mu
 	quiet  *sync.Cond       // on mu: active dropped to 0 after Close
-	kickFD int              // eventfd that wakes the leader at Close
-	park   *ParkFD          // epoll set of the notification fd and kickFD the leader parks on; nil: poll(2)
-	// An in-process queue's notifications (NotifyChanner) are awaited on
-	// notifyCh instead, and kicks also go to kickCh; nil otherwise.
+	// The leader waits for the notification and for kicks (Interrupt,
+	// Close): an in-process queue's notifications (NotifyChanner) on
+	// notifyCh, kicks on kickCh (kickFD is then -1); any other queue's on
+	// its notification fd, kicks on the eventfd kickFD, both in the epoll
+	// set park (nil: poll(2) on the two).
+	kickFD    int
+	park      *ParkFD
+	parkEv    [2]unix.EpollEvent // park's events, discarded (one leader at a time)
 	notifyCh  <-chan struct{}
 	kickCh    chan struct{}
 	leadTimer *time.Timer    // the leader's wait limit (one leader at a time)
@@ -137,32 +141,30 @@ func NewBells(cfg BellConfig) (*Bells, error) {
 	if cfg.Messages != nil && (cfg.MessagesOff < 0 || cfg.MessagesOff+MessageSize*cfg.Link.rings > len(cfg.Messages.Bytes())) {
 		return nil, fmt.Errorf("doorbell: message area too small: %w", ErrInvalid)
 	}
-	kick, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		return nil, fmt.Errorf("doorbell: eventfd: %w", err)
-	}
-	NoteFDs(kick)
 	b := &Bells{
 		link: cfg.Link, n: n, board: cfg.Board, peer: cfg.PeerBoard,
 		scratch: cfg.Scratch, scratchO: cfg.ScratchOff, backstop: cfg.Backstop,
-		wake: make(chan struct{}), kickFD: kick,
+		wake: make(chan struct{}), kickFD: -1,
 		msgs: cfg.Messages, msgOff: cfg.MessagesOff, onMsg: cfg.OnMessage,
 	}
 	b.quiet = sync.NewCond(&b.mu)
 	if nc, ok := cfg.Link.BellRecvCQ.(NotifyChanner); ok {
 		b.notifyCh, b.kickCh = nc.NotifyChan(), make(chan struct{}, 1)
 	} else {
-		b.park = newBellPark(cfg.Link.BellRecvCQ.NotifyFD(), kick)
+		kick, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		if err != nil {
+			return nil, fmt.Errorf("doorbell: eventfd: %w", err)
+		}
+		NoteFDs(kick)
+		b.kickFD = kick
+		b.park = newBellPark(cfg.Link.BellRecvCQ.NotifyFD(), kick, b.parkReady)
 	}
 	Uint64At(b.board, 0) // panics now, not later, on a misaligned board
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i := 0; i < cfg.Link.rings; i++ {
 		if err := b.postRecvLocked(uint64(i)); err != nil {
-			CloseFD(kick)
-			if b.park != nil {
-				b.park.Close()
-			}
+			b.closeKick()
 			return nil, fmt.Errorf("doorbell: post receive: %w", err)
 		}
 	}

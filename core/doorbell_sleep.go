@@ -169,14 +169,7 @@ func (b *Bells) leadLocked(h *bellHandle, wakeBy time.Time) {
 		b.mu.Lock()
 	}
 	b.leader = false
-	var buf [8]byte
-	unix.Read(b.kickFD, buf[:]) // consume an Interrupt's kick
-	if b.kickCh != nil {
-		select {
-		case <-b.kickCh:
-		default:
-		}
-	}
+	b.consumeKick()
 	b.drainLocked(true)
 	b.broadcastLocked()
 }
@@ -201,12 +194,34 @@ func (b *Bells) Interrupt() {
 //
 // +checklocks:b.mu
 func (b *Bells) kickLocked() {
-	unix.Write(b.kickFD, []byte{1, 0, 0, 0, 0, 0, 0, 0})
 	if b.kickCh != nil {
 		select {
 		case b.kickCh <- struct{}{}:
 		default:
 		}
+		return
+	}
+	unix.Write(b.kickFD, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+}
+
+// consumeKick takes a kick left for the leader (kickLocked).
+func (b *Bells) consumeKick() {
+	if b.kickCh != nil {
+		select {
+		case <-b.kickCh:
+		default:
+		}
+		return
+	}
+	var buf [8]byte
+	unix.Read(b.kickFD, buf[:])
+}
+
+// closeKick releases the kick eventfd and the leader's epoll set.
+func (b *Bells) closeKick() {
+	CloseFD(b.kickFD)
+	if b.park != nil {
+		b.park.Close()
 	}
 }
 
@@ -238,11 +253,7 @@ func (b *Bells) pollNotify(wakeBy time.Time) {
 		return
 	}
 	if b.park != nil {
-		var ev [2]unix.EpollEvent
-		b.park.Wait(func(fd int) bool {
-			n, err := unix.EpollWait(fd, ev[:], 0)
-			return n > 0 || (err != nil && err != unix.EINTR)
-		}, time.Now().Add(time.Duration(ms)*time.Millisecond)) // timeouts and errors: the caller re-checks
+		b.park.Wait(time.Now().Add(time.Duration(ms) * time.Millisecond)) // timeouts and errors: the caller re-checks
 		return
 	}
 	fds := [2]unix.PollFd{
@@ -256,7 +267,7 @@ func (b *Bells) pollNotify(wakeBy time.Time) {
 // notification fd and the kick fd (level-triggered: it polls readable
 // while either is), waited on through the Go runtime's poller (ParkFD);
 // nil when it cannot be made (pollNotify then uses poll(2)).
-func newBellPark(notify, kick int) *ParkFD {
+func newBellPark(notify, kick int, ready func(fd int) bool) *ParkFD {
 	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil
@@ -268,7 +279,14 @@ func newBellPark(notify, kick int) *ParkFD {
 			return nil
 		}
 	}
-	return NewParkFD(ep)
+	return NewParkFD(ep, ready)
+}
+
+// parkReady is park's readiness check: whether the epoll set has events
+// (taken without blocking, then discarded). Only the leader waits on park.
+func (b *Bells) parkReady(fd int) bool {
+	n, err := unix.EpollWait(fd, b.parkEv[:], 0)
+	return n > 0 || (err != nil && err != unix.EINTR)
 }
 
 // drainLocked takes every completion of the doorbell receive queue,
@@ -381,10 +399,7 @@ func (b *Bells) Close() error {
 		b.quiet.Wait()
 	}
 	b.mu.Unlock()
-	CloseFD(b.kickFD)
-	if b.park != nil {
-		b.park.Close()
-	}
+	b.closeKick()
 	return nil
 }
 

@@ -22,16 +22,21 @@ type ParkFD struct {
 	f      *os.File
 	rc     syscall.RawConn
 	parked bool // the poller watches fd; else Wait blocks in poll(2)
+	ready  func(fd int) bool
+	readFn func(fd uintptr) bool // ready for rc.Read, made once: a wait allocates nothing
 }
 
 // NewParkFD takes over fd (which the core reported with NoteFDs), a
 // descriptor that polls readable when there is something to do, and sets
 // O_NONBLOCK on it; Close releases it (FDHook included). Should the
-// poller refuse fd, Wait blocks in poll(2) instead.
-func NewParkFD(fd int) *ParkFD {
+// poller refuse fd, Wait blocks in poll(2) instead. ready(fd) reports
+// whether a Wait may return; it must not block (a zero-timeout
+// epoll_wait, a nonblocking read).
+func NewParkFD(fd int, ready func(fd int) bool) *ParkFD {
 	unix.SetNonblock(fd, true) // os.NewFile registers nonblocking descriptors with the poller
 	f := os.NewFile(uintptr(fd), "sdpshim-park")
-	p := &ParkFD{fd: fd, f: f}
+	p := &ParkFD{fd: fd, f: f, ready: ready}
+	p.readFn = func(fd uintptr) bool { return ready(int(fd)) }
 	if rc, err := f.SyscallConn(); err == nil && f.SetReadDeadline(time.Time{}) == nil {
 		p.rc, p.parked = rc, true
 	}
@@ -39,17 +44,16 @@ func NewParkFD(fd int) *ParkFD {
 }
 
 // Wait returns nil once ready(fd) reports true, calling it first and again
-// after each readiness edge of fd; ready must not block (a zero-timeout
-// epoll_wait, a nonblocking read). At the deadline (zero: none) it
+// after each readiness edge of fd. At the deadline (zero: none) it
 // returns os.ErrDeadlineExceeded; after Close, an error.
-func (p *ParkFD) Wait(ready func(fd int) bool, deadline time.Time) error {
+func (p *ParkFD) Wait(deadline time.Time) error {
 	if !p.parked {
-		return p.block(ready, deadline)
+		return p.block(deadline)
 	}
 	if err := p.f.SetReadDeadline(deadline); err != nil {
 		return err
 	}
-	err := p.rc.Read(func(fd uintptr) bool { return ready(int(fd)) })
+	err := p.rc.Read(p.readFn)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return os.ErrDeadlineExceeded
 	}
@@ -57,8 +61,8 @@ func (p *ParkFD) Wait(ready func(fd int) bool, deadline time.Time) error {
 }
 
 // block is Wait without the poller.
-func (p *ParkFD) block(ready func(fd int) bool, deadline time.Time) error {
-	for !ready(p.fd) {
+func (p *ParkFD) block(deadline time.Time) error {
+	for !p.ready(p.fd) {
 		ms := -1
 		if !deadline.IsZero() {
 			left := time.Until(deadline)

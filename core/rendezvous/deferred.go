@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
-	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -133,8 +132,7 @@ func parseRecordFile(rundir, name string, b []byte) (recordFile, error) {
 			return r, fmt.Errorf("record %s: %s: %w", name, key, err)
 		}
 	}
-	dir, base := filepath.Split(r.socket)
-	if sp, ok := parseSockName(base); !ok || sp != r.pid || filepath.Clean(dir) != rundir {
+	if !isSockOf(rundir, r.socket, r.pid) {
 		return r, fmt.Errorf("record %s: socket %q", name, r.socket)
 	}
 	return r, nil

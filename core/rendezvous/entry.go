@@ -86,6 +86,14 @@ func sockName(pid int, random uint32) string {
 	return fmt.Sprintf("p%d-%08x.sock", pid, random)
 }
 
+// isSockOf reports whether path is a rendezvous socket in rundir named for
+// pid (sockName): what an entry file, a record file or a PULL may name.
+func isSockOf(rundir, path string, pid int) bool {
+	dir, base := filepath.Split(path)
+	sp, ok := parseSockName(base)
+	return ok && sp == pid && filepath.Clean(dir) == rundir
+}
+
 // parseSockName returns the pid a socket name was made for.
 func parseSockName(name string) (pid int, ok bool) {
 	rest, found := strings.CutPrefix(name, "p")
@@ -187,8 +195,7 @@ func parseEntryFile(rundir, name string, b []byte) (entryFile, error) {
 	case e.pid != pid || e.start != start:
 		return entryFile{}, fmt.Errorf("entry %s: content names pid %d start %d", name, e.pid, e.start)
 	}
-	dir, base := filepath.Split(e.socket)
-	if sp, ok := parseSockName(base); !ok || sp != pid || filepath.Clean(dir) != rundir {
+	if !isSockOf(rundir, e.socket, pid) {
 		return entryFile{}, fmt.Errorf("entry %s: socket %q", name, e.socket)
 	}
 	return e, nil

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
-	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -206,8 +205,7 @@ func (n *Node) pullRequest(m message, cred *unix.Ucred) (PullRequest, error) {
 		return PullRequest{}, fmt.Errorf("pull from pid %d names pid %d: %w", cred.Pid, m.pid, errMessage)
 	}
 	path := string(m.data[pullFixedLen:])
-	dir, base := filepath.Split(path)
-	if sp, ok := parseSockName(base); !ok || sp != int(m.pid) || filepath.Clean(dir) != n.cfg.RunDir {
+	if !isSockOf(n.cfg.RunDir, path, int(m.pid)) {
 		return PullRequest{}, fmt.Errorf("pull socket %q: %w", path, errMessage)
 	}
 	req := PullRequest{

@@ -3,6 +3,7 @@ package shm
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -25,11 +26,11 @@ type completionQueue struct {
 	overrun bool              // sticky; +checklocks:mu
 	closed  bool              // +checklocks:mu
 
-	qpMu sync.Mutex
-	qps  map[*queuePair]struct{} // queue pairs using the queue; +checklocks:qpMu
+	qpMu   sync.Mutex
+	qps    map[*queuePair]struct{}      // queue pairs using the queue; +checklocks:qpMu
+	qpList atomic.Pointer[[]*queuePair] // qps as a list for progress, replaced (never changed) under qpMu
 
-	progMu  sync.Mutex
-	progQPs []*queuePair // progress's snapshot of qps; +checklocks:progMu
+	progMu sync.Mutex // one progress at a time
 }
 
 func newCompletionQueue(p *Provider, depth int) (*completionQueue, error) {
@@ -108,15 +109,12 @@ func (cq *completionQueue) progress() bool {
 		return false
 	}
 	defer cq.progMu.Unlock()
-	cq.qpMu.Lock()
-	cq.progQPs = cq.progQPs[:0]
-	for q := range cq.qps {
-		cq.progQPs = append(cq.progQPs, q)
-	}
-	cq.qpMu.Unlock()
-	for i, q := range cq.progQPs {
-		q.pollProgress()
-		cq.progQPs[i] = nil
+	if l := cq.qpList.Load(); l != nil {
+		for _, q := range *l {
+			if q.pollHasWork() {
+				q.pollProgress()
+			}
+		}
 	}
 	return true
 }
@@ -213,6 +211,7 @@ func (cq *completionQueue) attach(q *queuePair) bool {
 	cq.mu.Unlock()
 	if !closed {
 		cq.qps[q] = struct{}{}
+		cq.publishLocked()
 	}
 	return !closed
 }
@@ -221,5 +220,17 @@ func (cq *completionQueue) attach(q *queuePair) bool {
 func (cq *completionQueue) detach(q *queuePair) {
 	cq.qpMu.Lock()
 	delete(cq.qps, q)
+	cq.publishLocked()
 	cq.qpMu.Unlock()
+}
+
+// publishLocked replaces qpList with the current qps.
+//
+// +checklocks:cq.qpMu
+func (cq *completionQueue) publishLocked() {
+	l := make([]*queuePair, 0, len(cq.qps))
+	for q := range cq.qps {
+		l = append(l, q)
+	}
+	cq.qpList.Store(&l)
 }

@@ -186,7 +186,7 @@ func (q *queuePair) attachPeer(peer area, peerEfd, rx, epfd int) error {
 		return fmt.Errorf("queue pair is %v: %w", s, core.ErrInvalid)
 	}
 	q.peer, q.peerEfd, q.rx, q.epfd = peer, peerEfd, rx, epfd
-	q.epPark = core.NewParkFD(epfd)
+	q.epPark = core.NewParkFD(epfd, q.nicReady)
 	q.state.Store(uint32(core.QPReady))
 	q.my.state.Store(wireReady)
 	q.ringPeer()

@@ -42,7 +42,6 @@ func (q *queuePair) stopNIC() {
 func (q *queuePair) runNIC() {
 	defer close(q.nicDone)
 	q.flushBacklog() // announcements made while the side channel was full
-	var events [4]unix.EpollEvent
 	for !q.stopping.Load() {
 		q.nicProgress()
 		if q.spinForWork() {
@@ -54,7 +53,7 @@ func (q *queuePair) runNIC() {
 			q.disarm()
 			continue
 		}
-		n, err := q.nicWait(events[:])
+		n, err := q.nicWait()
 		q.disarm()
 		if err == unix.EINTR {
 			continue
@@ -63,7 +62,7 @@ func (q *queuePair) runNIC() {
 			q.fail(core.StatusRetryExceeded) // cannot wait any more
 			return
 		}
-		for _, ev := range events[:n] {
+		for _, ev := range q.nicEv[:n] {
 			switch int(ev.Fd) {
 			case q.efd:
 				drainEventfd(q.efd)
@@ -76,20 +75,22 @@ func (q *queuePair) runNIC() {
 	}
 }
 
-// nicWait sleeps until the NIC's epoll set has events and returns them,
-// parked in the Go runtime's poller (core.ParkFD: the epoll fd is itself
-// pollable), not blocked in epoll_wait.
-func (q *queuePair) nicWait(events []unix.EpollEvent) (int, error) {
-	var n int
-	var err error
-	werr := q.epPark.Wait(func(fd int) bool {
-		n, err = unix.EpollWait(fd, events, 0)
-		return n > 0 || (err != nil && err != unix.EINTR)
-	}, time.Time{})
-	if werr != nil && err == nil {
-		err = werr
+// nicWait sleeps until the NIC's epoll set has events and returns them
+// (in q.nicEv), parked in the Go runtime's poller (core.ParkFD: the epoll
+// fd is itself pollable), not blocked in epoll_wait.
+func (q *queuePair) nicWait() (int, error) {
+	q.nicN, q.nicErr = 0, nil
+	if werr := q.epPark.Wait(time.Time{}); werr != nil && q.nicErr == nil {
+		return q.nicN, werr
 	}
-	return n, err
+	return q.nicN, q.nicErr
+}
+
+// nicReady is epPark's readiness check: it takes the epoll set's events
+// into q.nicEv without blocking. Only the NIC goroutine waits on epPark.
+func (q *queuePair) nicReady(fd int) bool {
+	q.nicN, q.nicErr = unix.EpollWait(fd, q.nicEv[:], 0)
+	return q.nicN > 0 || (q.nicErr != nil && q.nicErr != unix.EINTR)
 }
 
 // nicSpin is how many times the NIC goroutine looks for work, yielding the
@@ -140,11 +141,21 @@ func (q *queuePair) nicHasWork() bool {
 	if core.QPState(q.state.Load()) != core.QPReady {
 		return false
 	}
-	// my.cons is in.cons whenever no consumer is inside processInbound.
-	if q.my.prod.Load() != q.my.cons.Load() && !(q.inBlocked.Load() && q.rqCount.Load() == 0) {
+	if q.peer.state.Load() != q.peerStateSeen.Load() {
 		return true
 	}
-	if q.peer.state.Load() != q.peerStateSeen.Load() {
+	return q.pollHasWork()
+}
+
+// pollHasWork reports, without locks, whether a ready queue pair may have
+// inbound blocks to process or acknowledgements to take (pollProgress's
+// work; it checks again under its locks).
+func (q *queuePair) pollHasWork() bool {
+	if core.QPState(q.state.Load()) != core.QPReady {
+		return false
+	}
+	// my.cons is in.cons whenever no consumer is inside processInbound.
+	if q.my.prod.Load() != q.my.cons.Load() && !(q.inBlocked.Load() && q.rqCount.Load() == 0) {
 		return true
 	}
 	return q.sqBusy.Load() && q.peer.cons.Load() != q.ackedPos.Load()

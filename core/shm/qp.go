@@ -37,7 +37,10 @@ type queuePair struct {
 	peerEfd int  // the peer's eventfd
 	rx      int  // the peer's side-channel end: announcements in, EOF when gone
 	epfd    int
-	epPark  *core.ParkFD // the NIC goroutine's wait on epfd (owns epfd once connected)
+	epPark  *core.ParkFD       // the NIC goroutine's wait on epfd (owns epfd once connected)
+	nicEv   [4]unix.EpollEvent // epfd's events for the NIC goroutine (nicReady)
+	nicN    int
+	nicErr  error
 	nicDone chan struct{}
 
 	stopping atomic.Bool

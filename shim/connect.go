@@ -36,6 +36,13 @@ type pendingConnect struct {
 	watching   bool // a goroutine rings the wake word when fd is ready (settle.go)
 }
 
+// abandon gives the offer up: the rendezvous connection closed, the
+// stream id handed back to its channel end.
+func (pc *pendingConnect) abandon() {
+	pc.answer.Close()
+	pc.end.giveUp(pc.id)
+}
+
 // verdictTakeTimeout bounds the wait for an accepted stream's
 // announcement (normally there already).
 const verdictTakeTimeout = 2 * time.Second
@@ -138,8 +145,7 @@ func (s *Socket) connectOfferedLocked(fd int, pc *pendingConnect, dst netip.Addr
 	p := s.p
 	fields["stream"] = pc.id
 	if err := pc.answer.Commit(); err != nil {
-		pc.answer.Close()
-		pc.end.giveUp(pc.id)
+		pc.abandon()
 		p.fallback(rendezvous.ReasonOf(err), fd, fields, err)
 		s.fallBackLocked()
 		return 0
@@ -153,8 +159,7 @@ func (s *Socket) connectOfferedLocked(fd int, pc *pendingConnect, dst netip.Addr
 	default:
 		// Refused, unreachable, interrupted...: the kernel's answer, and
 		// the stream is given up (the acceptor's offer expires).
-		pc.answer.Close()
-		pc.end.giveUp(pc.id)
+		pc.abandon()
 		p.count("connect.failed")
 		s.fallBackLocked()
 		return errno
@@ -178,8 +183,7 @@ func (s *Socket) connectAsync(node *rendezvous.Node, e rendezvous.Entry, t rende
 	if s.getState() != sockConnecting || s.pend != offering || len(s.fds) == 0 {
 		s.mu.Unlock()
 		if pc != nil {
-			pc.answer.Close()
-			pc.end.giveUp(pc.id)
+			pc.abandon()
 		}
 		return
 	}

@@ -122,7 +122,7 @@ func (s *Socket) connectDeferredLocked(fd int, node *rendezvous.Node, t rendezvo
 		p.host.SetFDState(f, FDManaged)
 	}
 	p.count("connect.deferred")
-	if dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, highBase()); err == nil {
+	if dup, err := dupHigh(fd); err == nil {
 		go s.watchDeferred(pc, dup, time.Now().Add(deferDeadline))
 	} else {
 		s.deferFallbackLocked(rendezvous.ReasonDeferredUnclaimed, err)
@@ -266,16 +266,14 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 		// Closed meanwhile with nothing to send (closeBeforeVerdict takes
 		// over a close with early bytes).
 		if offered != nil {
-			offered.answer.Close()
-			offered.end.giveUp(offered.id)
+			offered.abandon()
 		}
 		s.endDeferLocked(pc)
 		return &rendezvous.FallbackError{Reason: rendezvous.ReasonPeerGone, Err: errors.New("connector closed")}
 	}
 	if oerr == nil {
 		if oerr = offered.answer.Commit(); oerr != nil {
-			offered.answer.Close()
-			offered.end.giveUp(offered.id)
+			offered.abandon()
 		}
 	}
 	if oerr != nil {
@@ -337,7 +335,7 @@ func (s *Socket) closeDeferredLocked(fd int) {
 	case defWaiting:
 		s.deferFallbackLocked(rendezvous.ReasonDeferredUnclaimed, errDeferClosed)
 	case defPulling:
-		kfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, highBase())
+		kfd, err := dupHigh(fd)
 		if err != nil {
 			return
 		}

@@ -61,16 +61,11 @@ func (s *Socket) sendEarly(bufs [][]byte) (n int64, ok bool) {
 // the socket (accelerateLocked flushes), and keeps flushing while the
 // stream has no room for the rest.
 func (s *Socket) pushEarly(answerFD int) {
-	dup, err := unix.FcntlInt(uintptr(answerFD), unix.F_DUPFD_CLOEXEC, highBase())
+	dup, err := dupHigh(answerFD)
 	if err != nil {
 		return
 	}
-	pfd := []unix.PollFd{{Fd: int32(dup), Events: unix.POLLIN}}
-	for s.getState() == sockConnecting && s.stream.Load() == nil {
-		if n, _ := unix.Poll(pfd, 200); n > 0 {
-			break
-		}
-	}
+	waitFDWhile(dup, unix.POLLIN, func() bool { return s.getState() == sockConnecting && s.stream.Load() == nil })
 	unix.Close(dup)
 	s.mu.Lock()
 	if s.getState() == sockConnecting && len(s.fds) > 0 {

@@ -112,6 +112,12 @@ type epollEntry struct {
 	quietGen uint32
 }
 
+// wantsOut reports whether e asks for a writable event (its stream's
+// channel is then flushed by a scan's progressLocked).
+func (e *epollEntry) wantsOut() bool {
+	return e.events&(unix.EPOLLOUT|pollWRNORM|pollWRBAND) != 0
+}
+
 // dormantKey is where set.entries keeps the dormant entry of fd: an
 // accelerated socket's entry that EPOLL_CTL_DEL removed from the
 // program's view keeps its kernel registration, its token and its
@@ -647,8 +653,16 @@ func (set *epollSet) collectAt(ev []unix.EpollEvent, exact bool) int {
 	n := 0
 	var fellBack []*epollEntry
 	size := len(set.list)
+	start := 0
+	if size > 0 {
+		start = set.rot % size // the list may have shrunk since
+	}
 	for i := 0; i < size && n < len(ev); i++ {
-		e := set.list[(set.rot+i)%size]
+		j := start + i // (start+i) mod size, without a division per entry
+		if j >= size {
+			j -= size
+		}
+		e := set.list[j]
 		if e.disabled {
 			continue
 		}
@@ -674,7 +688,7 @@ func (set *epollSet) collectAt(ev []unix.EpollEvent, exact bool) int {
 		setEpollData(&ev[n], e.data)
 		n++
 		if n == len(ev) {
-			set.rot = (set.rot + i + 1) % size
+			set.rot = (start + i + 1) % size
 		}
 	}
 	for _, e := range fellBack {
@@ -779,7 +793,7 @@ func (set *epollSet) progressLocked(exact bool) {
 			continue
 		}
 		c := st.Channel()
-		flush := e.events&(unix.EPOLLOUT|pollWRNORM|pollWRBAND) != 0
+		flush := e.wantsOut()
 		if c == lastC && (lastFlushed || !flush) {
 			continue
 		}
@@ -809,10 +823,14 @@ func (set *epollSet) pumpedLocked(s *Socket, write bool) bool {
 	if st == nil {
 		return false
 	}
-	if c := st.Channel(); c == set.onlyChan {
+	c := st.Channel()
+	switch {
+	case c == set.onlyChan:
 		return set.onlyFlushed || !write
+	case set.onlyChan != nil:
+		return false // the only channel moved is another one
 	}
-	flushed, ok := set.markedLocked(st.Channel())
+	flushed, ok := set.markedLocked(c)
 	return ok && (flushed || !write)
 }
 
@@ -823,7 +841,7 @@ func (set *epollSet) pumpedLocked(s *Socket, write bool) bool {
 // +checklocks:set.mu
 func (set *epollSet) evaluate(e *epollEntry, commit bool) int16 {
 	s := e.sock
-	pumped := set.pumpedLocked(s, e.events&(unix.EPOLLOUT|pollWRNORM|pollWRBAND) != 0)
+	pumped := set.pumpedLocked(s, e.wantsOut())
 	rev, _, _ := s.pollEventsAt(e.fd, int16(e.events&0xffff), pumped)
 	if e.events&epollET == 0 {
 		return rev
@@ -882,7 +900,7 @@ func (set *epollSet) syncSelfLocked() {
 	set.progressLocked(true)
 	for _, e := range set.list {
 		if !e.disabled && e.events&epollET == 0 && e.sock.getState() != sockFallback {
-			pumped := set.pumpedLocked(e.sock, e.events&(unix.EPOLLOUT|pollWRNORM|pollWRBAND) != 0)
+			pumped := set.pumpedLocked(e.sock, e.wantsOut())
 			if rev, _, _ := e.sock.pollEventsAt(e.fd, int16(e.events&0xffff), pumped); rev != 0 {
 				pending = true
 				break
@@ -972,7 +990,7 @@ func inKernelSet(fd int) bool {
 		return false
 	}
 	var buf [64]byte
-	want := "tfd: " + strconv.Itoa(fd) + " "
+	want := strconv.Itoa(fd)
 	for _, d := range dir {
 		n, err := strconv.Atoi(d.Name())
 		if err != nil || n == fd {
@@ -986,7 +1004,7 @@ func inKernelSet(fd int) bool {
 			continue
 		}
 		for _, line := range strings.Split(string(info), "\n") {
-			if strings.HasPrefix(strings.Join(strings.Fields(line), " ")+" ", want) {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "tfd:" && f[1] == want {
 				return true
 			}
 		}

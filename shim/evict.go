@@ -48,7 +48,7 @@ func (p *Process) Evict(fd int) int64 {
 // moveFD duplicates the shim's fd old onto a protected number among the
 // shim's high ones (highFD); -1 when it cannot.
 func (p *Process) moveFD(old int) int {
-	nfd, err := unix.FcntlInt(uintptr(old), unix.F_DUPFD_CLOEXEC, highBase())
+	nfd, err := dupHigh(old)
 	if err != nil {
 		return -1
 	}

@@ -71,7 +71,7 @@ func (s *Socket) closeBeforeVerdict(fd int) bool {
 		s.mu.Unlock()
 		return false
 	}
-	kfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, highBase())
+	kfd, err := dupHigh(fd)
 	if err != nil {
 		s.mu.Unlock()
 		return false
@@ -90,7 +90,7 @@ const closeVerdictWait = 60 * time.Second
 // finishClose waits for the verdict on answerFD, settles the socket through
 // kfd, closes it, and closes kfd.
 func (s *Socket) finishClose(kfd, answerFD int) {
-	if dup, err := unix.FcntlInt(uintptr(answerFD), unix.F_DUPFD_CLOEXEC, highBase()); err == nil {
+	if dup, err := dupHigh(answerFD); err == nil {
 		core.WaitFD(dup, unix.POLLIN, time.Now().Add(closeVerdictWait)) // the verdict, or its end
 		unix.Close(dup)
 	}
@@ -101,8 +101,7 @@ func (s *Socket) finishClose(kfd, answerFD int) {
 		if pc := s.pend; s.getState() == sockConnecting && pc != nil && pc.answer != nil {
 			// Never claimed: the bytes go to the kernel socket.
 			s.pend = nil
-			pc.answer.Close()
-			pc.end.giveUp(pc.id)
+			pc.abandon()
 			s.fallBackLocked()
 		}
 		s.fds = nil
@@ -123,8 +122,7 @@ func (s *Socket) close() {
 		s.endDeferLocked(pc)
 		s.pend = nil
 		if pc.answer != nil { // nil: the offer is being made (connectAsync gives it up)
-			pc.answer.Close()
-			pc.end.giveUp(pc.id)
+			pc.abandon()
 		}
 	}
 	s.mu.Unlock()

@@ -30,11 +30,11 @@ import (
 //     a fork-exec-decline fallback.
 
 // ForkPrepare is the fork_prepare hook. Before the child exists: the
-// listeners it inherits become group listeners, or are unregistered (no offer answered from now on
-// can be accepted by the child: a connection whose offer this process
-// answered before is still one the child may take, a narrow window left
-// open), then the inherited connections go to kernel TCP (bounded by
-// switchDeadline each, in parallel).
+// listeners it inherits become group listeners, or are unregistered (no
+// offer answered from now on can be accepted by the child: a connection
+// whose offer this process answered before is still one the child may
+// take, a narrow window left open), then the inherited connections go to
+// kernel TCP (bounded by switchDeadline each, in parallel).
 func (p *Process) ForkPrepare(kind int) {
 	ls := p.registeredListeners()
 	groups := p.childCores()

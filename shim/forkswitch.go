@@ -149,7 +149,7 @@ func (s *Socket) switchFD() int {
 	if len(s.fds) == 0 || s.getState() != sockAccelerated {
 		return -1
 	}
-	d, err := unix.FcntlInt(uintptr(s.fds[0]), unix.F_DUPFD_CLOEXEC, highBase())
+	d, err := dupHigh(s.fds[0])
 	if err != nil {
 		return -1
 	}

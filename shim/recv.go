@@ -78,20 +78,17 @@ func (s *Socket) recv(st *core.Stream, bufs [][]byte, flags int, w *Wait) int64 
 		switch {
 		case n > 0:
 			continue // MSG_WAITALL: more may be there already
+		case err != nil && !errors.Is(err, core.ErrWouldBlock) && done == 0 && s.sw.Load() != swNone:
+			// Switched to kernel TCP (forkswitch.go; the switch may have
+			// closed the stream while this call read it): the rest comes
+			// from the kernel socket.
+			return s.switchEOF(flags, w)
 		case errors.Is(err, io.EOF):
-			if done == 0 && s.sw.Load() != swNone {
-				return s.switchEOF(flags, w) // switched to kernel TCP (forkswitch.go)
-			}
 			s.peerFin.Store(true)
 			return int64(done)
 		case err != nil && !errors.Is(err, core.ErrWouldBlock):
 			if done > 0 {
 				return int64(done)
-			}
-			if s.sw.Load() != swNone {
-				// The switch closed the stream (switchFinish) while this
-				// call read it: the rest comes from the kernel socket.
-				return s.switchEOF(flags, w)
 			}
 			if s.errSeen.Swap(true) {
 				return 0 // the reset was reported: EOF from now on

@@ -63,25 +63,34 @@ func (s *Socket) watchConnectLocked(fd int, events int16) {
 	if s.pend == nil || s.pend.watching {
 		return
 	}
-	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, highBase())
+	dup, err := dupHigh(fd)
 	if err != nil {
 		return
 	}
 	s.pend.watching = true
 	pc := s.pend
 	go func() {
-		defer unix.Close(dup)
-		pfd := []unix.PollFd{{Fd: int32(dup), Events: events}}
-		for s.getState() == sockConnecting {
-			if n, _ := unix.Poll(pfd, 200); n > 0 {
-				break
-			}
-		}
+		waitFDWhile(dup, events, func() bool { return s.getState() == sockConnecting })
+		unix.Close(dup)
 		s.mu.Lock()
 		pc.watching = false
 		s.mu.Unlock()
 		s.wake.wakeAll()
 	}()
+}
+
+// watchSlice bounds one poll of a watcher goroutine, so that it notices
+// within it that it is no longer needed.
+const watchSlice = 200 * time.Millisecond
+
+// waitFDWhile waits until fd is ready for events (or fails), or until
+// going, asked every watchSlice, reports false.
+func waitFDWhile(fd int, events int16, going func() bool) {
+	for going() {
+		if core.WaitFD(fd, events, time.Now().Add(watchSlice)) != core.ErrFDTimeout {
+			return
+		}
+	}
 }
 
 // settleResult is where a connecting socket stands.
@@ -121,8 +130,7 @@ func (s *Socket) settleLocked() settleResult {
 		case pfd[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0:
 			// The connect failed: the kernel reports it (SO_ERROR is left
 			// for the program).
-			pc.answer.Close()
-			pc.end.giveUp(pc.id)
+			pc.abandon()
 			s.pend = nil
 			p.count("connect.failed")
 			s.fallBackLocked()
@@ -136,8 +144,7 @@ func (s *Socket) settleLocked() settleResult {
 	case rendezvous.VerdictPending:
 		return settleResult{waitFD: pc.answer.Fd(), waitEvents: unix.POLLIN}
 	case rendezvous.VerdictDeclined:
-		pc.answer.Close()
-		pc.end.giveUp(pc.id)
+		pc.abandon()
 		s.pend = nil
 		p.fallback(rendezvous.ReasonRefused, fd, logrus.Fields{"remote": pc.dst}, errDeclined)
 		s.fallBackLocked()

@@ -55,8 +55,8 @@ type Socket struct {
 	rxRead     atomic.Uint64 // bytes the program has read (arrived = this + buffered)
 	nospace    atomic.Uint32 // bumped each time a write found no room (EPOLLET's wakeup)
 	abortClose atomic.Bool   // SO_LINGER {1, 0}: close resets
-	pendShut   atomic.Int32
-	peerFin    atomic.Bool // the peer's FIN was seen (EOF read or polled)
+	pendShut   atomic.Int32  // shutdown(how) while the verdict was pending: how+1 or-ed (1 read, 2 write)
+	peerFin    atomic.Bool   // the peer's FIN was seen (EOF read or polled)
 
 	stream  atomic.Pointer[core.Stream] // accelerated: the stream
 	wake    wakeup                      // accelerated: how blocked threads sleep
@@ -158,15 +158,8 @@ func (s *Socket) fallBackLocked() {
 	}
 	if sh := s.pendShut.Load(); sh != 0 && len(s.fds) > 0 {
 		// shutdown while the verdict was pending: the kernel's FIN goes
-		// after the early bytes.
-		how := unix.SHUT_RDWR
-		switch sh {
-		case unix.SHUT_RD + 1:
-			how = unix.SHUT_RD
-		case unix.SHUT_WR + 1:
-			how = unix.SHUT_WR
-		}
-		unix.Shutdown(s.fds[0], how)
+		// after the early bytes. sh-1: 1 SHUT_RD, 2 SHUT_WR, 3 SHUT_RDWR.
+		unix.Shutdown(s.fds[0], int(sh)-1)
 	}
 	s.setState(sockFallback)
 	for _, fd := range s.fds {

@@ -124,12 +124,18 @@ func (w *wakeup) eventFD(p *Process) int {
 // (programs size tables by them: wrk's event loop, select's FD_SETSIZE).
 // It returns the new number, or fd when it cannot move it.
 func highFD(fd int) int {
-	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, highBase())
+	nfd, err := dupHigh(fd)
 	if err != nil {
 		return fd
 	}
 	unix.Close(fd)
 	return nfd
+}
+
+// dupHigh duplicates fd (close-on-exec) to a number at or above highBase,
+// for a descriptor the shim keeps or polls on its own.
+func dupHigh(fd int) (int, error) {
+	return unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, highBase())
 }
 
 // highBase is where the shim's own descriptors go: half the soft

@@ -2,10 +2,8 @@ package tests
 
 import (
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -18,26 +16,11 @@ import (
 // accept so that they pile up). The logs tell which connections were
 // accelerated and which were switched or fell back.
 
-var (
-	forkEchoOnce sync.Once
-	forkEchoPath string
-	forkEchoErr  error
-)
-
+// forkEcho builds testdata/fork_echo.c once.
 func forkEcho(t *testing.T) (artefacts, string) {
 	t.Helper()
 	a := build(t)
-	forkEchoOnce.Do(func() {
-		forkEchoPath = filepath.Join(buildDir, "fork_echo")
-		out, err := exec.Command("gcc", "-O2", "-Wall", "-pthread", "-o", forkEchoPath, "testdata/fork_echo.c").CombinedOutput()
-		if err != nil {
-			forkEchoErr = fmt.Errorf("gcc fork_echo.c: %v\n%s", err, out)
-		}
-	})
-	if forkEchoErr != nil {
-		t.Fatal(forkEchoErr)
-	}
-	return a, forkEchoPath
+	return a, cbuildShared(t, "testdata/fork_echo.c", "-pthread")
 }
 
 // forkRun runs one server in mode and clients of the given sizes, one

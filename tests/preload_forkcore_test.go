@@ -2,11 +2,9 @@ package tests
 
 import (
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -18,26 +16,11 @@ import (
 // the program against a shimmed echo server; the shared log (each line
 // tagged with its pid) tells which process connected accelerated.
 
-var (
-	forkCoreOnce sync.Once
-	forkCorePath string
-	forkCoreErr  error
-)
-
+// forkCoreProg builds testdata/forkcore.c once.
 func forkCoreProg(t *testing.T) (artefacts, string) {
 	t.Helper()
 	a := build(t)
-	forkCoreOnce.Do(func() {
-		forkCorePath = filepath.Join(buildDir, "forkcore")
-		out, err := exec.Command("gcc", "-O2", "-Wall", "-o", forkCorePath, "testdata/forkcore.c").CombinedOutput()
-		if err != nil {
-			forkCoreErr = fmt.Errorf("gcc forkcore.c: %v\n%s", err, out)
-		}
-	})
-	if forkCoreErr != nil {
-		t.Fatal(forkCoreErr)
-	}
-	return a, forkCorePath
+	return a, cbuildShared(t, "testdata/forkcore.c")
 }
 
 // forkCoreRun starts a shimmed epoll echo server for nconn connections and
@@ -72,6 +55,19 @@ func accelerated(log string) map[string]int {
 		n[m[1]]++
 	}
 	return n
+}
+
+// forkCoreChild runs forkcore in a mode where one child reports done
+// (forkcore PORT mode 1MiB, two connections) and returns the child's pid
+// and the log.
+func forkCoreChild(t *testing.T, env []string, mode string) (string, string) {
+	t.Helper()
+	out, log := forkCoreRun(t, 2, env, mode, fmt.Sprint(1<<20))
+	pids := okPIDs(out)
+	if len(pids) != 1 {
+		t.Fatalf("child did not report:\n%s", out)
+	}
+	return pids[0], log
 }
 
 // okPIDs returns the pids forkcore reported done.
@@ -154,13 +150,9 @@ func TestForkCoreSequence(t *testing.T) {
 // not), the program's SIGUSR1 handler runs before and after the child's
 // core loads; the child still connects accelerated.
 func TestForkCoreSignals(t *testing.T) {
-	out, log := forkCoreRun(t, 2, nil, "signals", fmt.Sprint(1<<20))
-	pids := okPIDs(out)
-	if len(pids) != 1 {
-		t.Fatalf("child did not report:\n%s", out)
-	}
-	if acc := accelerated(log); acc[pids[0]] != 1 {
-		t.Errorf("child connected accelerated %d times, want 1\n%s", acc[pids[0]], log)
+	child, log := forkCoreChild(t, nil, "signals")
+	if acc := accelerated(log); acc[child] != 1 {
+		t.Errorf("child connected accelerated %d times, want 1\n%s", acc[child], log)
 	}
 	noWarnings(t, log)
 }
@@ -169,13 +161,9 @@ func TestForkCoreSignals(t *testing.T) {
 // child's first socket, the child's connection stays on kernel TCP; with
 // it 0 from the start, no process loads a core.
 func TestForkCoreEnable(t *testing.T) {
-	out, log := forkCoreRun(t, 2, nil, "noenable", fmt.Sprint(1<<20))
-	pids := okPIDs(out)
-	if len(pids) != 1 {
-		t.Fatalf("child did not report:\n%s", out)
-	}
+	child, log := forkCoreChild(t, nil, "noenable")
 	acc := accelerated(log)
-	if acc[pids[0]] != 0 {
+	if acc[child] != 0 {
 		t.Errorf("child with SDPSHIM_ENABLE=0 connected accelerated\n%s", log)
 	}
 	if len(acc) != 1 {
@@ -185,10 +173,7 @@ func TestForkCoreEnable(t *testing.T) {
 		t.Errorf("no line for the child's setting\n%s", log)
 	}
 
-	out, log = forkCoreRun(t, 2, []string{"SDPSHIM_ENABLE=0"}, "noenable", fmt.Sprint(1<<20))
-	if len(okPIDs(out)) != 1 {
-		t.Fatalf("child did not report:\n%s", out)
-	}
+	_, log = forkCoreChild(t, []string{"SDPSHIM_ENABLE=0"}, "noenable")
 	if acc := accelerated(log); len(acc) != 0 {
 		t.Errorf("a SDPSHIM_ENABLE=0 program connected accelerated: %v\n%s", acc, log)
 	}

@@ -15,12 +15,17 @@ import (
 // reads the kernel socket, gets every byte the client sends after the
 // first 64 and echoes them; the client checks each byte and the EOF. Done
 // with each size of the unread backlog: none (64 bytes, the request alone), and 4 MiB sent at once (part
-// of it in the holder's stream when the switch runs, replayed over TCP).
+// of it in the holder's stream when the switch runs, replayed over TCP);
+// and once with the fd sent by sendmmsg instead of sendmsg.
 func TestPassAcceleratedFD(t *testing.T) {
 	a, echo := forkEcho(t)
 	prog := cbuild(t, "testdata/pass_fd.c")
-	for _, size := range []int{64, 4 << 20} {
-		t.Run(fmt.Sprint(size), func(t *testing.T) {
+	for _, tc := range []struct {
+		size int
+		send []string // the holder's extra argument
+	}{{64, nil}, {4 << 20, nil}, {64, []string{"sendmmsg"}}} {
+		size := tc.size
+		t.Run(strings.Join(append([]string{fmt.Sprint(size)}, tc.send...), "-"), func(t *testing.T) {
 			rd := runDir(t)
 			logs := t.TempDir()
 			path := filepath.Join(t.TempDir(), "pass.sock")
@@ -28,7 +33,7 @@ func TestPassAcceleratedFD(t *testing.T) {
 			cliLog := filepath.Join(logs, "client.log")
 			recv := start(t, a.environ(t, side{shim: true, log: filepath.Join(logs, "receiver.log")}, rd), 60*time.Second, prog, "receiver", path)
 			waitLine(t, recv, "ready")
-			holder := start(t, a.environ(t, side{shim: true, log: holderLog}, rd), 60*time.Second, prog, "holder", path)
+			holder := start(t, a.environ(t, side{shim: true, log: holderLog}, rd), 60*time.Second, prog, append([]string{"holder", path}, tc.send...)...)
 			port := echoPort(t, holder)
 			cli := start(t, a.environ(t, side{shim: true, log: cliLog}, rd), 60*time.Second, echo, "client", fmt.Sprint(port), fmt.Sprint(size), "7")
 			if err := cli.wait(); err != nil || !strings.HasPrefix(cli.out.String(), fmt.Sprintf("ok %d", size)) {

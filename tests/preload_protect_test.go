@@ -2,7 +2,6 @@ package tests
 
 import (
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -17,10 +16,7 @@ import (
 // it (the stream stayed accelerated, it did not break and fall back).
 func TestCloseRangeKeepsAcceleratedStream(t *testing.T) {
 	a := build(t)
-	prog := filepath.Join(t.TempDir(), "closerange")
-	if out, err := exec.Command("gcc", "-O2", "-Wall", "-o", prog, "testdata/closerange.c").CombinedOutput(); err != nil {
-		t.Fatalf("build closerange.c: %v\n%s", err, out)
-	}
+	prog := cbuild(t, "testdata/closerange.c")
 	for _, shim := range []bool{false, true} {
 		t.Run(map[bool]string{false: "plain", true: "shimmed"}[shim], func(t *testing.T) {
 			rd := runDir(t)

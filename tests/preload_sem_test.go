@@ -3,7 +3,6 @@ package tests
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -104,12 +103,7 @@ func cpuTicks(t *testing.T, pid int) int64 {
 // semBuild compiles testdata/NAME.c.
 func semBuild(t *testing.T, name string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), name)
-	if out, err := exec.Command("gcc", "-O2", "-Wall", "-pthread", "-o", bin,
-		filepath.Join("testdata", name+".c")).CombinedOutput(); err != nil {
-		t.Fatalf("gcc %s: %v\n%s", name, err, out)
-	}
-	return bin
+	return cbuild(t, filepath.Join("testdata", name+".c"), "-pthread")
 }
 
 var (

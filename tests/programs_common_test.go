@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -321,6 +322,35 @@ func cbuild(t *testing.T, src string, extra ...string) string {
 		t.Fatalf("gcc %s: %v\n%s", src, err, msg)
 	}
 	return out
+}
+
+// cbuildShared is cbuild for a program many tests run: compiled once per
+// test binary, into the build directory (build(t) must have run).
+func cbuildShared(t *testing.T, src string, extra ...string) string {
+	t.Helper()
+	need(t, "gcc")
+	v, _ := cbuilt.LoadOrStore(src, &cbuiltProg{})
+	p := v.(*cbuiltProg)
+	p.once.Do(func() {
+		p.path = filepath.Join(buildDir, strings.TrimSuffix(filepath.Base(src), ".c"))
+		args := append([]string{"-O2", "-Wall", "-Wextra", "-Werror", "-o", p.path, src}, extra...)
+		if msg, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+			p.err = fmt.Errorf("gcc %s: %v\n%s", src, err, msg)
+		}
+	})
+	if p.err != nil {
+		t.Fatal(p.err)
+	}
+	return p.path
+}
+
+// cbuilt holds cbuildShared's programs by source path.
+var cbuilt sync.Map
+
+type cbuiltProg struct {
+	once sync.Once
+	path string
+	err  error
 }
 
 // waitListen waits until a socket listens on 127.0.0.1:port (or p ends),

@@ -267,10 +267,7 @@ func TestStatsOtherUIDRefused(t *testing.T) {
 func TestStatsInterposerFallbackCounted(t *testing.T) {
 	a := build(t)
 	sdpshimCLI(t)
-	exe := filepath.Join(t.TempDir(), "vforksock")
-	if out, err := exec.Command("gcc", "-O2", "-Wall", "-o", exe, "testdata/vforksock.c").CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	exe := cbuild(t, "testdata/vforksock.c")
 	rd := runDir(t)
 	p := start(t, a.environ(t, side{shim: true}, rd), 20*time.Second, exe)
 	s := waitSnapshot(t, rd, p.cmd.Process.Pid, "the vfork child's fallback", func(s *stats.Snapshot) bool {

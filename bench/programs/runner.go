@@ -158,41 +158,47 @@ func tailOf(s string) string {
 // connection may). Otherwise the figure would be kernel TCP's under the
 // preload, and the row says so instead.
 func carried(m mode, rd string, out map[string]float64) (map[string]float64, error) {
-	if m != shimmed {
-		return out, nil
-	}
-	eps, err := stats.List(rd)
-	if err != nil {
-		return nil, fmt.Errorf("shim stats: %w", err)
-	}
-	var acc, fell uint64
-	for _, ep := range eps {
-		s, err := stats.Fetch(ep.Path, 2*time.Second)
+	return carriedBy(m, out, func() (acc, fell uint64, err error) {
+		eps, err := stats.List(rd)
 		if err != nil {
-			continue // exited meanwhile
+			return 0, 0, fmt.Errorf("shim stats: %w", err)
 		}
-		acc += s.Totals.Accelerated
-		fell += s.Totals.Fallbacks
-	}
-	return carriedCounts(acc, fell, out)
+		for _, ep := range eps {
+			s, err := stats.Fetch(ep.Path, 2*time.Second)
+			if err != nil {
+				continue // exited meanwhile
+			}
+			acc += s.Totals.Accelerated
+			fell += s.Totals.Fallbacks
+		}
+		return acc, fell, nil
+	})
 }
 
 // carriedLog is carried for a run whose serving processes are gone: the
 // client's debug log (SDPSHIM_LOG_FILE) counts its connections.
 func carriedLog(m mode, log string, out map[string]float64) (map[string]float64, error) {
+	return carriedBy(m, out, func() (acc, fell uint64, err error) {
+		b, err := os.ReadFile(log)
+		if err != nil {
+			return 0, 0, fmt.Errorf("client log: %w", err)
+		}
+		acc = uint64(strings.Count(string(b), `msg="connected accelerated"`))
+		fell = uint64(strings.Count(string(b), `msg="connection stays on kernel TCP"`))
+		return acc, fell, nil
+	})
+}
+
+// carriedBy returns out unless m is shimmed and count (the connections
+// accelerated and fallen back) says the shim did not carry the run.
+func carriedBy(m mode, out map[string]float64, count func() (acc, fell uint64, err error)) (map[string]float64, error) {
 	if m != shimmed {
 		return out, nil
 	}
-	b, err := os.ReadFile(log)
+	acc, fell, err := count()
 	if err != nil {
-		return nil, fmt.Errorf("client log: %w", err)
+		return nil, err
 	}
-	acc := uint64(strings.Count(string(b), `msg="connected accelerated"`))
-	fell := uint64(strings.Count(string(b), `msg="connection stays on kernel TCP"`))
-	return carriedCounts(acc, fell, out)
-}
-
-func carriedCounts(acc, fell uint64, out map[string]float64) (map[string]float64, error) {
 	if acc == 0 || fell > acc {
 		return nil, fmt.Errorf("not carried by the shim: %d connections accelerated, %d fell back", acc, fell)
 	}

@@ -16,6 +16,7 @@
  * the call with EBADF (select), as fds that are not open do.
  */
 #include "shim.h"
+#include "sigcount.h"
 
 #include <string.h>
 #include <sys/mman.h>
@@ -79,27 +80,26 @@ static void sdp_poll_census(const struct pollfd *fds, nfds_t n, nfds_t *managed,
 	}
 }
 
-static int sdp_poll_engine_held(struct pollfd *fds, nfds_t n, nfds_t managed, const struct timespec *timeout,
-				const sigset_t *sigmask);
-
 /* poll over fds with MANAGED or PROTECTED entries. timeout: NULL waits
- * forever. Returns the poll result, -1 with errno on failure. The
- * program's signals are held meanwhile (sdp_signals_hold). */
+ * forever. Returns the poll result, -1 with errno on failure.
+ *
+ * As in epoll's engine (epoll.c), the program's signals are held
+ * (sdp_signals_hold) only from the first pass that finds nothing ready
+ * until the engine returns, so that they interrupt the kernel sleep
+ * exactly as the kernel would: a call whose first look finds something
+ * makes no sigprocmask call. A handler that ran during that first look is
+ * seen in the trampoline's count (sigcount.h): poll fails with EINTR
+ * after any handler, SA_RESTART or not (signal(7)). */
 static int sdp_poll_engine(struct pollfd *fds, nfds_t n, nfds_t managed, const struct timespec *timeout,
 			   const sigset_t *sigmask)
 {
-	sigset_t old;
-	sdp_signals_hold(&old);
-	int r = sdp_poll_engine_held(fds, n, managed, timeout, sigmask != NULL ? sigmask : &old);
-	sdp_signals_release(&old);
-	return r;
-}
-
-static int sdp_poll_engine_held(struct pollfd *fds, nfds_t n, nfds_t managed, const struct timespec *timeout,
-				const sigset_t *sigmask)
-{
 	if (!sdp_ts_valid(timeout))
 		return (int)sdp_fail(EINVAL);
+	struct sdp_sigmark mark;
+	sdp_sig_mark(&mark);
+	sigset_t old;
+	int held = 0;
+	int zero = timeout != NULL && timeout->tv_sec == 0 && timeout->tv_nsec == 0;
 	int64_t deadline = timeout ? sdp_now_ns() + (int64_t)timeout->tv_sec * 1000000000LL + timeout->tv_nsec : 0;
 	nfds_t wcap = 2 * managed + 1;
 	struct pollfd kstack[SDP_POLL_STACK];
@@ -148,6 +148,18 @@ static int sdp_poll_engine_held(struct pollfd *fds, nfds_t n, nfds_t managed, co
 					nwait = wcap;
 			}
 		}
+		if (ready == 0 && !held) {
+			sdp_signals_hold(&old);
+			held = 1;
+			if (sigmask == NULL)
+				sigmask = &old;
+			if (!zero && sdp_sig_since(&mark) != SDP_SIG_NONE) {
+				/* A handler ran during the first look: the
+				 * kernel's sleep would have ended with EINTR. */
+				result = (int)sdp_fail(EINTR);
+				goto out;
+			}
+		}
 		int64_t now = ready > 0 || timeout == NULL ? 0 : sdp_now_ns();
 		struct timespec left = ready > 0 ? (struct timespec){0, 0} : sdp_ts_left(deadline, now);
 		int kr = sdp_real.ppoll(k, u + nwait, ready > 0 || timeout ? &left : NULL, sigmask);
@@ -168,6 +180,11 @@ static int sdp_poll_engine_held(struct pollfd *fds, nfds_t n, nfds_t managed, co
 out:
 	sdp_scratch_put(&ks);
 	sdp_scratch_put(&is);
+	if (held) {
+		int err = errno;
+		sdp_signals_release(&old);
+		errno = err;
+	}
 	return result;
 }
 

@@ -146,10 +146,11 @@ static SDP_COLD void sdp_pass_rights_in(const struct msghdr *um)
 }
 
 /* 1 when m may carry MANAGED fds (an SCM_RIGHTS message of a process that
- * has some). */
+ * has some). The process-wide count comes first: a process without
+ * MANAGED or PROTECTED fds never reads the program's msghdr here. */
 static inline int sdp_may_pass(const struct msghdr *m)
 {
-	return unlikely(m != NULL && m->msg_controllen != 0) && sdp_fd_any_special();
+	return unlikely(sdp_fd_any_special()) && m != NULL && m->msg_controllen != 0;
 }
 
 SDP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
@@ -184,12 +185,20 @@ static SDP_COLD int sendmmsg_slow(int fd, struct mmsghdr *v, unsigned int n, int
 	return (int)i;
 }
 
+/* sdp_pass_rights for each message of a sendmmsg (as many as the kernel
+ * sends at most). */
+static SDP_COLD void sdp_pass_rights_all(const struct mmsghdr *v, unsigned int n)
+{
+	for (unsigned int i = 0; v != NULL && i < n && i < UIO_MAXIOV; i++)
+		if (v[i].msg_hdr.msg_controllen != 0)
+			sdp_pass_rights(&v[i].msg_hdr);
+}
+
 SDP_EXPORT int sendmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 {
 	if (likely(sdp_fd_plain(fd))) {
-		for (unsigned int i = 0; v != NULL && i < n && i < UIO_MAXIOV; i++)
-			if (sdp_may_pass(&v[i].msg_hdr))
-				sdp_pass_rights(&v[i].msg_hdr);
+		if (unlikely(sdp_fd_any_special()))
+			sdp_pass_rights_all(v, n);
 		return sdp_real.sendmmsg(fd, v, n, flags);
 	}
 	return sendmmsg_slow(fd, v, n, flags);

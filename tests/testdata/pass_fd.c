@@ -9,6 +9,8 @@
  *       one connection, reads a 64-byte request and sends it back (the
  *       connection has carried bytes both ways), then sends the fd to the
  *       receiver at PATH and closes its own copy.
+ *   pass_fd holder PATH sendmmsg
+ *       The same, the fd sent by sendmmsg (one message).
  *
  * The client is fork_echo's (fork_echo client PORT BYTES SEED): it checks
  * every byte of the echo and the EOF. The receiver reads the kernel socket
@@ -88,7 +90,7 @@ static int receiver(const char *path)
 	return 0;
 }
 
-static int holder(const char *path)
+static int holder(const char *path, int mmsg)
 {
 	int l = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -127,8 +129,13 @@ static int holder(const char *path)
 	h->cmsg_type = SCM_RIGHTS;
 	h->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(h), &c, sizeof c);
-	if (sendmsg(u, &m, 0) != 1)
+	if (mmsg) {
+		struct mmsghdr v = {.msg_hdr = m};
+		if (sendmmsg(u, &v, 1, 0) != 1 || v.msg_len != 1)
+			die("sendmmsg");
+	} else if (sendmsg(u, &m, 0) != 1) {
 		die("sendmsg");
+	}
 	close(c);
 	close(u);
 	return 0;
@@ -139,7 +146,9 @@ int main(int argc, char **argv)
 	if (argc == 3 && strcmp(argv[1], "receiver") == 0)
 		return receiver(argv[2]);
 	if (argc == 3 && strcmp(argv[1], "holder") == 0)
-		return holder(argv[2]);
-	fprintf(stderr, "usage: pass_fd receiver PATH | pass_fd holder PATH\n");
+		return holder(argv[2], 0);
+	if (argc == 4 && strcmp(argv[1], "holder") == 0 && strcmp(argv[3], "sendmmsg") == 0)
+		return holder(argv[2], 1);
+	fprintf(stderr, "usage: pass_fd receiver PATH | pass_fd holder PATH [sendmmsg]\n");
 	return 2;
 }

@@ -35,7 +35,8 @@ func forkCoreRun(t *testing.T, nconn int, env []string, args ...string) (string,
 	port := echoPort(t, srv)
 	cli := start(t, a.environ(t, side{shim: true, log: log, env: env}, rd), 90*time.Second, prog, append([]string{fmt.Sprint(port)}, args...)...)
 	if err := cli.wait(); err != nil {
-		t.Fatalf("forkcore %v: %v\n%s\n%s\nlog:\n%s", args, err, cli.out.String(), cli.errb.String(), readLog(t, log))
+		t.Fatalf("forkcore %v: %v\n%s\n%s\necho server: %s\nlog:\n%s", args, err, cli.out.String(), cli.errb.String(),
+			srv.errb.String(), readLog(t, log))
 	}
 	if err := srv.wait(); err != nil {
 		t.Fatalf("echo server: %v\n%s", err, srv.errb.String())

@@ -107,7 +107,7 @@ static void exchange(int fd, uint64_t seed)
 			if (r < 0 && errno == EINTR)
 				continue;
 			if (r <= 0)
-				die("read: %zd at %ld", r, done + (long)off);
+				die("read: %zd at %ld (exchange %llu)", r, done + (long)off, (unsigned long long)seed);
 			off += (size_t)r;
 		}
 		if (memcmp(in, out, n) != 0)

@@ -172,7 +172,10 @@ func TestHoldInOrderCrossProcess(t *testing.T) {
 		if ok, err := tr.TrySend(dataHeader(1, 6), []byte{6}); ok || err != nil {
 			return fmt.Errorf("send into a full ring again: %v %v", ok, err)
 		}
-		return e.expect(5)
+		if err := e.expect(5); err != nil {
+			return err
+		}
+		return e.send(6) // B closes only now: a TrySend after its close sees the peer gone
 	})
 }
 
@@ -215,7 +218,10 @@ func holdB(e *peerEnv) error {
 	if s := tr.Stats(); s.AcksSent != 1 {
 		return fmt.Errorf("%d acknowledgements, want 1: %+v", s.AcksSent, s)
 	}
-	return e.send(5)
+	if err := e.send(5); err != nil {
+		return err
+	}
+	return e.expect(6) // A's last TrySend is done
 }
 
 // The killed case: B streams to A and never reads; A fills its ring

@@ -1,0 +1,647 @@
+/*
+ * direct.c - the direct data path (direct.h): status-byte blocks in a
+ * shared area, the application's threads copying in and out, and the
+ * announce / re-check / sleep, publish / look / wake protocol.
+ */
+#define _GNU_SOURCE 1
+#include "direct.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HDR ((uint32_t)sizeof(struct sdp_dblk))
+#define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define LOADR(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define STORER(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define FENCE() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+/* ---- layout ------------------------------------------------------------- */
+
+static size_t round_line(size_t n) { return (n + SDP_DLINE - 1) & ~(size_t)(SDP_DLINE - 1); }
+
+static size_t dir_bytes(uint32_t n, uint32_t s) { return round_line(n) + (size_t)n * s; }
+
+size_t sdp_darea_size(uint32_t n, uint32_t s) { return round_line(sizeof(struct sdp_darea)) + 2 * dir_bytes(n, s); }
+
+static int geometry_ok(uint32_t n, uint32_t s)
+{
+	return n >= 1 && n <= 65536 && (n & (n - 1)) == 0 && s > HDR && s % SDP_DLINE == 0 && s <= (1u << 20);
+}
+
+int sdp_darea_init(void *mem, size_t size, uint32_t n, uint32_t s, uint32_t stream)
+{
+	if (!geometry_ok(n, s) || size < sdp_darea_size(n, s))
+		return -EINVAL;
+	memset(mem, 0, round_line(sizeof(struct sdp_darea)) + 2 * round_line(n)); /* header, status bytes */
+	struct sdp_darea *a = mem;
+	a->magic = SDP_DAREA_MAGIC;
+	a->version = SDP_DAREA_VERSION;
+	a->nblocks = n;
+	a->block_size = s;
+	a->stream = stream;
+	a->size = size;
+	return 0;
+}
+
+/* Status bytes and blocks of direction d, from the handle's validated
+ * geometry (never from the area's header again). */
+static uint8_t *status_of(const struct sdp_dconn *c, int d)
+{
+	return (uint8_t *)c->a + round_line(sizeof(struct sdp_darea)) + (size_t)d * dir_bytes(c->n, c->s);
+}
+
+static struct sdp_dblk *block_of(const struct sdp_dconn *c, int d, uint32_t idx)
+{
+	return (struct sdp_dblk *)(status_of(c, d) + round_line(c->n) + (size_t)(idx & (c->n - 1)) * c->s);
+}
+
+int sdp_dconn_open(struct sdp_dconn *c, void *mem, size_t size, int side, int my_efd, int peer_efd)
+{
+	const struct sdp_darea *a = mem;
+	if (size < sizeof *a || (side != 0 && side != 1))
+		return -EINVAL;
+	uint32_t n = LOADR(&a->nblocks), s = LOADR(&a->block_size);
+	if (LOADR(&a->magic) != SDP_DAREA_MAGIC || LOADR(&a->version) != SDP_DAREA_VERSION || !geometry_ok(n, s) ||
+	    size < sdp_darea_size(n, s))
+		return -EINVAL;
+	memset(c, 0, sizeof *c);
+	c->a = mem;
+	c->size = size;
+	c->side = side;
+	c->n = n;
+	c->s = s;
+	c->stream = LOADR(&a->stream);
+	c->my_efd = my_efd;
+	c->peer_efd = peer_efd;
+	c->poll_min = 16;
+	c->poll_max = 4096;
+	c->budget = c->poll_min;
+	c->grant_every = 1;
+	return 0;
+}
+
+/* ---- system calls --------------------------------------------------------- */
+
+static long futex_wait(uint32_t *w, uint32_t v, const struct timespec *t)
+{
+	return syscall(SYS_futex, w, FUTEX_WAIT, v, t, NULL, 0);
+}
+
+static void futex_wake(uint32_t *w, int n) { syscall(SYS_futex, w, FUTEX_WAKE, n, NULL, NULL, 0); }
+
+static void efd_ring(int efd)
+{
+	uint64_t one = 1;
+	if (efd >= 0)
+		(void)syscall(SYS_write, efd, &one, sizeof one); /* EAGAIN at the counter's limit: already readable */
+}
+
+/* ---- the side lock: serialises the senders (or receivers) of one side of
+ * a direction: threads of one process, or a parent and its fork children
+ * sharing the fd. The word holds the holder's pid (bit 31: waiters), so a
+ * holder killed mid-call is noticed and its lock taken over rather than
+ * hanging its siblings. Uncontended: one CAS to take, one exchange to give.
+ */
+#define LOCK_WAITERS 0x80000000u
+
+static pid_t cached_pid;
+static pthread_once_t pid_once = PTHREAD_ONCE_INIT;
+static void pid_forget(void) { cached_pid = 0; }
+static void pid_setup(void) { pthread_atfork(NULL, NULL, pid_forget); }
+
+static uint32_t my_pid(void)
+{
+	pid_t p = cached_pid;
+	if (p > 0)
+		return (uint32_t)p;
+	pthread_once(&pid_once, pid_setup);
+	p = (pid_t)syscall(SYS_getpid);
+	cached_pid = p;
+	return (uint32_t)p;
+}
+
+static void lock_slow(uint32_t *w, uint32_t me)
+{
+	for (int i = 0; i < 128; i++) {
+		cpu_relax();
+		uint32_t z = 0;
+		if (LOADR(w) == 0 && __atomic_compare_exchange_n(w, &z, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			return;
+	}
+	for (;;) {
+		uint32_t v = LOADR(w);
+		if (v == 0) {
+			/* Others may sleep: keep the waiters bit so the unlock wakes them. */
+			if (__atomic_compare_exchange_n(w, &v, me | LOCK_WAITERS, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+				return;
+			continue;
+		}
+		if (!(v & LOCK_WAITERS) &&
+		    !__atomic_compare_exchange_n(w, &v, v | LOCK_WAITERS, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			continue;
+		struct timespec t = {.tv_sec = 0, .tv_nsec = 200 * 1000 * 1000};
+		if (futex_wait(w, v | LOCK_WAITERS, &t) < 0 && errno == ETIMEDOUT) {
+			pid_t holder = (pid_t)(v & ~LOCK_WAITERS);
+			if (holder > 0 && kill(holder, 0) < 0 && errno == ESRCH) {
+				uint32_t e = v | LOCK_WAITERS;
+				__atomic_compare_exchange_n(w, &e, 0, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+			}
+		}
+	}
+}
+
+static inline void side_lock(uint32_t *w)
+{
+	uint32_t me = my_pid(), z = 0;
+	if (!__atomic_compare_exchange_n(w, &z, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		lock_slow(w, me);
+}
+
+static inline void side_unlock(uint32_t *w)
+{
+	if (__atomic_exchange_n(w, 0, __ATOMIC_RELEASE) & LOCK_WAITERS)
+		futex_wake(w, 1);
+}
+
+static void budget_woken(struct sdp_dconn *c);
+
+/* ---- violations ------------------------------------------------------------ */
+
+/* The peer broke the protocol: this side stops using the area, and its
+ * peer (if it is still honest) sees a reset. */
+static long violation(struct sdp_dconn *c)
+{
+	c->broken = SDP_DERR_PROTO;
+	c->violations++;
+	sdp_dconn_reset(c);
+	return -ECONNRESET;
+}
+
+/* ---- wakes: publish, then look, then wake (one system call per sleeper
+ * kind that announced itself; nothing when nobody sleeps) ---------------- */
+
+static void wake_word(struct sdp_dconn *c, uint32_t *sleepers, uint32_t *word, uint32_t *armed)
+{
+	FENCE(); /* what was published is visible before the look below */
+	if (LOADR(sleepers) != 0) {
+		__atomic_fetch_add(word, 1, __ATOMIC_SEQ_CST);
+		futex_wake(word, INT_MAX);
+		c->wakes_sent++;
+	}
+	if (LOADR(armed) != 0 && __atomic_exchange_n(armed, 0, __ATOMIC_SEQ_CST) != 0) {
+		efd_ring(c->peer_efd);
+		c->evwakes_sent++;
+	}
+}
+
+/* The peer may wait for data on d (what we send it). */
+static void wake_data(struct sdp_dconn *c, struct sdp_ddir *d)
+{
+	wake_word(c, &d->data_sleepers, &d->data_word, &d->data_armed);
+}
+
+/* The peer may wait for space on d (what it sends us). */
+static void wake_space(struct sdp_dconn *c, struct sdp_ddir *d)
+{
+	wake_word(c, &d->space_sleepers, &d->space_word, &d->space_armed);
+}
+
+/* Announces a sleep on (sleepers, word): after this, any publish that the
+ * re-check below misses is followed by a wake of word. */
+static void announce(uint32_t *sleepers, uint32_t *word, struct sdp_dsleep *sl, int what)
+{
+	__atomic_fetch_add(sleepers, 1, __ATOMIC_SEQ_CST);
+	FENCE();
+	sl->word = word;
+	sl->val = __atomic_load_n(word, __ATOMIC_SEQ_CST);
+	sl->what = what;
+}
+
+/* Withdraws an announcement. */
+static void withdraw(struct sdp_dconn *c, const struct sdp_dsleep *sl)
+{
+	struct sdp_ddir *d = &c->a->dir[sl->what == 0 ? 1 - c->side : c->side];
+	uint32_t *sleepers = sl->what == 0 ? &d->data_sleepers : &d->space_sleepers;
+	/* Never below 0, whatever the peer wrote there. */
+	uint32_t v = LOADR(sleepers);
+	while (v != 0 && !__atomic_compare_exchange_n(sleepers, &v, v - 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+		;
+}
+
+void sdp_dconn_woke(struct sdp_dconn *c, const struct sdp_dsleep *sl)
+{
+	withdraw(c, sl);
+	budget_woken(c);
+}
+
+/* ---- adaptive polling (seed 002's feedback rules, per handle) ----------- */
+
+/* A wait found what it waited for after k polls: the budget moves toward
+ * twice what this wait needed. A granted wait that hit halves the wakes
+ * between grants. */
+static void budget_hit(struct sdp_dconn *c, uint32_t k)
+{
+	c->polls_hit++;
+	uint32_t want = k * 2, b = c->budget > want ? (c->budget + want) / 2 : want;
+	c->budget = b > c->poll_max ? c->poll_max : b < c->poll_min ? c->poll_min : b;
+	if (c->granted) {
+		c->granted = 0;
+		c->grant_every = c->grant_every > 1 ? c->grant_every / 2 : 1;
+	}
+}
+
+/* A wait spent its budget and sleeps. A granted wait that missed doubles
+ * the wakes between grants (up to 64), so sparse traffic rarely pays. */
+static void budget_miss(struct sdp_dconn *c)
+{
+	c->sleeps++;
+	uint32_t b = c->budget / 2;
+	c->budget = b < c->poll_min ? c->poll_min : b;
+	if (c->granted) {
+		c->granted = 0;
+		c->grant_every = c->grant_every < 64 ? c->grant_every * 2 : 64;
+	}
+}
+
+/* A sleeper was woken: the answer to what just arrived usually comes
+ * within one peer wakeup, so every grant_every wakes the next wait may
+ * poll the whole maximum, taking both ends out of the sleeping ping-pong. */
+static void budget_woken(struct sdp_dconn *c)
+{
+	if (++c->wakes_seen >= c->grant_every && c->poll_max > 0) {
+		c->wakes_seen = 0;
+		c->budget = c->poll_max;
+		c->granted = 1;
+	}
+}
+
+/* Polls cond (a readiness test) up to the budget; 1 when it came true.
+ * Every 128 polls it yields the core, so a peer sharing it gets to run. */
+#define POLL_UNTIL(c, cond)                                                                                  \
+	({                                                                                                   \
+		int ok_ = 0;                                                                                 \
+		for (uint32_t k_ = 1; k_ <= (c)->budget; k_++) {                                             \
+			if (cond) {                                                                          \
+				budget_hit((c), k_);                                                         \
+				ok_ = 1;                                                                     \
+				break;                                                                       \
+			}                                                                                    \
+			if ((k_ & 127) == 0)                                                                 \
+				sched_yield();                                                               \
+			else                                                                                 \
+				cpu_relax();                                                                 \
+		}                                                                                            \
+		ok_;                                                                                         \
+	})
+
+/* ---- send ------------------------------------------------------------------ */
+
+/* Why sending on this side cannot go on, or 0. */
+static long send_blocked(const struct sdp_dconn *c)
+{
+	const struct sdp_ddir *out = &c->a->dir[c->side], *in = &c->a->dir[1 - c->side];
+	if (c->broken || LOAD(&in->reset))
+		return -ECONNRESET;
+	if (LOAD(&out->fin) || LOAD(&out->rx_closed) || LOAD(&out->reset))
+		return -EPIPE;
+	return 0;
+}
+
+static long send_locked(struct sdp_dconn *c, const uint8_t *buf, size_t len)
+{
+	struct sdp_ddir *d = &c->a->dir[c->side];
+	uint8_t *status = status_of(c, c->side);
+	uint32_t idx = LOADR(&d->tx_next), seq = LOADR(&d->tx_seq), room = c->s - HDR, skipped = 0;
+	size_t done = 0;
+	while (done < len) {
+		uint8_t st = LOAD(&status[idx & (c->n - 1)]);
+		if (st == SDP_DBLK_RETAINED) { /* the receiver holds it: skip, not block */
+			idx++;
+			if (++skipped >= c->n)
+				break;
+			continue;
+		}
+		if (st != SDP_DBLK_EMPTY)
+			break; /* full (or garbage, which reads as full) */
+		size_t n = len - done < room ? len - done : room;
+		struct sdp_dblk *b = block_of(c, c->side, idx);
+		memcpy(b + 1, buf + done, n);
+		b->stream = c->stream;
+		b->seq = seq;
+		b->len = (uint32_t)n;
+		b->flags = 0;
+		STORE(&status[idx & (c->n - 1)], SDP_DBLK_DATA); /* the status byte last */
+		idx++;
+		seq++;
+		done += n;
+	}
+	if (done > 0) {
+		STORER(&d->tx_next, idx);
+		STORER(&d->tx_seq, seq);
+		__atomic_fetch_add(&d->tx_bytes, done, __ATOMIC_RELAXED);
+	}
+	return (long)done;
+}
+
+/* 1 when the next block to fill is free (or skippable). */
+static int send_room(const struct sdp_dconn *c)
+{
+	const struct sdp_ddir *d = &c->a->dir[c->side];
+	return LOAD(&status_of(c, c->side)[LOADR(&d->tx_next) & (c->n - 1)]) != SDP_DBLK_DATA;
+}
+
+long sdp_dconn_send(struct sdp_dconn *c, const void *buf, size_t len, int flags, struct sdp_dsleep *sl)
+{
+	struct sdp_ddir *d = &c->a->dir[c->side];
+	long r = send_blocked(c);
+	if (r != 0)
+		return r;
+	if (len == 0)
+		return 0;
+	for (int round = 0;; round++) {
+		side_lock(&d->tx_lock);
+		r = send_locked(c, buf, len);
+		side_unlock(&d->tx_lock);
+		if (r > 0) {
+			wake_data(c, d);
+			return r;
+		}
+		if ((r = send_blocked(c)) != 0)
+			return r;
+		if (flags & SDP_D_NONBLOCK)
+			return -EAGAIN;
+		if (round == 0) {
+			if (POLL_UNTIL(c, send_room(c) || send_blocked(c)))
+				continue;
+			budget_miss(c);
+			announce(&d->space_sleepers, &d->space_word, sl, 1);
+			if (!send_room(c) && send_blocked(c) == 0)
+				return SDP_D_WAIT;
+			withdraw(c, sl); /* room came while announcing */
+			continue;
+		}
+		/* Room seen but taken by a sibling thread: go round again. */
+		if (round > 64) {
+			sched_yield();
+			round = 0;
+		}
+	}
+}
+
+/* ---- recv ------------------------------------------------------------------ */
+
+/* Copies out what has arrived, up to len; 0 when nothing has, -ECONNRESET
+ * on a violation. Consumes (frees blocks, moves the cursors) unless peek. */
+static long recv_locked(struct sdp_dconn *c, uint8_t *buf, size_t len, int peek, int *freed)
+{
+	int from = 1 - c->side;
+	struct sdp_ddir *d = &c->a->dir[from];
+	uint8_t *status = status_of(c, from);
+	uint32_t idx = LOADR(&d->rx_next), seq = LOADR(&d->rx_seq), off = LOADR(&d->rx_off), room = c->s - HDR;
+	size_t done = 0;
+	for (uint32_t seen = 0; done < len && seen < c->n; seen++) {
+		uint8_t st = LOAD(&status[idx & (c->n - 1)]);
+		if (st == SDP_DBLK_RETAINED) {
+			idx++;
+			continue;
+		}
+		if (st != SDP_DBLK_DATA)
+			break;
+		const struct sdp_dblk *b = block_of(c, from, idx);
+		struct sdp_dblk h;
+		memcpy(&h, b, sizeof h);
+		if (h.stream != c->stream || h.seq != seq || h.len > room || h.flags != 0 || off > h.len)
+			return violation(c);
+		size_t n = h.len - off < len - done ? h.len - off : len - done;
+		memcpy(buf + done, (const uint8_t *)(b + 1) + off, n);
+		done += n;
+		off += (uint32_t)n;
+		if (off < h.len)
+			break; /* the caller's buffer is full */
+		if (!peek) {
+			STORE(&status[idx & (c->n - 1)], SDP_DBLK_EMPTY); /* after the copy */
+			(*freed)++;
+		}
+		idx++;
+		seq++;
+		off = 0;
+	}
+	if (!peek && done > 0) {
+		STORER(&d->rx_next, idx);
+		STORER(&d->rx_seq, seq);
+		STORER(&d->rx_off, off);
+		__atomic_fetch_add(&d->rx_bytes, done, __ATOMIC_RELAXED);
+	}
+	return (long)done;
+}
+
+/* 1 when a block waits at the read cursor (or one the sender skipped to). */
+static int recv_ready(const struct sdp_dconn *c)
+{
+	const struct sdp_ddir *d = &c->a->dir[1 - c->side];
+	uint8_t st = LOAD(&status_of(c, 1 - c->side)[LOADR(&d->rx_next) & (c->n - 1)]);
+	return st == SDP_DBLK_DATA || st == SDP_DBLK_RETAINED;
+}
+
+/* What a receiver with nothing to read gets: 0 at EOF, -ECONNRESET after
+ * a reset or violation, 1 to wait. */
+static long recv_end(struct sdp_dconn *c)
+{
+	const struct sdp_ddir *d = &c->a->dir[1 - c->side];
+	if (c->broken || LOAD(&d->reset))
+		return -ECONNRESET;
+	if (LOAD(&d->fin)) {
+		if (recv_ready(c))
+			return 1; /* a block came before the FIN: read it first */
+		if (LOADR(&d->fin_seq) != LOADR(&d->rx_seq))
+			return violation(c); /* a FIN that skips blocks never sent */
+		return 0;
+	}
+	return 1;
+}
+
+long sdp_dconn_recv(struct sdp_dconn *c, void *buf, size_t len, int flags, struct sdp_dsleep *sl)
+{
+	struct sdp_ddir *d = &c->a->dir[1 - c->side];
+	if (c->broken)
+		return -ECONNRESET;
+	if (len == 0)
+		return 0;
+	for (int polled = 0;;) {
+		int freed = 0;
+		side_lock(&d->rx_lock);
+		long r = recv_locked(c, buf, len, flags & SDP_D_PEEK, &freed);
+		side_unlock(&d->rx_lock);
+		if (freed)
+			wake_space(c, d);
+		if (r != 0)
+			return r;
+		if ((r = recv_end(c)) != 1)
+			return r;
+		if (flags & SDP_D_NONBLOCK)
+			return -EAGAIN;
+		if (!polled) {
+			polled = 1;
+			if (POLL_UNTIL(c, recv_ready(c) || LOAD(&d->fin) || LOAD(&d->reset)))
+				continue;
+			budget_miss(c);
+		}
+		announce(&d->data_sleepers, &d->data_word, sl, 0);
+		if (!recv_ready(c) && recv_end(c) == 1)
+			return SDP_D_WAIT;
+		withdraw(c, sl);
+	}
+}
+
+/* ---- blocking wrappers ------------------------------------------------------- */
+
+static void sleep_on(struct sdp_dconn *c, struct sdp_dsleep *sl)
+{
+	futex_wait(sl->word, sl->val, NULL);
+	sdp_dconn_woke(c, sl);
+}
+
+long sdp_dconn_send_all(struct sdp_dconn *c, const void *buf, size_t len)
+{
+	size_t done = 0;
+	while (done < len) {
+		struct sdp_dsleep sl;
+		long r = sdp_dconn_send(c, (const uint8_t *)buf + done, len - done, 0, &sl);
+		if (r == SDP_D_WAIT) {
+			sleep_on(c, &sl);
+			continue;
+		}
+		if (r < 0)
+			return done ? (long)done : r;
+		done += (size_t)r;
+	}
+	return (long)done;
+}
+
+long sdp_dconn_recv_wait(struct sdp_dconn *c, void *buf, size_t len, int flags)
+{
+	size_t done = 0;
+	for (;;) {
+		struct sdp_dsleep sl;
+		long r = sdp_dconn_recv(c, (uint8_t *)buf + done, len - done, flags & ~SDP_D_WAITALL, &sl);
+		if (r == SDP_D_WAIT) {
+			sleep_on(c, &sl);
+			continue;
+		}
+		if (r <= 0)
+			return done ? (long)done : r;
+		done += (size_t)r;
+		if (!(flags & SDP_D_WAITALL) || done == len || (flags & SDP_D_PEEK))
+			return (long)done;
+	}
+}
+
+/* ---- ends ---------------------------------------------------------------------- */
+
+void sdp_dconn_fin(struct sdp_dconn *c)
+{
+	struct sdp_ddir *d = &c->a->dir[c->side];
+	side_lock(&d->tx_lock);
+	if (!LOADR(&d->fin)) {
+		STORER(&d->fin_seq, LOADR(&d->tx_seq));
+		STORE(&d->fin, 1);
+	}
+	side_unlock(&d->tx_lock);
+	wake_data(c, d);
+}
+
+void sdp_dconn_reset(struct sdp_dconn *c)
+{
+	struct sdp_ddir *out = &c->a->dir[c->side], *in = &c->a->dir[1 - c->side];
+	STORE(&out->reset, 1);
+	wake_data(c, out);  /* the peer's reader */
+	wake_space(c, in);  /* the peer's writer */
+}
+
+void sdp_dconn_close_rx(struct sdp_dconn *c)
+{
+	struct sdp_ddir *in = &c->a->dir[1 - c->side];
+	STORE(&in->rx_closed, 1);
+	wake_space(c, in);
+}
+
+/* ---- readiness ------------------------------------------------------------------- */
+
+int sdp_dconn_poll(const struct sdp_dconn *c)
+{
+	const struct sdp_ddir *out = &c->a->dir[c->side], *in = &c->a->dir[1 - c->side];
+	int ev = 0;
+	if (c->broken || LOAD(&in->reset))
+		return POLLIN | POLLOUT | POLLERR | POLLHUP | POLLRDHUP;
+	int rdhup = LOAD(&in->fin) != 0;
+	if (recv_ready(c) || rdhup)
+		ev |= POLLIN;
+	if (rdhup)
+		ev |= POLLRDHUP;
+	int wrdown = LOAD(&out->fin) || LOAD(&out->rx_closed);
+	if (wrdown)
+		ev |= POLLOUT; /* a write would not block: it fails with EPIPE */
+	else if (send_room(c))
+		ev |= POLLOUT;
+	if (rdhup && wrdown)
+		ev |= POLLHUP;
+	return ev;
+}
+
+int sdp_dconn_arm(struct sdp_dconn *c, int events)
+{
+	if (events & POLLIN)
+		__atomic_store_n(&c->a->dir[1 - c->side].data_armed, 1, __ATOMIC_SEQ_CST);
+	if (events & POLLOUT)
+		__atomic_store_n(&c->a->dir[c->side].space_armed, 1, __ATOMIC_SEQ_CST);
+	FENCE();
+	return sdp_dconn_poll(c) & (events | POLLERR | POLLHUP | POLLRDHUP);
+}
+
+size_t sdp_dconn_inq(const struct sdp_dconn *c)
+{
+	int from = 1 - c->side;
+	const struct sdp_ddir *d = &c->a->dir[from];
+	const uint8_t *status = status_of(c, from);
+	uint32_t idx = LOADR(&d->rx_next), off = LOADR(&d->rx_off), room = c->s - HDR;
+	size_t n = 0;
+	for (uint32_t seen = 0; seen < c->n; seen++, idx++) {
+		uint8_t st = LOAD(&status[idx & (c->n - 1)]);
+		if (st == SDP_DBLK_RETAINED)
+			continue;
+		if (st != SDP_DBLK_DATA)
+			break;
+		uint32_t len = LOADR(&block_of(c, from, idx)->len);
+		if (len > room || off > len)
+			break;
+		n += len - off;
+		off = 0;
+	}
+	return n;
+}
+
+size_t sdp_dconn_outq(const struct sdp_dconn *c)
+{
+	const struct sdp_ddir *d = &c->a->dir[c->side];
+	uint64_t tx = LOADR(&d->tx_bytes), rx = LOADR(&d->rx_bytes);
+	return rx < tx ? (size_t)(tx - rx) : 0;
+}

@@ -1,0 +1,183 @@
+/*
+ * direct.h - the direct data path: the bytes of one accelerated connection
+ * move through a mapping both processes share, copied by the application's
+ * own threads, and a sleeper is woken by the peer's thread with one system
+ * call. No goroutine, queue or emulated NIC sits between a send and the
+ * recv that takes its bytes. docs/direct.md has the protocol and the
+ * argument for its ordering; tools/model/direct.pml model-checks it.
+ *
+ * The area (struct sdp_darea) is created and initialised by the Go core,
+ * passed to the peer as a memfd, and mapped MAP_SHARED by both. It holds
+ * two directions; side 0 sends on dir[0] and receives on dir[1], side 1
+ * the other way round. Each direction is a status-byte block channel
+ * (seed 000): N blocks of S bytes in the receiver's landing memory, each
+ * with a status byte (0 empty, 1 data, 2 retained). The sender fills a
+ * block, header first, and publishes it by writing its status byte last;
+ * it learns which blocks are free by reading the status bytes (the
+ * one-sided status READ of the RDMA version), so the receiver sends no
+ * acknowledgements and keeps no per-sender state. A block the receiver
+ * retains (status 2) is skipped by the sender.
+ *
+ * All cursors live in the area, not in process memory, so a fork child
+ * that inherits the fd goes on where its parent was, as it would with a
+ * kernel socket. The peer can write anything into the area: every value
+ * read from it is validated or reduced modulo N before use, and a
+ * violation resets the connection (SDP_DERR_PROTO); it can never make
+ * this process read or write outside the area, crash, or spin unbounded.
+ *
+ * Everything here is async-signal-safe and makes raw system calls only
+ * (futex, write on an eventfd, sched_yield, getpid/kill), so it runs in
+ * the interposer, in a fork child that has no Go runtime, and in tests.
+ */
+#ifndef SDPSHIM_DIRECT_H
+#define SDPSHIM_DIRECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SDP_DAREA_MAGIC 0x44504453u /* "SDPD" little-endian */
+#define SDP_DAREA_VERSION 1u
+#define SDP_DLINE 64 /* cache line: words of different writers never share one */
+
+/* Status byte values. */
+enum { SDP_DBLK_EMPTY = 0, SDP_DBLK_DATA = 1, SDP_DBLK_RETAINED = 2 };
+
+/* Every block starts with this header; the payload follows. */
+struct sdp_dblk {
+	uint32_t stream; /* the area's stream id */
+	uint32_t seq;    /* per-direction block number, from 0 */
+	uint32_t len;    /* payload bytes, <= block size - header */
+	uint32_t flags;  /* 0: no flag is defined yet; any other value is a violation */
+};
+
+/* One direction: the words its sender writes, the words its receiver
+ * writes, and the sleep announcements, each group on its own lines. */
+struct sdp_ddir {
+	/* Written by the sender (and by whoever ends the connection). */
+	_Alignas(SDP_DLINE) uint32_t tx_next; /* next block index to fill (free-running) */
+	uint32_t tx_seq;                      /* seq of the next block */
+	uint32_t tx_lock;                     /* senders of this side serialise on it */
+	uint32_t fin;                         /* 1: no block after fin_seq (shutdown SHUT_WR, close) */
+	uint32_t fin_seq;                     /* tx_seq at the FIN */
+	uint32_t reset;                       /* 1: the sender aborted (RST): the receiver gets ECONNRESET */
+	uint64_t tx_bytes;                    /* bytes published, for stats */
+	/* Written by the receiver. */
+	_Alignas(SDP_DLINE) uint32_t rx_next; /* next block index to read (free-running) */
+	uint32_t rx_seq;                      /* seq expected there */
+	uint32_t rx_off;                      /* bytes already taken from that block */
+	uint32_t rx_lock;                     /* receivers of this side serialise on it */
+	uint32_t rx_closed;                   /* 1: the receiving end is closed: sends fail with EPIPE */
+	uint32_t pad0;
+	uint64_t rx_bytes; /* bytes consumed, for stats */
+	/* The receiver waiting for data: sleepers announced, futex word. */
+	_Alignas(SDP_DLINE) uint32_t data_sleepers;
+	uint32_t data_word;
+	uint32_t data_armed; /* 1: wake the receiver's eventfd on the next publish */
+	/* The sender waiting for space. */
+	_Alignas(SDP_DLINE) uint32_t space_sleepers;
+	uint32_t space_word;
+	uint32_t space_armed; /* 1: wake the sender's eventfd on the next release */
+};
+
+/* The area: a header, two directions, then for each direction its status
+ * bytes (rounded up to a line) and its blocks. */
+struct sdp_darea {
+	uint32_t magic, version;
+	uint32_t nblocks;    /* N, a power of two, 1..65536 */
+	uint32_t block_size; /* S, a multiple of 64, > header, <= 1 MiB */
+	uint32_t stream;     /* the stream id both sides put in their headers */
+	uint32_t pad[3];
+	uint64_t size; /* bytes of the whole area */
+	struct sdp_ddir dir[2];
+};
+
+/* Bytes an area of n blocks of s bytes needs. */
+size_t sdp_darea_size(uint32_t n, uint32_t s);
+/* Writes a fresh area into mem (size bytes, zeroed or not). 0, or -EINVAL
+ * when n, s or size do not fit the rules above. */
+int sdp_darea_init(void *mem, size_t size, uint32_t n, uint32_t s, uint32_t stream);
+
+/* One process's handle on one side of an area. Private memory; a fork
+ * child shares the area and copies the handle. */
+struct sdp_dconn {
+	struct sdp_darea *a;
+	size_t size;
+	int side;       /* 0 or 1 */
+	uint32_t n, s;  /* validated copies of the header's geometry */
+	uint32_t stream;
+	int my_efd;     /* this process's wake eventfd for armed event waits, or -1 */
+	int peer_efd;   /* this process's copy of the peer's wake eventfd, or -1 */
+	uint32_t budget; /* polls before a sleep (adaptive, below) */
+	uint32_t poll_min, poll_max;
+	uint32_t granted, grant_every, wakes_seen; /* the wake grant (direct.c) */
+	uint32_t broken; /* SDP_DERR_* once this side saw a violation */
+	/* Counters (this process only). */
+	uint64_t polls_hit, sleeps, wakes_sent, evwakes_sent, violations;
+};
+
+/* Errors beyond -errno. */
+#define SDP_DERR_PROTO 1 /* the peer broke the protocol */
+
+/* Opens side (0/1) of the area mapped at mem (size bytes): validates the
+ * header against size. 0 or -EINVAL. The efds may be -1 (no event waits). */
+int sdp_dconn_open(struct sdp_dconn *c, void *mem, size_t size, int side, int my_efd, int peer_efd);
+
+/* Flags of the data calls (the socket's MSG_* are mapped onto these). */
+#define SDP_D_NONBLOCK 1 /* never sleep: -EAGAIN */
+#define SDP_D_PEEK 2     /* recv: copy without consuming */
+#define SDP_D_WAITALL 4  /* recv: block until len bytes, EOF or an error */
+
+/* How to sleep after a call answered SDP_D_WAIT: FUTEX_WAIT on word while
+ * it holds val. After the sleep (or a signal) the caller calls
+ * sdp_dconn_woke() once, then the data call again. */
+struct sdp_dsleep {
+	uint32_t *word;
+	uint32_t val;
+	int what; /* 0: data (recv), 1: space (send) */
+};
+#define SDP_D_WAIT (-0x10001) /* the same value as SDPSHIM_WAIT */
+
+/* sdp_dconn_send copies up to len bytes of buf into free blocks and
+ * publishes them; returns the bytes moved (> 0), -EAGAIN (NONBLOCK, no free
+ * block), SDP_D_WAIT (announced; sleep as *sl says), -EPIPE (this side
+ * shut down its writing, or the peer closed its reading end), -ECONNRESET
+ * (the peer reset, or broke the protocol). A blocking call moves what fits
+ * and returns it; the caller calls again for the rest. */
+long sdp_dconn_send(struct sdp_dconn *c, const void *buf, size_t len, int flags, struct sdp_dsleep *sl);
+/* sdp_dconn_recv copies up to len bytes out (consuming them unless PEEK);
+ * returns the bytes (> 0), 0 at EOF (the peer's FIN, all bytes before it
+ * read), -EAGAIN, SDP_D_WAIT, -ECONNRESET. WAITALL keeps reading until
+ * len (the caller adds the partial counts up across waits). */
+long sdp_dconn_recv(struct sdp_dconn *c, void *buf, size_t len, int flags, struct sdp_dsleep *sl);
+/* After a sleep that a data call asked for (woken, signalled or timed
+ * out): withdraws the announcement. */
+void sdp_dconn_woke(struct sdp_dconn *c, const struct sdp_dsleep *sl);
+/* Blocking wrappers for callers with no wait loop of their own (tests,
+ * benchmarks): loop on the calls above and sleep in the kernel. */
+long sdp_dconn_send_all(struct sdp_dconn *c, const void *buf, size_t len);
+long sdp_dconn_recv_wait(struct sdp_dconn *c, void *buf, size_t len, int flags);
+
+/* shutdown(SHUT_WR): a FIN after the blocks published so far. Wakes the peer. */
+void sdp_dconn_fin(struct sdp_dconn *c);
+/* Abortive end (close with unread bytes, SO_LINGER 0, the peer found dead
+ * from outside): the peer's calls get ECONNRESET once its data is read. */
+void sdp_dconn_reset(struct sdp_dconn *c);
+/* The receiving end closes: the peer's sends fail with EPIPE, and its
+ * sleepers are woken. */
+void sdp_dconn_close_rx(struct sdp_dconn *c);
+
+/* Readiness now, as poll(2) bits: POLLIN (data or EOF), POLLOUT (a free
+ * block), POLLRDHUP|POLLIN at the peer's FIN, POLLHUP when both ways
+ * ended, POLLERR on reset. */
+int sdp_dconn_poll(const struct sdp_dconn *c);
+/* Arms event waits: the peer writes this process's eventfd once when what
+ * events asks for (POLLIN, POLLOUT) may have become ready. Returns the
+ * readiness after arming (a non-zero answer: do not sleep). */
+int sdp_dconn_arm(struct sdp_dconn *c, int events);
+/* Bytes readable now (FIONREAD), bytes published and not yet consumed by
+ * the peer (SIOCOUTQ). */
+size_t sdp_dconn_inq(const struct sdp_dconn *c);
+size_t sdp_dconn_outq(const struct sdp_dconn *c);
+
+#endif /* SDPSHIM_DIRECT_H */

@@ -1,0 +1,518 @@
+/*
+ * direct.c - tests and measurements of the direct data path
+ * (preload/c/direct.c), linked with it directly.
+ *
+ *   direct semantics          one process, both sides: every call's answer
+ *   direct stress CYCLES      two processes, event mode, a tiny ring: at least
+ *                             CYCLES sleep/wake cycles, every byte checked,
+ *                             every sleep bounded by a 5 s backstop that must
+ *                             never fire
+ *   direct hostile SECONDS    a peer writing garbage over the whole area while
+ *                             this side sends, receives and polls
+ *   direct bench SECONDS      ping-pong (polling, event) and a 64 KiB stream,
+ *                             with kernel TCP over loopback in the same run
+ *
+ * Prints "ok ..." and exits 0, or prints what failed and exits 1.
+ */
+#define _GNU_SOURCE 1
+#include "../../c/direct.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/futex.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CHECK(cond, ...)                                                                   \
+	do {                                                                               \
+		if (!(cond)) {                                                             \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);    \
+			fprintf(stderr, __VA_ARGS__);                                      \
+			fprintf(stderr, "\n");                                             \
+			exit(1);                                                           \
+		}                                                                          \
+	} while (0)
+
+static void *shared_area(uint32_t n, uint32_t s, size_t *size)
+{
+	*size = sdp_darea_size(n, s);
+	int fd = memfd_create("sdpshim-direct-test", MFD_CLOEXEC);
+	CHECK(fd >= 0, "memfd: %s", strerror(errno));
+	CHECK(ftruncate(fd, (off_t)*size) == 0, "ftruncate");
+	void *m = mmap(NULL, *size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(m != MAP_FAILED, "mmap");
+	close(fd);
+	CHECK(sdp_darea_init(m, *size, n, s, 7) == 0, "init");
+	return m;
+}
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* ---- semantics ------------------------------------------------------------ */
+
+static void semantics(void)
+{
+	size_t size;
+	void *m = shared_area(4, 256, &size);
+	struct sdp_dconn a, b;
+	struct sdp_dsleep sl;
+	CHECK(sdp_dconn_open(&a, m, size, 0, -1, -1) == 0, "open a");
+	CHECK(sdp_dconn_open(&b, m, size, 1, -1, -1) == 0, "open b");
+	char buf[4096], out[4096];
+	uint32_t room = 256 - sizeof(struct sdp_dblk);
+
+	/* Nothing yet: EAGAIN, readiness says writable only. */
+	CHECK(sdp_dconn_recv(&b, buf, sizeof buf, SDP_D_NONBLOCK, &sl) == -EAGAIN, "empty recv");
+	CHECK(sdp_dconn_poll(&b) == POLLOUT, "poll empty: %x", sdp_dconn_poll(&b));
+
+	/* One message across two blocks, peeked, then read in two parts. */
+	for (int i = 0; i < 300; i++)
+		out[i] = (char)(i * 7);
+	CHECK(sdp_dconn_send(&a, out, 300, 0, &sl) == 300, "send 300");
+	CHECK(sdp_dconn_poll(&b) == (POLLIN | POLLOUT), "poll data");
+	CHECK(sdp_dconn_inq(&b) == 300 && sdp_dconn_outq(&a) == 300, "inq %zu outq %zu", sdp_dconn_inq(&b),
+	      sdp_dconn_outq(&a));
+	CHECK(sdp_dconn_recv(&b, buf, sizeof buf, SDP_D_PEEK, &sl) == 300 && memcmp(buf, out, 300) == 0, "peek");
+	CHECK(sdp_dconn_recv(&b, buf, 100, 0, &sl) == 100 && memcmp(buf, out, 100) == 0, "part 1");
+	CHECK(sdp_dconn_inq(&b) == 200, "inq after part: %zu", sdp_dconn_inq(&b));
+	CHECK(sdp_dconn_recv(&b, buf, sizeof buf, 0, &sl) == 200 && memcmp(buf, out + 100, 200) == 0, "part 2");
+	CHECK(sdp_dconn_outq(&a) == 0, "outq drained");
+
+	/* Fill the ring: a nonblocking send moves what fits, then EAGAIN. */
+	memset(out, 'x', sizeof out);
+	long r = sdp_dconn_send(&a, out, sizeof out, SDP_D_NONBLOCK, &sl);
+	CHECK(r == (long)(4 * room), "fill: %ld", r);
+	CHECK(sdp_dconn_send(&a, out, 1, SDP_D_NONBLOCK, &sl) == -EAGAIN, "full");
+	CHECK(!(sdp_dconn_poll(&a) & POLLOUT), "full is not writable");
+	/* A blocking send announces and asks to sleep; a read frees a block
+	 * and (since the sender announced) bumps the word it sleeps on. */
+	a.budget = a.poll_min = a.poll_max = 0;
+	CHECK(sdp_dconn_send(&a, out, 1, 0, &sl) == SDP_D_WAIT && sl.what == 1, "blocking send on full");
+	uint32_t before = sl.val;
+	CHECK(sdp_dconn_recv(&b, buf, room, 0, &sl) == (long)room, "free one");
+	CHECK(__atomic_load_n(&((struct sdp_darea *)m)->dir[0].space_word, __ATOMIC_SEQ_CST) != before, "no wake");
+	sdp_dconn_woke(&a, &(struct sdp_dsleep){.what = 1});
+	CHECK(((struct sdp_darea *)m)->dir[0].space_sleepers == 0, "sleepers left");
+	/* Nobody sleeps: a read writes no wake word. */
+	uint32_t w = ((struct sdp_darea *)m)->dir[0].space_word;
+	CHECK(sdp_dconn_recv(&b, buf, sizeof buf, 0, &sl) == (long)(3 * room), "drain");
+	CHECK(((struct sdp_darea *)m)->dir[0].space_word == w, "a wake word written while nobody sleeps");
+
+	/* Event arming: the publish after an arm writes the eventfd once. */
+	int efd = (int)syscall(SYS_eventfd2, 0, 0);
+	b.my_efd = efd;
+	a.peer_efd = efd;
+	CHECK(sdp_dconn_arm(&b, POLLIN) == 0, "arm on empty");
+	CHECK(sdp_dconn_send(&a, "hi", 2, 0, &sl) == 2, "send hi");
+	CHECK(sdp_dconn_send(&a, "yo", 2, 0, &sl) == 2, "send yo");
+	uint64_t cnt = 0;
+	CHECK(read(efd, &cnt, 8) == 8 && cnt == 1, "eventfd count %llu", (unsigned long long)cnt);
+	CHECK(sdp_dconn_recv(&b, buf, sizeof buf, 0, &sl) == 4 && memcmp(buf, "hiyo", 4) == 0, "hiyo");
+
+	/* FIN: data before it first, then EOF for ever; RDHUP in poll. */
+	CHECK(sdp_dconn_send(&a, "end", 3, 0, &sl) == 3, "send end");
+	sdp_dconn_fin(&a);
+	CHECK(sdp_dconn_send(&a, "x", 1, 0, &sl) == -EPIPE, "send after fin");
+	CHECK(sdp_dconn_poll(&b) & POLLRDHUP, "rdhup");
+	CHECK(sdp_dconn_recv(&b, buf, sizeof buf, 0, &sl) == 3, "data before fin");
+	CHECK(sdp_dconn_recv(&b, buf, sizeof buf, 0, &sl) == 0, "eof");
+	CHECK(sdp_dconn_recv(&b, buf, sizeof buf, 0, &sl) == 0, "eof again");
+	/* The other way still works (half close). */
+	CHECK(sdp_dconn_send(&b, "back", 4, 0, &sl) == 4, "half-closed reply");
+	CHECK(sdp_dconn_recv(&a, buf, sizeof buf, 0, &sl) == 4, "reply read");
+	/* The receiver closes: the sender gets EPIPE. */
+	sdp_dconn_close_rx(&a);
+	CHECK(sdp_dconn_send(&b, "x", 1, 0, &sl) == -EPIPE, "send to closed reader");
+
+	/* Reset: ECONNRESET both ways. */
+	void *m2 = shared_area(8, 128, &size);
+	CHECK(sdp_dconn_open(&a, m2, size, 0, -1, -1) == 0 && sdp_dconn_open(&b, m2, size, 1, -1, -1) == 0, "open 2");
+	sdp_dconn_reset(&a);
+	CHECK(sdp_dconn_recv(&b, buf, 10, 0, &sl) == -ECONNRESET, "recv after reset");
+	CHECK(sdp_dconn_send(&b, buf, 10, 0, &sl) == -ECONNRESET, "send after reset");
+	CHECK(sdp_dconn_poll(&b) & POLLERR, "pollerr");
+
+	/* Hostile values: a bad header resets; a bad status byte reads as
+	 * full or empty, never out of bounds; a bad geometry does not open. */
+	void *m3 = shared_area(8, 128, &size);
+	CHECK(sdp_dconn_open(&a, m3, size, 0, -1, -1) == 0 && sdp_dconn_open(&b, m3, size, 1, -1, -1) == 0, "open 3");
+	CHECK(sdp_dconn_send(&a, "abc", 3, 0, &sl) == 3, "send abc");
+	struct sdp_darea *ar = m3;
+	uint8_t *st0 = (uint8_t *)m3 + ((sizeof(struct sdp_darea) + 63) & ~63ul);
+	struct sdp_dblk *blk0 = (struct sdp_dblk *)(st0 + 64);
+	blk0->len = 1u << 30;
+	CHECK(sdp_dconn_recv(&b, buf, sizeof buf, 0, &sl) == -ECONNRESET, "huge len");
+	CHECK(b.violations == 1, "violation counted");
+	CHECK(sdp_dconn_send(&a, "x", 1, 0, &sl) == -ECONNRESET, "peer of a violator sees a reset");
+	void *m4 = shared_area(8, 128, &size);
+	CHECK(sdp_dconn_open(&a, m4, size, 0, -1, -1) == 0 && sdp_dconn_open(&b, m4, size, 1, -1, -1) == 0, "open 4");
+	ar = m4;
+	st0 = (uint8_t *)m4 + ((sizeof(struct sdp_darea) + 63) & ~63ul);
+	memset(st0, 0x77, 8);
+	ar->dir[0].tx_next = 0xfffffff3u;
+	ar->dir[0].rx_next = 0x12345678u;
+	ar->dir[0].rx_off = 0xffffffffu;
+	CHECK(sdp_dconn_send(&a, out, 100, SDP_D_NONBLOCK, &sl) == -EAGAIN, "garbage status is full");
+	CHECK(sdp_dconn_recv(&b, buf, 100, SDP_D_NONBLOCK, &sl) == -EAGAIN, "garbage status is no data");
+	ar->dir[0].fin = 1;
+	ar->dir[0].fin_seq = 99;
+	CHECK(sdp_dconn_recv(&b, buf, 100, 0, &sl) == -ECONNRESET, "a FIN that skips blocks");
+	ar->nblocks = 3;
+	CHECK(sdp_dconn_open(&a, m4, size, 0, -1, -1) == -EINVAL, "bad geometry opens");
+	CHECK(sdp_dconn_open(&a, m4, 16, 0, -1, -1) == -EINVAL, "short area opens");
+	printf("ok semantics\n");
+}
+
+/* ---- stress: sleep/wake cycles across processes ------------------------------ */
+
+static long backstops;
+
+/* Sleeps as a data call asked, bounded by a backstop that a correct
+ * protocol never needs. */
+static void sleep_bounded(struct sdp_dconn *c, struct sdp_dsleep *sl)
+{
+	struct timespec t = {.tv_sec = 5};
+	long r = syscall(SYS_futex, sl->word, FUTEX_WAIT, sl->val, &t, NULL, 0);
+	if (r < 0 && errno == ETIMEDOUT)
+		backstops++;
+	sdp_dconn_woke(c, sl);
+}
+
+static long xsend(struct sdp_dconn *c, const char *p, size_t n, long *sleeps)
+{
+	size_t done = 0;
+	while (done < n) {
+		struct sdp_dsleep sl;
+		long r = sdp_dconn_send(c, p + done, n - done, 0, &sl);
+		if (r == SDP_D_WAIT) {
+			(*sleeps)++;
+			sleep_bounded(c, &sl);
+			continue;
+		}
+		if (r < 0)
+			return r;
+		done += (size_t)r;
+	}
+	return (long)done;
+}
+
+static long xrecv(struct sdp_dconn *c, char *p, size_t n, long *sleeps)
+{
+	size_t done = 0;
+	while (done < n) {
+		struct sdp_dsleep sl;
+		long r = sdp_dconn_recv(c, p + done, n - done, 0, &sl);
+		if (r == SDP_D_WAIT) {
+			(*sleeps)++;
+			sleep_bounded(c, &sl);
+			continue;
+		}
+		if (r <= 0)
+			return r;
+		done += (size_t)r;
+	}
+	return (long)done;
+}
+
+/* One side of the stress: side 0 sends a message of a random size (1 to
+ * 3 blocks of a 4-block ring, so senders wait for space too), side 1 echoes
+ * it byte for byte; both check everything. Runs until each side slept at
+ * least cycles/2 times. */
+static void stress_side(struct sdp_dconn *c, int side, long cycles, int report)
+{
+	char msg[1024], got[1024];
+	long sleeps = 0, rounds = 0;
+	unsigned seed = 12345;
+	for (;;) {
+		size_t n = 1 + (size_t)(rand_r(&seed) % sizeof msg);
+		for (size_t i = 0; i < n; i++)
+			msg[i] = (char)(rounds * 31 + i);
+		if (side == 0) {
+			uint32_t hdr = (uint32_t)n | (sleeps >= cycles / 2 ? 0x80000000u : 0);
+			CHECK(xsend(c, (char *)&hdr, 4, &sleeps) == 4, "send header");
+			CHECK(xsend(c, msg, n, &sleeps) == (long)n, "send body");
+			CHECK(xrecv(c, got, n, &sleeps) == (long)n, "recv echo");
+			CHECK(memcmp(got, msg, n) == 0, "echo differs at round %ld", rounds);
+			rounds++;
+			if (hdr & 0x80000000u)
+				break;
+		} else {
+			uint32_t hdr;
+			CHECK(xrecv(c, (char *)&hdr, 4, &sleeps) == 4, "recv header");
+			n = hdr & 0x7fffffffu;
+			CHECK(n >= 1 && n <= sizeof msg, "header %u", hdr);
+			CHECK(xrecv(c, got, n, &sleeps) == (long)n, "recv body");
+			CHECK(memcmp(got, msg, n) == 0, "body differs at round %ld", rounds);
+			CHECK(xsend(c, got, n, &sleeps) == (long)n, "echo");
+			rounds++;
+			if (hdr & 0x80000000u)
+				break;
+		}
+	}
+	CHECK(backstops == 0, "side %d: %ld sleeps ended by the 5 s backstop (lost wakeups)", side, backstops);
+	if (report)
+		printf("side %d: rounds %ld sleeps %ld wakes %llu backstops %ld\n", side, rounds, sleeps,
+		       (unsigned long long)c->wakes_sent, backstops);
+	else
+		exit(sleeps >= cycles / 4 ? 0 : 3);
+}
+
+static void stress(long cycles)
+{
+	size_t size;
+	void *m = shared_area(4, 512, &size);
+	pid_t pid = fork();
+	CHECK(pid >= 0, "fork");
+	struct sdp_dconn c;
+	CHECK(sdp_dconn_open(&c, m, size, pid == 0 ? 1 : 0, -1, -1) == 0, "open");
+	c.budget = c.poll_min = c.poll_max = 0; /* event mode: every wait sleeps */
+	if (pid == 0)
+		stress_side(&c, 1, cycles, 0);
+	double t0 = now();
+	stress_side(&c, 0, cycles, 1);
+	int st;
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0, "echo side status %d", st);
+	printf("ok stress %.1f s\n", now() - t0);
+}
+
+/* ---- hostile: garbage over the whole area ------------------------------------- */
+
+static void hostile(double secs)
+{
+	size_t size;
+	void *m = shared_area(16, 256, &size);
+	pid_t pid = fork();
+	CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		unsigned seed = 99;
+		uint8_t *p = m;
+		double end = now() + secs;
+		while (now() < end)
+			for (int i = 0; i < 4096; i++)
+				p[rand_r(&seed) % size] = (uint8_t)rand_r(&seed);
+		_exit(0);
+	}
+	struct sdp_dconn c;
+	CHECK(sdp_dconn_open(&c, m, size, 0, -1, -1) == 0, "open");
+	char buf[8192];
+	long got = 0, resets = 0, calls = 0;
+	double end = now() + secs;
+	while (now() < end) {
+		struct sdp_dsleep sl;
+		long r = sdp_dconn_recv(&c, buf, sizeof buf, SDP_D_NONBLOCK, &sl);
+		CHECK(r == -EAGAIN || r == -ECONNRESET || (r >= 0 && r <= (long)sizeof buf), "recv %ld", r);
+		r = sdp_dconn_send(&c, buf, sizeof buf, SDP_D_NONBLOCK, &sl);
+		CHECK(r == -EAGAIN || r == -ECONNRESET || r == -EPIPE || (r > 0 && r <= (long)sizeof buf), "send %ld", r);
+		(void)sdp_dconn_poll(&c);
+		(void)sdp_dconn_inq(&c);
+		if (r == -ECONNRESET)
+			resets++;
+		if (c.broken) { /* start over, as a new connection would */
+			CHECK(sdp_dconn_open(&c, m, size, 0, -1, -1) == 0 || 1, "reopen");
+			c.broken = 0;
+		}
+		got += r > 0 ? r : 0;
+		calls++;
+	}
+	waitpid(pid, NULL, 0);
+	printf("ok hostile calls %ld resets %ld\n", calls, resets);
+}
+
+/* ---- bench -------------------------------------------------------------------- */
+
+/* Counters of one measured side: calls it made into the kernel for the
+ * data path, and the context switches of its process. */
+struct cost {
+	double secs;
+	long msgs;
+	long syscalls;
+	long csw;
+	double cpu; /* seconds of CPU, user + system */
+};
+
+static void rusage_now(long *csw, double *cpu)
+{
+	struct rusage u;
+	getrusage(RUSAGE_SELF, &u);
+	*csw = u.ru_nvcsw + u.ru_nivcsw;
+	*cpu = u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6 + u.ru_stime.tv_sec + u.ru_stime.tv_usec / 1e6;
+}
+
+static void report(const char *name, const char *path, size_t msg, struct cost k)
+{
+	double per = k.msgs ? 1.0 / k.msgs : 0;
+	printf("%-24s %-7s msg %6zu B: %9.3f us/msg  %8.1f MB/s  syscalls/msg %5.2f  csw/msg %5.2f  cpu us/msg %6.2f\n",
+	       name, path, msg, k.secs * 1e6 * per, k.msgs * msg / k.secs / 1e6, k.syscalls * per, k.csw * per,
+	       k.cpu * 1e6 * per);
+	fflush(stdout);
+}
+
+/* The direct path, two processes: mode 0 ping-pong (half round trip per
+ * message), mode 1 one-way stream. event: every wait sleeps. */
+static struct cost direct_run(int mode, size_t msg, int event, double secs)
+{
+	size_t size;
+	void *m = shared_area(64, 16384, &size);
+	static char buf[1 << 20];
+	memset(buf, 'z', sizeof buf);
+	int pfd[2];
+	CHECK(pipe(pfd) == 0, "pipe");
+	pid_t pid = fork();
+	struct sdp_dconn c;
+	CHECK(sdp_dconn_open(&c, m, size, pid == 0 ? 1 : 0, -1, -1) == 0, "open");
+	if (event)
+		c.budget = c.poll_min = c.poll_max = 0;
+	if (pid == 0) { /* the echo / sink side */
+		long calls = 0;
+		for (;;) {
+			long r = sdp_dconn_recv_wait(&c, buf, mode == 0 ? msg : sizeof buf, mode == 0 ? SDP_D_WAITALL : 0);
+			calls++;
+			if (r <= 0)
+				break;
+			if (mode == 0)
+				sdp_dconn_send_all(&c, buf, (size_t)r);
+		}
+		(void)calls;
+		_exit(0);
+	}
+	struct cost k = {0};
+	double cpu0;
+	long csw0;
+	rusage_now(&csw0, &cpu0);
+	uint64_t sleeps0 = c.sleeps, wakes0 = c.wakes_sent;
+	double t0 = now(), end = t0 + secs;
+	while (now() < end) {
+		for (int i = 0; i < 64; i++) {
+			if (mode == 0) {
+				sdp_dconn_send_all(&c, buf, msg);
+				CHECK(sdp_dconn_recv_wait(&c, buf, msg, SDP_D_WAITALL) == (long)msg, "echo");
+			} else {
+				sdp_dconn_send_all(&c, buf, msg);
+			}
+			k.msgs++;
+		}
+	}
+	k.secs = now() - t0;
+	rusage_now(&k.csw, &k.cpu);
+	k.csw -= csw0;
+	k.cpu -= cpu0;
+	/* futex waits and wakes are this side's only system calls. */
+	k.syscalls = (long)(c.sleeps - sleeps0 + c.wakes_sent - wakes0);
+	if (mode == 0) { /* per message = per half round trip */
+		k.msgs *= 2;
+		k.syscalls *= 2;
+		k.csw *= 2;
+		k.cpu *= 2;
+		k.secs /= 1;
+	}
+	sdp_dconn_fin(&c);
+	waitpid(pid, NULL, 0);
+	munmap(m, size);
+	close(pfd[0]);
+	close(pfd[1]);
+	return k;
+}
+
+static struct cost tcp_run(int mode, size_t msg, double secs)
+{
+	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof sa;
+	CHECK(bind(l, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(l, 1) == 0, "listen");
+	getsockname(l, (struct sockaddr *)&sa, &sl);
+	static char buf[1 << 20];
+	pid_t pid = fork();
+	if (pid == 0) {
+		int s = accept(l, NULL, NULL);
+		setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+		for (;;) {
+			ssize_t r = recv(s, buf, mode == 0 ? msg : sizeof buf, mode == 0 ? MSG_WAITALL : 0);
+			if (r <= 0)
+				break;
+			if (mode == 0)
+				send(s, buf, (size_t)r, 0);
+		}
+		_exit(0);
+	}
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	CHECK(connect(s, (struct sockaddr *)&sa, sizeof sa) == 0, "connect");
+	close(l);
+	struct cost k = {0};
+	double cpu0;
+	long csw0;
+	rusage_now(&csw0, &cpu0);
+	double t0 = now(), end = t0 + secs;
+	while (now() < end) {
+		for (int i = 0; i < 64; i++) {
+			CHECK(send(s, buf, msg, 0) == (ssize_t)msg, "tcp send");
+			k.syscalls++;
+			if (mode == 0) {
+				CHECK(recv(s, buf, msg, MSG_WAITALL) == (ssize_t)msg, "tcp recv");
+				k.syscalls++;
+			}
+			k.msgs++;
+		}
+	}
+	k.secs = now() - t0;
+	rusage_now(&k.csw, &k.cpu);
+	k.csw -= csw0;
+	k.cpu -= cpu0;
+	if (mode == 0) {
+		k.msgs *= 2;
+		k.syscalls *= 2;
+		k.csw *= 2;
+		k.cpu *= 2;
+	}
+	close(s);
+	waitpid(pid, NULL, 0);
+	return k;
+}
+
+static void bench(double secs)
+{
+	printf("# per message, measured side (the client); ping-pong: per half round trip\n");
+	report("ping-pong polling", "kernel", 64, tcp_run(0, 64, secs));
+	report("ping-pong polling", "direct", 64, direct_run(0, 64, 0, secs));
+	report("ping-pong event", "kernel", 64, tcp_run(0, 64, secs));
+	report("ping-pong event", "direct", 64, direct_run(0, 64, 1, secs));
+	report("stream", "kernel", 65536, tcp_run(1, 65536, secs));
+	report("stream", "direct", 65536, direct_run(1, 65536, 0, secs));
+	printf("ok bench\n");
+}
+
+int main(int argc, char **argv)
+{
+	signal(SIGPIPE, SIG_IGN);
+	const char *cmd = argc > 1 ? argv[1] : "";
+	if (strcmp(cmd, "semantics") == 0)
+		semantics();
+	else if (strcmp(cmd, "stress") == 0)
+		stress(argc > 2 ? atol(argv[2]) : 1000000);
+	else if (strcmp(cmd, "hostile") == 0)
+		hostile(argc > 2 ? atof(argv[2]) : 2);
+	else if (strcmp(cmd, "bench") == 0)
+		bench(argc > 2 ? atof(argv[2]) : 1);
+	else {
+		fprintf(stderr, "usage: direct semantics|stress CYCLES|hostile SECONDS|bench SECONDS\n");
+		return 2;
+	}
+	return 0;
+}

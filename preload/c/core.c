@@ -90,6 +90,7 @@ static struct sdpshim_host sdp_host = {
 	.shim_path = sdp_self_path,
 	.core_path = sdp_core_path,
 	.child_cores = host_child_cores,
+	.direct_attach = sdp_direct_attach,
 };
 
 /* ---- where we are, where the core is ------------------------------------------ */

@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -313,6 +314,66 @@ static void budget_woken(struct sdp_dconn *c)
 		ok_;                                                                                         \
 	})
 
+/* ---- iovec cursors --------------------------------------------------------- */
+
+struct iocur {
+	const struct iovec *iov;
+	int cnt, i;
+	size_t off;  /* into iov[i] */
+	size_t left; /* bytes left in all */
+};
+
+/* A cursor over iov[0..cnt) past its first skip bytes. */
+static void cur_init(struct iocur *k, const struct iovec *iov, int cnt, size_t skip)
+{
+	k->iov = iov;
+	k->cnt = cnt;
+	k->i = 0;
+	k->off = 0;
+	k->left = 0;
+	for (int i = 0; i < cnt; i++)
+		k->left += iov[i].iov_len;
+	if (skip > k->left)
+		skip = k->left;
+	k->left -= skip;
+	while (skip > 0) {
+		size_t c = k->iov[k->i].iov_len - k->off;
+		if (c > skip)
+			c = skip;
+		k->off += c;
+		skip -= c;
+		if (k->off == k->iov[k->i].iov_len && skip > 0) {
+			k->i++;
+			k->off = 0;
+		}
+	}
+}
+
+/* Copies n bytes between the cursor's buffers and mem (out: mem -> iov),
+ * advancing the cursor. n <= k->left. */
+static void cur_copy(struct iocur *k, void *mem, size_t n, int out)
+{
+	uint8_t *m = mem;
+	k->left -= n;
+	while (n > 0) {
+		while (k->off == k->iov[k->i].iov_len) {
+			k->i++;
+			k->off = 0;
+		}
+		size_t c = k->iov[k->i].iov_len - k->off;
+		if (c > n)
+			c = n;
+		uint8_t *b = (uint8_t *)k->iov[k->i].iov_base + k->off;
+		if (out)
+			memcpy(b, m, c);
+		else
+			memcpy(m, b, c);
+		m += c;
+		n -= c;
+		k->off += c;
+	}
+}
+
 /* ---- send ------------------------------------------------------------------ */
 
 /* Why sending on this side cannot go on, or 0. */
@@ -326,13 +387,13 @@ static long send_blocked(const struct sdp_dconn *c)
 	return 0;
 }
 
-static long send_locked(struct sdp_dconn *c, const uint8_t *buf, size_t len)
+static long send_locked(struct sdp_dconn *c, struct iocur *k)
 {
 	struct sdp_ddir *d = &c->a->dir[c->side];
 	uint8_t *status = status_of(c, c->side);
 	uint32_t idx = LOADR(&d->tx_next), seq = LOADR(&d->tx_seq), room = c->s - HDR, skipped = 0;
 	size_t done = 0;
-	while (done < len) {
+	while (k->left > 0) {
 		uint8_t st = LOAD(&status[idx & (c->n - 1)]);
 		if (st == SDP_DBLK_RETAINED) { /* the receiver holds it: skip, not block */
 			idx++;
@@ -342,9 +403,9 @@ static long send_locked(struct sdp_dconn *c, const uint8_t *buf, size_t len)
 		}
 		if (st != SDP_DBLK_EMPTY)
 			break; /* full (or garbage, which reads as full) */
-		size_t n = len - done < room ? len - done : room;
+		size_t n = k->left < room ? k->left : room;
 		struct sdp_dblk *b = block_of(c, c->side, idx);
-		memcpy(b + 1, buf + done, n);
+		cur_copy(k, b + 1, n, 0);
 		b->stream = c->stream;
 		b->seq = seq;
 		b->len = (uint32_t)n;
@@ -369,17 +430,20 @@ static int send_room(const struct sdp_dconn *c)
 	return LOAD(&status_of(c, c->side)[LOADR(&d->tx_next) & (c->n - 1)]) != SDP_DBLK_DATA;
 }
 
-long sdp_dconn_send(struct sdp_dconn *c, const void *buf, size_t len, int flags, struct sdp_dsleep *sl)
+long sdp_dconn_sendv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size_t skip, int flags,
+		     struct sdp_dsleep *sl)
 {
 	struct sdp_ddir *d = &c->a->dir[c->side];
 	long r = send_blocked(c);
 	if (r != 0)
 		return r;
-	if (len == 0)
+	struct iocur k;
+	cur_init(&k, iov, cnt, skip);
+	if (k.left == 0)
 		return 0;
 	for (int round = 0;; round++) {
 		side_lock(&d->tx_lock);
-		r = send_locked(c, buf, len);
+		r = send_locked(c, &k);
 		side_unlock(&d->tx_lock);
 		if (r > 0) {
 			wake_data(c, d);
@@ -411,14 +475,14 @@ long sdp_dconn_send(struct sdp_dconn *c, const void *buf, size_t len, int flags,
 
 /* Copies out what has arrived, up to len; 0 when nothing has, -ECONNRESET
  * on a violation. Consumes (frees blocks, moves the cursors) unless peek. */
-static long recv_locked(struct sdp_dconn *c, uint8_t *buf, size_t len, int peek, int *freed)
+static long recv_locked(struct sdp_dconn *c, struct iocur *k, int peek, int *freed)
 {
 	int from = 1 - c->side;
 	struct sdp_ddir *d = &c->a->dir[from];
 	uint8_t *status = status_of(c, from);
 	uint32_t idx = LOADR(&d->rx_next), seq = LOADR(&d->rx_seq), off = LOADR(&d->rx_off), room = c->s - HDR;
 	size_t done = 0;
-	for (uint32_t seen = 0; done < len && seen < c->n; seen++) {
+	for (uint32_t seen = 0; k->left > 0 && seen < c->n; seen++) {
 		uint8_t st = LOAD(&status[idx & (c->n - 1)]);
 		if (st == SDP_DBLK_RETAINED) {
 			idx++;
@@ -431,8 +495,8 @@ static long recv_locked(struct sdp_dconn *c, uint8_t *buf, size_t len, int peek,
 		memcpy(&h, b, sizeof h);
 		if (h.stream != c->stream || h.seq != seq || h.len > room || h.flags != 0 || off > h.len)
 			return violation(c);
-		size_t n = h.len - off < len - done ? h.len - off : len - done;
-		memcpy(buf + done, (const uint8_t *)(b + 1) + off, n);
+		size_t n = h.len - off < k->left ? h.len - off : k->left;
+		cur_copy(k, (uint8_t *)(b + 1) + off, n, 1);
 		done += n;
 		off += (uint32_t)n;
 		if (off < h.len)
@@ -479,17 +543,21 @@ static long recv_end(struct sdp_dconn *c)
 	return 1;
 }
 
-long sdp_dconn_recv(struct sdp_dconn *c, void *buf, size_t len, int flags, struct sdp_dsleep *sl)
+long sdp_dconn_recvv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size_t skip, int flags,
+		     struct sdp_dsleep *sl)
 {
 	struct sdp_ddir *d = &c->a->dir[1 - c->side];
 	if (c->broken)
 		return -ECONNRESET;
-	if (len == 0)
+	struct iocur k0;
+	cur_init(&k0, iov, cnt, skip);
+	if (k0.left == 0)
 		return 0;
 	for (int polled = 0;;) {
 		int freed = 0;
+		struct iocur k = k0;
 		side_lock(&d->rx_lock);
-		long r = recv_locked(c, buf, len, flags & SDP_D_PEEK, &freed);
+		long r = recv_locked(c, &k, flags & SDP_D_PEEK, &freed);
 		side_unlock(&d->rx_lock);
 		if (freed)
 			wake_space(c, d);
@@ -510,6 +578,18 @@ long sdp_dconn_recv(struct sdp_dconn *c, void *buf, size_t len, int flags, struc
 			return SDP_D_WAIT;
 		withdraw(c, sl);
 	}
+}
+
+long sdp_dconn_send(struct sdp_dconn *c, const void *buf, size_t len, int flags, struct sdp_dsleep *sl)
+{
+	struct iovec v = {.iov_base = (void *)buf, .iov_len = len};
+	return sdp_dconn_sendv(c, &v, 1, 0, flags, sl);
+}
+
+long sdp_dconn_recv(struct sdp_dconn *c, void *buf, size_t len, int flags, struct sdp_dsleep *sl)
+{
+	struct iovec v = {.iov_base = buf, .iov_len = len};
+	return sdp_dconn_recvv(c, &v, 1, 0, flags, sl);
 }
 
 /* ---- blocking wrappers ------------------------------------------------------- */

@@ -114,7 +114,25 @@ struct sdp_dconn {
 	uint32_t broken; /* SDP_DERR_* once this side saw a violation */
 	/* Counters (this process only). */
 	uint64_t polls_hit, sleeps, wakes_sent, evwakes_sent, violations;
+	uint64_t sent, received;       /* bytes the program moved */
+	uint64_t send_calls, recv_calls;
+
+	/* The socket around it, as the interposer needs it (set by the Go
+	 * core with atomic stores, read with atomic loads). */
+	uint32_t users;     /* threads inside a data call (the core unmaps only at 0) */
+	uint32_t closed;    /* the core detached it: calls go to the core */
+	uint32_t nonblock;  /* O_NONBLOCK */
+	uint32_t slow;      /* SDP_DSLOW_*: the core takes these calls itself */
+	int64_t rcvtimeo;   /* SO_RCVTIMEO, ns, 0: none */
+	int64_t sndtimeo;   /* SO_SNDTIMEO */
+	uint32_t errseen;   /* ECONNRESET reported once: reads EOF, writes EPIPE after */
+	uint32_t pad1;
+	uint64_t cookie;    /* the core's, for its own lookups */
 };
+
+/* sdp_dconn.slow bits. */
+#define SDP_DSLOW_RECV 1
+#define SDP_DSLOW_SEND 2
 
 /* Errors beyond -errno. */
 #define SDP_DERR_PROTO 1 /* the peer broke the protocol */
@@ -150,6 +168,14 @@ long sdp_dconn_send(struct sdp_dconn *c, const void *buf, size_t len, int flags,
  * read), -EAGAIN, SDP_D_WAIT, -ECONNRESET. WAITALL keeps reading until
  * len (the caller adds the partial counts up across waits). */
 long sdp_dconn_recv(struct sdp_dconn *c, void *buf, size_t len, int flags, struct sdp_dsleep *sl);
+/* The same over iovecs (writev/readv/sendmsg/recvmsg) past their first
+ * skip bytes (what earlier rounds of the call moved): the bytes go into
+ * (come from) the buffers in order; a send fills blocks across buffers. */
+struct iovec;
+long sdp_dconn_sendv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size_t skip, int flags,
+		     struct sdp_dsleep *sl);
+long sdp_dconn_recvv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size_t skip, int flags,
+		     struct sdp_dsleep *sl);
 /* After a sleep that a data call asked for (woken, signalled or timed
  * out): withdraws the announcement. */
 void sdp_dconn_woke(struct sdp_dconn *c, const struct sdp_dsleep *sl);

@@ -171,6 +171,15 @@ struct sdpshim_host {
 	 * (the interposer loads a private copy in the child: preload/c/core.c),
 	 * 0 when they will stay on kernel TCP (the copy could not be made). */
 	int (*child_cores)(void);
+	/* The direct data path (preload/c/direct.h): from now on the data calls
+	 * on fd (read, write, recv, send, readv, writev, recvmsg, sendmsg) are
+	 * made by the interposer over conn, a struct sdp_dconn the core owns,
+	 * without entering the core, except those it answers SDPSHIM_PASS to
+	 * (then the core's hook is called as before). NULL detaches. Before it
+	 * frees or unmaps conn, the core sets conn->closed and waits for
+	 * conn->users to drop to 0. Absent (size too small) in an older
+	 * interposer: the core then serves every call itself. */
+	void (*direct_attach)(int fd, void *conn);
 };
 
 /*

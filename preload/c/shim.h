@@ -389,7 +389,24 @@ SDP_HIDDEN long sdp_core_sendmsg(int fd, const struct msghdr *m, int flags);
 SDP_HIDDEN long sdp_core_sendfile(int out, int in, off_t *off, size_t n);
 SDP_HIDDEN long sdp_core_splice(int in, loff_t *oi, int out, loff_t *oo, size_t n, unsigned int flags);
 
+/* ---- the direct data path (directio.c) ----------------------------------------- */
+
+/* The data calls on an fd the core attached a direct handle to, made
+ * without entering the core; SDPSHIM_PASS when fd has none or the call is
+ * the core's (the caller then calls the core's hook). */
+SDP_HIDDEN long sdp_direct_recv(int fd, void *buf, size_t n, int flags);
+SDP_HIDDEN long sdp_direct_send(int fd, const void *buf, size_t n, int flags);
+SDP_HIDDEN long sdp_direct_msg(int send, int fd, struct msghdr *m, int flags);
+/* host->direct_attach. */
+SDP_HIDDEN void sdp_direct_attach(int fd, void *conn);
+
 /* ---- helpers (wait.c, core.c, log.c) ------------------------------------------ */
+
+struct sdp_sigmark;
+/* One sleep of a call that answered SDPSHIM_WAIT: adds w->done to *total
+ * (never beyond len), sleeps, and returns 0 to go on, or the call's result
+ * (EINTR or the progress) when a signal ends it. */
+SDP_HIDDEN long sdp_wait_step(const struct sdpshim_wait *w, uint64_t *total, uint64_t len, struct sdp_sigmark *mark);
 
 /* Sleeps as *w says; 0, or EINTR when a signal handler interrupted it. */
 SDP_HIDDEN int sdp_wait(const struct sdpshim_wait *w);

@@ -92,7 +92,7 @@ static long sdp_progress(long r, uint64_t total)
  * difference is left: with SO_RCVTIMEO/SO_SNDTIMEO set the kernel never
  * restarts, the shim does (its deadline is a timer, the sleep untimed):
  * such a call returns at its timeout instead of at the signal. */
-static long sdp_wait_more(const struct sdpshim_wait *w, uint64_t *total, uint64_t len, struct sdp_sigmark *mark)
+long sdp_wait_step(const struct sdpshim_wait *w, uint64_t *total, uint64_t len, struct sdp_sigmark *mark)
 {
 	uint64_t done = w->done;
 	if (done > len - *total)
@@ -111,6 +111,9 @@ static long sdp_wait_more(const struct sdpshim_wait *w, uint64_t *total, uint64_
 
 long sdp_core_recv(int fd, void *buf, size_t n, int flags)
 {
+	long d = sdp_direct_recv(fd, buf, n, flags);
+	if (d != SDPSHIM_PASS)
+		return d;
 	uint64_t total = 0;
 	struct sdp_sigmark mark;
 	sdp_sig_mark(&mark);
@@ -119,7 +122,7 @@ long sdp_core_recv(int fd, void *buf, size_t n, int flags)
 		long r = SDP_CORE_CALL(sdp_core.recv(fd, (char *)buf + total, n - total, flags, &w));
 		if (r != SDPSHIM_WAIT)
 			return r == SDPSHIM_PASS && total == 0 ? r : sdp_progress(r, total);
-		long e = sdp_wait_more(&w, &total, n, &mark);
+		long e = sdp_wait_step(&w, &total, n, &mark);
 		if (e != 0)
 			return e;
 	}
@@ -127,6 +130,9 @@ long sdp_core_recv(int fd, void *buf, size_t n, int flags)
 
 long sdp_core_send(int fd, const void *buf, size_t n, int flags)
 {
+	long d = sdp_direct_send(fd, buf, n, flags);
+	if (d != SDPSHIM_PASS)
+		return d;
 	uint64_t total = 0;
 	struct sdp_sigmark mark;
 	sdp_sig_mark(&mark);
@@ -135,7 +141,7 @@ long sdp_core_send(int fd, const void *buf, size_t n, int flags)
 		long r = SDP_CORE_CALL(sdp_core.send(fd, (char *)buf + total, n - total, flags, &w));
 		if (r != SDPSHIM_WAIT)
 			return r == SDPSHIM_PASS && total == 0 ? r : sdp_progress(r, total);
-		long e = sdp_wait_more(&w, &total, n, &mark);
+		long e = sdp_wait_step(&w, &total, n, &mark);
 		if (e != 0)
 			return e;
 	}
@@ -151,7 +157,7 @@ long sdp_core_sendfile(int o, int i, off_t *off, size_t n)
 		long r = SDP_CORE_CALL(sdp_core.sendfile(o, i, off, n - total, &w));
 		if (r != SDPSHIM_WAIT)
 			return r == SDPSHIM_PASS && total == 0 ? r : sdp_progress(r, total);
-		long e = sdp_wait_more(&w, &total, n, &mark);
+		long e = sdp_wait_step(&w, &total, n, &mark);
 		if (e != 0)
 			return e;
 	}
@@ -167,7 +173,7 @@ long sdp_core_splice(int i, loff_t *oi, int o, loff_t *oo, size_t n, unsigned in
 		long r = SDP_CORE_CALL(sdp_core.splice(i, oi, o, oo, n - total, f, &w));
 		if (r != SDPSHIM_WAIT)
 			return r == SDPSHIM_PASS && total == 0 ? r : sdp_progress(r, total);
-		long e = sdp_wait_more(&w, &total, n, &mark);
+		long e = sdp_wait_step(&w, &total, n, &mark);
 		if (e != 0)
 			return e;
 	}
@@ -221,6 +227,9 @@ static uint64_t sdp_msg_len(const struct msghdr *m)
 /* recvmsg (send == 0) or sendmsg through the core, with the wait loop. */
 static long core_msg(int send, int fd, struct msghdr *m, int flags)
 {
+	long d = sdp_direct_msg(send, fd, m, flags);
+	if (d != SDPSHIM_PASS)
+		return d;
 	struct sdp_msg_rest rest = {.iov = NULL};
 	struct msghdr *cur = m;
 	uint64_t total = 0, len = 0;
@@ -237,7 +246,7 @@ static long core_msg(int send, int fd, struct msghdr *m, int flags)
 		}
 		if (w.done > 0 && len == 0)
 			len = sdp_msg_len(m);
-		if ((r = sdp_wait_more(&w, &total, len, &mark)) != 0)
+		if ((r = sdp_wait_step(&w, &total, len, &mark)) != 0)
 			break;
 		if (total > 0 && (r = sdp_msg_rest_build(&rest, m, total)) != 0) {
 			r = sdp_progress(r, total);

@@ -1,0 +1,199 @@
+/*
+ * directio.c - the interposer's side of the direct data path (direct.h):
+ * the table of connection handles by fd, which the core fills
+ * (host->direct_attach), and the data calls on them, made here without
+ * entering the core: one table lookup, the copy, and, only when a peer
+ * sleeps or this thread must, one system call.
+ *
+ * A call the handle does not cover (MSG_OOB, control data, a socket the
+ * core marked slow: shutdown(SHUT_RD), bytes written before the verdict
+ * still in the core, ...) answers SDPSHIM_PASS here and goes to the core,
+ * which implements it over the same functions.
+ */
+#include "shim.h"
+#include "sigcount.h"
+#include "direct.h"
+
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+
+/* Handles by fd, in the fd table's chunks (allocated on first use, never
+ * freed or moved: reads take no lock). */
+static struct sdp_dconn **sdp_dt_dir[SDP_FD_DIR];
+/* Attached handles in the process: 0 lets every call skip the table. */
+static unsigned long sdp_dt_count;
+
+static struct sdp_dconn **dt_slot(int fd, int make)
+{
+	unsigned int i = (unsigned int)fd >> SDP_FD_CHUNK_SHIFT;
+	if (fd < 0 || i >= SDP_FD_DIR)
+		return NULL;
+	struct sdp_dconn **c = __atomic_load_n(&sdp_dt_dir[i], __ATOMIC_ACQUIRE);
+	if (c == NULL && make) {
+		void *m = mmap(NULL, SDP_FD_CHUNK * sizeof *c, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED)
+			return NULL;
+		struct sdp_dconn **none = NULL;
+		if (__atomic_compare_exchange_n(&sdp_dt_dir[i], &none, m, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			c = m;
+		else {
+			munmap(m, SDP_FD_CHUNK * sizeof *c);
+			c = none;
+		}
+	}
+	return c == NULL ? NULL : &c[(unsigned int)fd & (SDP_FD_CHUNK - 1)];
+}
+
+/* host->direct_attach: fd is carried by conn from now on (NULL: no longer). */
+void sdp_direct_attach(int fd, void *conn)
+{
+	struct sdp_dconn **slot = dt_slot(fd, conn != NULL);
+	if (slot == NULL)
+		return;
+	struct sdp_dconn *old = __atomic_exchange_n(slot, (struct sdp_dconn *)conn, __ATOMIC_SEQ_CST);
+	if (old == NULL && conn != NULL)
+		__atomic_fetch_add(&sdp_dt_count, 1, __ATOMIC_RELAXED);
+	else if (old != NULL && conn == NULL)
+		__atomic_fetch_sub(&sdp_dt_count, 1, __ATOMIC_RELAXED);
+}
+
+/* The handle carrying fd, held (users + 1) until sdp_direct_put, or NULL.
+ * The core detaches by setting closed, then waits for users to drop to 0
+ * before it unmaps: announce-then-check on both sides (SEQ_CST). */
+static struct sdp_dconn *sdp_direct_get(int fd)
+{
+	if (__atomic_load_n(&sdp_dt_count, __ATOMIC_RELAXED) == 0)
+		return NULL;
+	struct sdp_dconn **slot = dt_slot(fd, 0);
+	struct sdp_dconn *c = slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : NULL;
+	if (c == NULL)
+		return NULL;
+	__atomic_fetch_add(&c->users, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&c->closed, __ATOMIC_SEQ_CST)) {
+		__atomic_fetch_sub(&c->users, 1, __ATOMIC_SEQ_CST);
+		return NULL;
+	}
+	return c;
+}
+
+static void sdp_direct_put(struct sdp_dconn *c) { __atomic_fetch_sub(&c->users, 1, __ATOMIC_SEQ_CST); }
+
+static void count(uint64_t *ctr, uint64_t n)
+{
+	/* Per-process statistics: a plain load and store (no locked
+	 * instruction on the data path); threads racing may lose a count. */
+	__atomic_store_n(ctr, __atomic_load_n(ctr, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
+
+/* One data call on c: recv (send == 0) or send of iov[0..cnt), flags as
+ * the program passed them. The result as a hook's: bytes, -errno, or
+ * SDPSHIM_PASS for the core. Kernel semantics: a blocking send moves
+ * everything, a blocking recv returns once something arrived (MSG_WAITALL:
+ * everything), O_NONBLOCK and MSG_DONTWAIT never sleep, SO_RCVTIMEO and
+ * SO_SNDTIMEO end a sleep with EAGAIN, a signal handler without SA_RESTART
+ * ends it with EINTR (or the progress), ECONNRESET is reported once. */
+static long direct_io(struct sdp_dconn *c, int send, const struct iovec *iov, int cnt, int flags)
+{
+	const int known = MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE | (send ? 0 : MSG_PEEK | MSG_WAITALL | MSG_CMSG_CLOEXEC);
+	if ((flags & ~known) || (__atomic_load_n(&c->slow, __ATOMIC_ACQUIRE) & (send ? SDP_DSLOW_SEND : SDP_DSLOW_RECV)))
+		return SDPSHIM_PASS;
+	int f = 0;
+	if ((flags & MSG_DONTWAIT) || __atomic_load_n(&c->nonblock, __ATOMIC_RELAXED))
+		f |= SDP_D_NONBLOCK;
+	if (!send && (flags & MSG_PEEK))
+		f |= SDP_D_PEEK;
+	int waitall = !send && (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
+	uint64_t len = 0, total = 0;
+	for (int i = 0; i < cnt; i++)
+		len += iov[i].iov_len;
+	int64_t tmo = __atomic_load_n(send ? &c->sndtimeo : &c->rcvtimeo, __ATOMIC_RELAXED);
+	int64_t deadline = tmo > 0 ? sdp_now_ns() + tmo : 0;
+	struct sdp_sigmark mark;
+	sdp_sig_mark(&mark);
+	for (;;) {
+		struct sdp_dsleep sl;
+		long r = send ? sdp_dconn_sendv(c, iov, cnt, total, f, &sl) : sdp_dconn_recvv(c, iov, cnt, total, f, &sl);
+		if (r > 0) {
+			total += (uint64_t)r;
+			if (!(send || waitall) || total == len)
+				break;
+			continue;
+		}
+		if (r == 0 || r != SDP_D_WAIT) {
+			if (r == -ECONNRESET) {
+				if (__atomic_exchange_n(&c->errseen, 1, __ATOMIC_RELAXED))
+					r = send ? -EPIPE : 0; /* reported once: then EOF, EPIPE */
+			}
+			if (total > 0)
+				break;
+			return r;
+		}
+		/* Sleep: the announcement is made, the word read before the
+		 * last check. */
+		int64_t left = -1;
+		if (deadline) {
+			left = deadline - sdp_now_ns();
+			if (left <= 0) {
+				sdp_dconn_woke(c, &sl);
+				if (total > 0)
+					break;
+				return -EAGAIN;
+			}
+		}
+		struct sdpshim_wait w = {.kind = SDPSHIM_WAIT_FUTEX, .word = sl.word, .val = sl.val, .timeout_ns = left};
+		long e = sdp_wait_step(&w, &total, len, &mark);
+		sdp_dconn_woke(c, &sl);
+		if (e != 0)
+			return e;
+		if (__atomic_load_n(&c->closed, __ATOMIC_SEQ_CST)) /* closed under us */
+			return total > 0 ? (long)total : SDPSHIM_PASS;
+	}
+	if (send) {
+		count(&c->sent, total);
+		count(&c->send_calls, 1);
+	} else if (!(flags & MSG_PEEK)) {
+		count(&c->received, total);
+		count(&c->recv_calls, 1);
+	}
+	return (long)total;
+}
+
+long sdp_direct_recv(int fd, void *buf, size_t n, int flags)
+{
+	struct sdp_dconn *c = sdp_direct_get(fd);
+	if (c == NULL)
+		return SDPSHIM_PASS;
+	struct iovec v = {.iov_base = buf, .iov_len = n};
+	long r = direct_io(c, 0, &v, 1, flags);
+	sdp_direct_put(c);
+	return r;
+}
+
+long sdp_direct_send(int fd, const void *buf, size_t n, int flags)
+{
+	struct sdp_dconn *c = sdp_direct_get(fd);
+	if (c == NULL)
+		return SDPSHIM_PASS;
+	struct iovec v = {.iov_base = (void *)buf, .iov_len = n};
+	long r = direct_io(c, 1, &v, 1, flags);
+	sdp_direct_put(c);
+	return r;
+}
+
+long sdp_direct_msg(int send, int fd, struct msghdr *m, int flags)
+{
+	if (m->msg_iovlen > UIO_MAXIOV || (send && m->msg_controllen > 0))
+		return SDPSHIM_PASS;
+	struct sdp_dconn *c = sdp_direct_get(fd);
+	if (c == NULL)
+		return SDPSHIM_PASS;
+	long r = direct_io(c, send, m->msg_iov, (int)m->msg_iovlen, flags);
+	sdp_direct_put(c);
+	if (r >= 0 && !send) { /* as the kernel's TCP recvmsg */
+		m->msg_flags = 0;
+		m->msg_controllen = 0;
+		m->msg_namelen = 0;
+	}
+	return r;
+}

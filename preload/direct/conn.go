@@ -1,0 +1,267 @@
+package direct
+
+/*
+#include "../c/direct.h"
+#include <stdlib.h>
+#include <poll.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static uint32_t ld32(uint32_t *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
+static void st32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
+static void st64(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
+static uint64_t ld64(uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+static uint32_t xchg32(uint32_t *p, uint32_t v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+static void or32(uint32_t *p, uint32_t v) { __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
+static void and32(uint32_t *p, uint32_t v) { __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST); }
+static void add64(uint64_t *p, uint64_t v) { __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+
+// Wakes every thread of this process (or another) asleep on c's words, so
+// that they look again (after closed, or a state the peer cannot announce).
+static void wake_all(struct sdp_dconn *c)
+{
+	for (int d = 0; d < 2; d++) {
+		struct sdp_ddir *x = &c->a->dir[d];
+		__atomic_fetch_add(&x->data_word, 1, __ATOMIC_SEQ_CST);
+		syscall(SYS_futex, &x->data_word, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
+		__atomic_fetch_add(&x->space_word, 1, __ATOMIC_SEQ_CST);
+		syscall(SYS_futex, &x->space_word, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
+	}
+}
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Errors of the data calls.
+var (
+	// ErrWouldBlock: nothing to read (or no room) and the call may not
+	// sleep.
+	ErrWouldBlock = errors.New("direct: would block")
+)
+
+// Slow bits (Conn.SetSlow): the calls the interposer hands to the core.
+const (
+	SlowRecv = C.SDP_DSLOW_RECV
+	SlowSend = C.SDP_DSLOW_SEND
+)
+
+// Conn is this process's handle on one side of an area. The handle is C
+// memory: the interposer keeps its address (Ptr) and makes the program's
+// data calls on it without entering Go.
+type Conn struct {
+	c    *C.struct_sdp_dconn
+	area *Area
+}
+
+// Open opens side (0: the area's creator, 1: its peer) of a. myEFD is this
+// process's eventfd that armed event waits are woken on (-1: none);
+// peerEFD this process's copy of the peer's (-1: none).
+func Open(a *Area, side, myEFD, peerEFD int) (*Conn, error) {
+	c := (*C.struct_sdp_dconn)(C.calloc(1, C.size_t(unsafe.Sizeof(C.struct_sdp_dconn{}))))
+	if c == nil {
+		return nil, errors.New("direct: out of memory")
+	}
+	if r := C.sdp_dconn_open(c, unsafe.Pointer(&a.mem[0]), C.size_t(len(a.mem)), C.int(side), C.int(myEFD), C.int(peerEFD)); r != 0 {
+		C.free(unsafe.Pointer(c))
+		return nil, fmt.Errorf("%w: open side %d", ErrGeometry, side)
+	}
+	return &Conn{c: c, area: a}, nil
+}
+
+// Ptr returns the handle's address, for the interposer.
+func (c *Conn) Ptr() unsafe.Pointer { return unsafe.Pointer(c.c) }
+
+// Sleep says where a data call that must wait sleeps: FUTEX_WAIT on Word
+// while it holds Val. Woke withdraws the announcement after the sleep.
+type Sleep struct {
+	Word *uint32
+	Val  uint32
+	What int32 // 0 data, 1 space
+}
+
+const waitResult = -0x10001 // SDP_D_WAIT
+
+// result maps a C data call's answer.
+func result(r C.long, sl *C.struct_sdp_dsleep) (int, *Sleep, error) {
+	switch {
+	case r >= 0:
+		return int(r), nil, nil
+	case r == waitResult:
+		return 0, &Sleep{Word: (*uint32)(unsafe.Pointer(sl.word)), Val: uint32(sl.val), What: int32(sl.what)}, nil
+	case r == -C.long(unix.EAGAIN):
+		return 0, nil, ErrWouldBlock
+	default:
+		return 0, nil, unix.Errno(-r)
+	}
+}
+
+// Send moves up to len(b) bytes into the peer's blocks. n > 0 bytes went;
+// otherwise a Sleep to wait on (block true, nothing free), ErrWouldBlock
+// (block false), or an errno: EPIPE (this side shut down its writing, or
+// the peer closed its reading), ECONNRESET (reset, protocol violation).
+func (c *Conn) Send(b []byte, block bool) (int, *Sleep, error) {
+	if len(b) == 0 {
+		return 0, nil, nil
+	}
+	var sl C.struct_sdp_dsleep
+	f := C.int(0)
+	if !block {
+		f = C.SDP_D_NONBLOCK
+	}
+	r := C.sdp_dconn_send(c.c, unsafe.Pointer(&b[0]), C.size_t(len(b)), f, &sl)
+	runtime.KeepAlive(b)
+	return result(r, &sl)
+}
+
+// Recv copies up to len(b) arrived bytes out (peek: without consuming
+// them). n > 0 bytes, or 0 with a nil error at EOF; otherwise as Send
+// (ECONNRESET after a reset).
+func (c *Conn) Recv(b []byte, peek, block bool) (int, *Sleep, error) {
+	if len(b) == 0 {
+		return 0, nil, nil
+	}
+	var sl C.struct_sdp_dsleep
+	f := C.int(0)
+	if !block {
+		f |= C.SDP_D_NONBLOCK
+	}
+	if peek {
+		f |= C.SDP_D_PEEK
+	}
+	r := C.sdp_dconn_recv(c.c, unsafe.Pointer(&b[0]), C.size_t(len(b)), f, &sl)
+	runtime.KeepAlive(b)
+	return result(r, &sl)
+}
+
+// Woke withdraws the announcement of a Sleep once the sleep ended.
+func (c *Conn) Woke(s *Sleep) {
+	sl := C.struct_sdp_dsleep{word: (*C.uint32_t)(unsafe.Pointer(s.Word)), val: C.uint32_t(s.Val), what: C.int(s.What)}
+	C.sdp_dconn_woke(c.c, &sl)
+}
+
+// Fin sends the FIN (shutdown SHUT_WR) after what was sent.
+func (c *Conn) Fin() { C.sdp_dconn_fin(c.c) }
+
+// Reset aborts: the peer's calls fail with ECONNRESET.
+func (c *Conn) Reset() { C.sdp_dconn_reset(c.c) }
+
+// CloseRead says this side reads no more: the peer's sends fail with EPIPE.
+func (c *Conn) CloseRead() { C.sdp_dconn_close_rx(c.c) }
+
+// Poll returns the readiness now as poll(2) bits.
+func (c *Conn) Poll() int16 { return int16(C.sdp_dconn_poll(c.c)) }
+
+// Arm asks the peer to write this process's eventfd once when events
+// (POLLIN, POLLOUT) may have become ready, and returns the readiness after
+// arming (non-zero: do not sleep).
+func (c *Conn) Arm(events int16) int16 { return int16(C.sdp_dconn_arm(c.c, C.int(events))) }
+
+// Inq returns the bytes readable now; Outq the bytes sent and not yet
+// consumed by the peer.
+func (c *Conn) Inq() int  { return int(C.sdp_dconn_inq(c.c)) }
+func (c *Conn) Outq() int { return int(C.sdp_dconn_outq(c.c)) }
+
+// SetNonblock, SetTimeouts and SetSlow set what the interposer's data
+// calls follow: O_NONBLOCK, SO_RCVTIMEO/SO_SNDTIMEO (0: none), and which
+// calls go to the core instead (SlowRecv, SlowSend).
+func (c *Conn) SetNonblock(on bool) {
+	v := C.uint32_t(0)
+	if on {
+		v = 1
+	}
+	C.st32(&c.c.nonblock, v)
+}
+
+func (c *Conn) SetTimeouts(rcv, snd time.Duration) {
+	C.st64(&c.c.rcvtimeo, C.int64_t(rcv))
+	C.st64(&c.c.sndtimeo, C.int64_t(snd))
+}
+
+func (c *Conn) SetSlow(bits uint32)   { C.or32(&c.c.slow, C.uint32_t(bits)) }
+func (c *Conn) ClearSlow(bits uint32) { C.and32(&c.c.slow, C.uint32_t(^bits)) }
+
+// ErrSeen marks the reset as reported to the program and returns whether
+// it already was (then reads see EOF and writes EPIPE).
+func (c *Conn) ErrSeen() bool { return C.xchg32(&c.c.errseen, 1) != 0 }
+
+// Counted adds what the core's own calls moved to the handle's counters.
+func (c *Conn) Counted(sent, received int) {
+	if sent > 0 {
+		C.add64(&c.c.sent, C.uint64_t(sent))
+		C.add64(&c.c.send_calls, 1)
+	}
+	if received > 0 {
+		C.add64(&c.c.received, C.uint64_t(received))
+		C.add64(&c.c.recv_calls, 1)
+	}
+}
+
+// Stats are the handle's counters (this process).
+type Stats struct {
+	Sent, Received         uint64 // bytes the program moved
+	SendCalls, RecvCalls   uint64
+	PollHits, Sleeps       uint64 // waits that polling ended, waits that slept
+	Wakes, EventWakes      uint64 // futex wakes and eventfd writes made for the peer
+	Violations             uint64 // protocol violations seen from the peer
+	Budget                 uint32 // the current poll budget
+}
+
+// Stats reads the counters.
+func (c *Conn) Stats() Stats {
+	return Stats{
+		Sent: uint64(C.ld64(&c.c.sent)), Received: uint64(C.ld64(&c.c.received)),
+		SendCalls: uint64(C.ld64(&c.c.send_calls)), RecvCalls: uint64(C.ld64(&c.c.recv_calls)),
+		PollHits: uint64(C.ld64(&c.c.polls_hit)), Sleeps: uint64(C.ld64(&c.c.sleeps)),
+		Wakes: uint64(C.ld64(&c.c.wakes_sent)), EventWakes: uint64(C.ld64(&c.c.evwakes_sent)),
+		Violations: uint64(C.ld64(&c.c.violations)), Budget: uint32(c.c.budget),
+	}
+}
+
+// SetPolling sets the poll budget's bounds (0, 0: every wait sleeps).
+func (c *Conn) SetPolling(min, max uint32) {
+	c.c.poll_min = C.uint32_t(min)
+	c.c.poll_max = C.uint32_t(max)
+	c.c.budget = C.uint32_t(min)
+}
+
+// WakeAll wakes every thread asleep on the area's words (they look again).
+func (c *Conn) WakeAll() { C.wake_all(c.c) }
+
+// Detach marks the handle closed for the interposer, wakes its sleepers
+// and waits (bounded by limit) until no thread is inside a call on it;
+// it reports whether none is. The handle stays usable by the core.
+func (c *Conn) Detach(limit time.Duration) bool {
+	C.st32(&c.c.closed, 1)
+	C.wake_all(c.c)
+	end := time.Now().Add(limit)
+	for C.ld32(&c.c.users) != 0 {
+		if time.Now().After(end) {
+			return false
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	return true
+}
+
+// Free releases the handle and unmaps the area: after Detach, once no
+// thread can use either.
+func (c *Conn) Free() {
+	if c.c != nil {
+		C.free(unsafe.Pointer(c.c))
+		c.c = nil
+	}
+	c.area.Unmap()
+}
+
+// Area returns the area the handle is on.
+func (c *Conn) Area() *Area { return c.area }

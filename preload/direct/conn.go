@@ -208,12 +208,12 @@ func (c *Conn) Counted(sent, received int) {
 
 // Stats are the handle's counters (this process).
 type Stats struct {
-	Sent, Received         uint64 // bytes the program moved
-	SendCalls, RecvCalls   uint64
-	PollHits, Sleeps       uint64 // waits that polling ended, waits that slept
-	Wakes, EventWakes      uint64 // futex wakes and eventfd writes made for the peer
-	Violations             uint64 // protocol violations seen from the peer
-	Budget                 uint32 // the current poll budget
+	Sent, Received       uint64 // bytes the program moved
+	SendCalls, RecvCalls uint64
+	PollHits, Sleeps     uint64 // waits that polling ended, waits that slept
+	Wakes, EventWakes    uint64 // futex wakes and eventfd writes made for the peer
+	Violations           uint64 // protocol violations seen from the peer
+	Budget               uint32 // the current poll budget
 }
 
 // Stats reads the counters.

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/preload/direct"
 )
 
 // Attendance: a thread asleep in the kernel on a stream's behalf keeps the
@@ -24,8 +26,9 @@ import (
 type attendRec struct {
 	tid      int
 	write    bool
-	deadline int64       // monotonic ns (nowNS), 0: none
-	timer    *time.Timer // rings the wake word at the deadline (or backstop)
+	deadline int64         // monotonic ns (nowNS), 0: none
+	timer    *time.Timer   // rings the wake word at the deadline (or backstop)
+	dsl      *direct.Sleep // a direct socket's announced sleep, withdrawn at resume
 }
 
 // attendance is a socket's records.
@@ -54,6 +57,16 @@ func (s *Socket) sleepBegin(write bool, deadline int64, wake time.Duration) {
 	}
 }
 
+// sleepDirect records that the calling thread sleeps on a direct
+// socket's area as sl says (block.go, blockDirect).
+func (s *Socket) sleepDirect(write bool, deadline int64, sl *direct.Sleep) {
+	a := &s.attend
+	a.mu.Lock()
+	a.recs = append(a.recs, attendRec{tid: unix.Gettid(), write: write, deadline: deadline, dsl: sl})
+	a.n.Add(1)
+	a.mu.Unlock()
+}
+
 // resume ends the calling thread's records on s. For a record of the same
 // direction it returns its deadline and true: the call is the thread
 // coming back from its sleep.
@@ -72,7 +85,11 @@ func (s *Socket) resume(write bool) (deadline int64, back bool) {
 			k++
 			continue
 		}
-		ended++
+		if r.dsl != nil {
+			s.withdrawDirect(r.dsl)
+		} else {
+			ended++
+		}
 		if r.timer != nil {
 			r.timer.Stop()
 		}
@@ -80,12 +97,19 @@ func (s *Socket) resume(write bool) (deadline int64, back bool) {
 			deadline, back = r.deadline, true
 		}
 	}
+	a.n.Add(int32(-(len(a.recs) - k)))
 	clear(a.recs[k:])
 	a.recs = a.recs[:k]
-	a.n.Add(int32(-ended))
 	a.mu.Unlock()
 	s.endAttend(ended, true)
 	return deadline, back
+}
+
+// withdrawDirect withdraws a direct sleep's announcement.
+func (s *Socket) withdrawDirect(sl *direct.Sleep) {
+	if ds := s.direct(); ds != nil && !ds.freed.Load() {
+		ds.conn.Woke(sl)
+	}
 }
 
 // endAttend undoes n sleepers (futex) or pollers.
@@ -109,10 +133,15 @@ func (s *Socket) endAttend(n int, sleepers bool) {
 func (s *Socket) dropAttendance() {
 	a := &s.attend
 	a.mu.Lock()
-	n := len(a.recs)
+	n := 0
 	for _, r := range a.recs {
 		if r.timer != nil {
 			r.timer.Stop()
+		}
+		if r.dsl != nil {
+			s.withdrawDirect(r.dsl)
+		} else {
+			n++
 		}
 	}
 	a.recs = nil

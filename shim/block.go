@@ -46,6 +46,9 @@ func (s *Socket) block(w *Wait, write bool, deadline int64, done uint64, ready f
 	if err := waiter.Wait(ready, kernelBell{}, dl); err != errKernelSleep {
 		return true
 	}
+	if ds := s.direct(); ds != nil {
+		return s.blockDirect(ds, w, write, deadline, done)
+	}
 	gen := s.wake.gen()
 	wake := time.Duration(-1)
 	if deadline > 0 {

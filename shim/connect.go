@@ -28,7 +28,8 @@ import (
 // pendingConnect is what a connecting socket waits for.
 type pendingConnect struct {
 	answer     *rendezvous.Answer
-	def        *deferral // deferred (group listener): answer nil until pulled (deferred.go)
+	direct     *directStream // the direct path: this side's area (no channel end)
+	def        *deferral     // deferred (group listener): answer nil until pulled (deferred.go)
 	end        *channelEnd
 	id         uint32
 	dst        netip.AddrPort
@@ -40,6 +41,10 @@ type pendingConnect struct {
 // stream id handed back to its channel end.
 func (pc *pendingConnect) abandon() {
 	pc.answer.Close()
+	if pc.direct != nil {
+		pc.direct.abandon()
+		return
+	}
 	pc.end.giveUp(pc.id)
 }
 
@@ -122,7 +127,7 @@ func (p *Process) Connect(fd int, raw []byte) int64 {
 		go s.connectAsync(node, entries[0], tuple, offering, append([]byte(nil), raw...), fields)
 		return negErrno(unix.EINPROGRESS)
 	}
-	pc, err := p.offer(node, entries[0], tuple)
+	pc, err := p.offer(s, node, entries[0], tuple)
 	if err != nil {
 		return plain(rendezvous.ReasonOf(err), err)
 	}
@@ -178,7 +183,7 @@ func (s *Socket) connectOfferedLocked(fd int, pc *pendingConnect, dst netip.Addr
 // when the offer failed. A socket closed meanwhile only gives the offer up.
 func (s *Socket) connectAsync(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, offering *pendingConnect, raw []byte, fields logrus.Fields) {
 	p := s.p
-	pc, err := p.offer(node, e, t)
+	pc, err := p.offer(s, node, e, t)
 	s.mu.Lock()
 	if s.getState() != sockConnecting || s.pend != offering || len(s.fds) == 0 {
 		s.mu.Unlock()
@@ -225,11 +230,14 @@ func bindEphemeral(fd, family int) (netip.AddrPort, error) {
 	return sockName(fd)
 }
 
-// offer runs the rendezvous with the listener process e: over the
+// offer runs the rendezvous for s with the listener process e: over the
 // channel to it when one exists, else with a new channel set up over a
 // socketpair whose other end travels in the offer.
-func (p *Process) offer(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple) (*pendingConnect, error) {
+func (p *Process) offer(s *Socket, node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple) (*pendingConnect, error) {
 	peer := procID{pid: e.PID, start: e.Start}
+	if p.cfg.Channel == config.ChannelDirect {
+		return p.offerDirectTo(s, node, e, t)
+	}
 	shared := p.cfg.Channel == config.ChannelShared
 	if shared {
 		if end := p.chans.forPeer(peer); end != nil {
@@ -278,6 +286,38 @@ func (p *Process) offer(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.
 		p.chans.add(end)
 	}
 	return pc, nil
+}
+
+// offerDirectTo runs the rendezvous for a direct connection: the offer
+// carries the new area and this side's eventfd, the answer the acceptor's.
+func (p *Process) offerDirectTo(s *Socket, node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple) (*pendingConnect, error) {
+	efd := s.wake.eventFD(p)
+	if efd < 0 {
+		return nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: errNoEventFD}
+	}
+	ds, files, err := p.offerDirect(efd, e.PID)
+	if err != nil {
+		return nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: err}
+	}
+	msg := offerMsg{direct: true, from: p.self}
+	ctx, cancel := context.WithTimeout(context.Background(), offerTimeout)
+	defer cancel()
+	a, err := node.Offer(ctx, e, t, rendezvous.Payload{Data: msg.encode(), Files: files})
+	if err != nil {
+		ds.abandon()
+		return nil, err
+	}
+	id, err := decodeAnswer(a.Payload.Data)
+	if err == nil {
+		err = ds.offered(a.Payload.Files)
+	}
+	a.Payload.CloseFiles()
+	if err != nil {
+		a.Abort()
+		ds.abandon()
+		return nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonProtocol, Err: err}
+	}
+	return &pendingConnect{answer: a, direct: ds, id: id}, nil
 }
 
 // offerOn sends the offer: for end's channel, or (sock != nil) for a new

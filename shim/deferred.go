@@ -258,7 +258,7 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 	pc.def.state = defPulling
 	s.mu.Unlock()
 
-	offered, oerr := p.offer(node, req.From, t)
+	offered, oerr := p.offer(s, node, req.From, t)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -281,7 +281,7 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 		s.deferFallbackLocked(rendezvous.ReasonOf(oerr), oerr)
 		return oerr
 	}
-	pc.answer, pc.end, pc.id = offered.answer, offered.end, offered.id
+	pc.answer, pc.end, pc.id, pc.direct = offered.answer, offered.end, offered.id, offered.direct
 	s.endDeferLocked(pc)
 	if len(s.early) > 0 && !s.earlyPush {
 		s.earlyPush = true

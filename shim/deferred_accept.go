@@ -200,11 +200,11 @@ func (s *Socket) resolve() {
 		return
 	}
 	s.acc = nil
-	s.accelerateLocked(pr.end, pr.stream)
+	s.accelerateLocked(pr.end, pr.data())
 	for _, f := range s.fds {
 		p.host.SetFDState(f, FDManaged)
 	}
 	p.count("accept.pulled")
-	fields["stream"] = pr.stream.ID()
+	fields["stream"] = pr.data().ID()
 	p.log.WithFields(fields).Debug("deferred connection claimed: accelerated")
 }

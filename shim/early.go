@@ -5,7 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/preload/direct"
 )
 
 // Early data. A connected socket whose acceptor has not claimed the
@@ -92,7 +92,7 @@ func (s *Socket) pushEarly(answerFD int) {
 // waiting; it reports whether none is left.
 //
 // +checklocks:s.mu
-func (s *Socket) flushEarlyLocked(st *core.Stream) bool {
+func (s *Socket) flushEarlyLocked(st dataStream) bool {
 	for len(s.early) > 0 {
 		n, err := st.Write(s.early)
 		s.early = s.early[n:]
@@ -104,12 +104,17 @@ func (s *Socket) flushEarlyLocked(st *core.Stream) bool {
 		s.early = nil
 	}
 	s.earlyN.Store(int32(len(s.early)))
+	if len(s.early) == 0 {
+		if ds, ok := st.(*directStream); ok {
+			ds.conn.ClearSlow(direct.SlowSend) // the interposer may send now
+		}
+	}
 	return len(s.early) == 0
 }
 
 // earlyFlushed reports whether no early byte waits for st (flushing what
 // it can first).
-func (s *Socket) earlyFlushed(st *core.Stream) bool {
+func (s *Socket) earlyFlushed(st dataStream) bool {
 	if s.earlyN.Load() == 0 {
 		return true
 	}
@@ -120,7 +125,7 @@ func (s *Socket) earlyFlushed(st *core.Stream) bool {
 
 // closeWithEarly closes st once the early bytes still waiting went (in the
 // background, as the kernel sends a closed socket's queue), or at once.
-func (s *Socket) closeWithEarly(st *core.Stream, abort bool) {
+func (s *Socket) closeWithEarly(st dataStream, abort bool) {
 	s.mu.Lock()
 	rest := s.early
 	s.early = nil

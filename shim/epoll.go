@@ -100,6 +100,7 @@ type epollEntry struct {
 	disabled bool   // EPOLLONESHOT fired
 	attended bool   // the stream is attended (accelerated)
 	efdReg   bool   // the socket's eventfd efd is registered
+	efdGen   uint32 // the socket's wake.efdGen when it was
 	efd      int
 	tcpReg   bool // the socket's own fd is registered (connect pending)
 	answerFD int  // the rendezvous connection registered (verdict pending)
@@ -292,10 +293,10 @@ func (set *epollSet) armLocked(e *epollEntry) {
 			unix.EpollCtl(set.fd, unix.EPOLL_CTL_DEL, e.fd, nil)
 			e.tcpReg = false
 		}
+		if !set.addEventFDLocked(e) { // once (again after adoptDirectLocked)
+			return
+		}
 		if !e.attended {
-			if !set.addEventFDLocked(e) {
-				return
-			}
 			e.attended = true
 			s.wake.pollers.Add(1)
 			st.Attend()
@@ -331,14 +332,15 @@ func (set *epollSet) armLocked(e *epollEntry) {
 //
 // +checklocks:set.mu
 func (set *epollSet) addEventFDLocked(e *epollEntry) bool {
-	if e.efdReg {
+	gen := e.sock.wake.efdGen.Load()
+	if e.efdReg && e.efdGen == gen {
 		return true
 	}
 	efd := e.sock.wake.eventFD(set.p)
 	if efd < 0 || set.add(efd, unix.EPOLLIN|unix.EPOLLET, e.token) != nil {
 		return false
 	}
-	e.efd, e.efdReg = efd, true
+	e.efd, e.efdReg, e.efdGen = efd, true, gen
 	return true
 }
 
@@ -677,6 +679,10 @@ func (set *epollSet) collectAt(ev []unix.EpollEvent, exact bool) int {
 			continue // nothing happened to the socket since it reported nothing
 		}
 		rev := set.evaluate(e, true)
+		if ds := s.direct(); rev == 0 && exact && ds != nil && ds.arm(int16(e.events&0xffff)) != 0 {
+			// Armed (the peer writes the eventfd once), and ready since.
+			rev = set.evaluate(e, true)
+		}
 		e.quiet, e.quietGen = quietable && rev == 0, gen
 		if rev == 0 {
 			continue
@@ -715,7 +721,7 @@ func (set *epollSet) collectAt(ev []unix.EpollEvent, exact bool) int {
 // +checklocks:set.mu
 func (set *epollSet) quietSkip(e *epollEntry) (gen uint32, ok bool) {
 	s := e.sock
-	if !e.attended || s.sw.Load() != swNone || s.earlyN.Load() != 0 || s.pendShut.Load() != 0 || s.stream.Load() == nil {
+	if !e.attended || s.sw.Load() != swNone || s.earlyN.Load() != 0 || s.pendShut.Load() != 0 || s.stream.Load() == nil || s.direct() != nil {
 		return 0, false
 	}
 	return s.wake.gen(), true
@@ -793,6 +799,9 @@ func (set *epollSet) progressLocked(exact bool) {
 			continue
 		}
 		c := st.Channel()
+		if c == nil {
+			continue // direct: nothing to move
+		}
 		flush := e.wantsOut()
 		if c == lastC && (lastFlushed || !flush) {
 			continue
@@ -825,6 +834,8 @@ func (set *epollSet) pumpedLocked(s *Socket, write bool) bool {
 	}
 	c := st.Channel()
 	switch {
+	case c == nil:
+		return true // direct: nothing to move
 	case c == set.onlyChan:
 		return set.onlyFlushed || !write
 	case set.onlyChan != nil:
@@ -847,7 +858,7 @@ func (set *epollSet) evaluate(e *epollEntry, commit bool) int16 {
 		return rev
 	}
 	arr := s.arrived()
-	ns := s.nospace.Load()
+	ns := s.noSpace()
 	edge := rev&^e.lastMask != 0 ||
 		(rev&unix.POLLIN != 0 && arr > e.lastArr) ||
 		(rev&unix.POLLOUT != 0 && ns != e.nospace)

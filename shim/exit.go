@@ -2,8 +2,6 @@ package shim
 
 import (
 	"time"
-
-	"github.com/sdpshim/sdpshim/core"
 )
 
 // exitDrain bounds how long a process exit waits for its streams' bytes.
@@ -20,7 +18,7 @@ const exitDrain = 2 * time.Second
 // registrations are withdrawn.
 func (p *Process) Exit() {
 	p.mu.Lock()
-	var streams []*core.Stream
+	var streams []dataStream
 	for s := range p.live {
 		if st := s.stream.Load(); st != nil {
 			streams = append(streams, st)
@@ -49,7 +47,7 @@ func (p *Process) Exit() {
 
 // noteDraining keeps a closed stream until it has sent its last block,
 // for Exit. Streams found drained are forgotten.
-func (p *Process) noteDraining(st *core.Stream) {
+func (p *Process) noteDraining(st dataStream) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.draining) >= 64 {

@@ -42,6 +42,9 @@ func (p *Process) Close(fd int) {
 			break
 		}
 	}
+	if ds := s.direct(); ds != nil {
+		ds.detach(fd)
+	}
 	sets := s.epollsLocked()
 	last := len(s.fds) == 0
 	s.mu.Unlock()
@@ -173,6 +176,9 @@ func (p *Process) Dup(oldfd, newfd int) FDState {
 	}
 	s.fds = append(s.fds, newfd)
 	p.fds.set(newfd, e)
+	if ds := s.direct(); ds != nil && s.getState() == sockAccelerated {
+		ds.attach(newfd)
+	}
 	return p.host.FDState(oldfd)
 }
 
@@ -180,5 +186,6 @@ func (p *Process) Dup(oldfd, newfd int) FDState {
 func (p *Process) Nonblock(fd int, on bool) {
 	if s := p.fds.socket(fd); s != nil {
 		s.nonblock.Store(on)
+		s.syncDirect()
 	}
 }

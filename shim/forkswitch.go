@@ -160,7 +160,7 @@ func (s *Socket) switchFD() int {
 // the stream and a private fd, and wakes the program's waiting calls
 // (they wait for the switch now); false, and swNone again, when the
 // socket is no longer accelerated.
-func (s *Socket) switchBegin() (*core.Stream, int, bool) {
+func (s *Socket) switchBegin() (dataStream, int, bool) {
 	st := s.stream.Load()
 	fd := s.switchFD()
 	if fd < 0 || st == nil {
@@ -226,7 +226,7 @@ func (s *Socket) switchAsForker() {
 // switchComplete is the end of the protocol, once the REQs crossed and
 // this end's stream is closed: as a forker (a fork waits: swFork) or as a
 // responder.
-func (s *Socket) switchComplete(fd int, st *core.Stream, deadline time.Time) {
+func (s *Socket) switchComplete(fd int, st dataStream, deadline time.Time) {
 	var tail []byte // nil: a responder keeps its unread bytes
 	forker := s.swFork.Load()
 	if forker {
@@ -284,7 +284,7 @@ func (s *Socket) switchAsResponder() {
 // replays it. A forker replays before returning; a responder lets its
 // program read meanwhile (swReplay) and replays without deadline, since
 // the peer's child reads it whenever it runs.
-func (s *Socket) switchReturn(fd int, st *core.Stream, tail []byte, deadline time.Time) error {
+func (s *Socket) switchReturn(fd int, st dataStream, tail []byte, deadline time.Time) error {
 	out := make([]byte, 16, 16+len(tail))
 	copy(out, switchRET[:])
 	binary.LittleEndian.PutUint64(out[8:], uint64(len(tail)))
@@ -408,7 +408,7 @@ func (s *Socket) switchFailed(fd int, err error) {
 var errBadSwitch = errors.New("switch to kernel TCP: unexpected record from the peer")
 
 // drainStream reads st until the peer's FIN (or deadline).
-func drainStream(st *core.Stream, deadline time.Time) ([]byte, error) {
+func drainStream(st dataStream, deadline time.Time) ([]byte, error) {
 	out := []byte{}
 	buf := make([]byte, 64<<10)
 	pause := 20 * time.Microsecond

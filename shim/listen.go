@@ -149,6 +149,24 @@ func (s *Socket) unregisterLocked() {
 type prepared struct {
 	end    *channelEnd
 	stream *core.Stream
+	direct *directStream // the direct path: this side of the area (end, stream nil)
+}
+
+// data returns the stream that carries the connection.
+func (pr *prepared) data() dataStream {
+	if pr.direct != nil {
+		return pr.direct
+	}
+	return pr.stream
+}
+
+// release gives a prepared connection up.
+func (pr *prepared) release() {
+	if pr.direct != nil {
+		pr.direct.abandon()
+		return
+	}
+	pr.stream.Close()
 }
 
 // handleOffer is the rendezvous Handler: it answers a connector with the
@@ -162,11 +180,26 @@ func (p *Process) handleOffer(req rendezvous.Request) (rendezvous.Payload, any, 
 		}
 	}()
 	o, err := decodeOffer(req.Payload.Data)
-	if err != nil || (o.newChannel && len(files) != 1) || (!o.newChannel && len(files) != 0) {
+	wantFiles := 0
+	switch {
+	case o.direct:
+		wantFiles = 2
+	case o.newChannel:
+		wantFiles = 1
+	}
+	if err != nil || len(files) != wantFiles {
 		return rendezvous.Payload{}, nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonProtocol, Err: errBadOffer}
 	}
 	if r, ok := p.shmAllowed(); !ok {
 		return rendezvous.Payload{}, nil, &rendezvous.FallbackError{Reason: r, Err: errors.New("shared memory not allowed here")}
+	}
+	if o.direct {
+		ds, answerFiles, err := p.acceptDirect(files, o.from.pid)
+		if err != nil {
+			p.log.WithError(err).Debug("direct area refused")
+			return rendezvous.Payload{}, nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: err}
+		}
+		return rendezvous.Payload{Data: encodeAnswer(1), Files: answerFiles}, &prepared{direct: ds}, nil
 	}
 	var e *channelEnd
 	if o.newChannel {
@@ -192,7 +225,7 @@ func (p *Process) handleOffer(req rendezvous.Request) (rendezvous.Payload, any, 
 // onDrop releases the stream of an offer nobody claimed.
 func (p *Process) onDrop(m rendezvous.Match, cause rendezvous.DropCause) {
 	if pr, ok := m.Prepared.(*prepared); ok && pr != nil {
-		pr.stream.Close()
+		pr.release()
 	}
 	p.count("offer.dropped." + cause.String())
 }
@@ -237,10 +270,10 @@ func (p *Process) Accept(lfd, fd int, peer netip.AddrPort, flags int) FDState {
 	s.inheritBuffers(ls)
 	s.nonblock.Store(flags&unix.SOCK_NONBLOCK != 0)
 	s.mu.Lock()
-	s.accelerateLocked(pr.end, pr.stream)
+	s.accelerateLocked(pr.end, pr.data())
 	s.mu.Unlock()
 	p.fds.set(fd, &fdEntry{sock: s})
-	p.log.WithFields(logrus.Fields{"local": local, "remote": peer, "stream": pr.stream.ID()}).Debug("accepted accelerated")
+	p.log.WithFields(logrus.Fields{"local": local, "remote": peer, "stream": pr.data().ID()}).Debug("accepted accelerated")
 	return FDManaged
 }
 

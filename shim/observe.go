@@ -130,15 +130,18 @@ type connObs struct {
 // connection (which fires the accelerated probe).
 //
 // +checklocks:s.mu
-func (s *Socket) openStatsLocked(e *channelEnd, st *core.Stream) {
+func (s *Socket) openStatsLocked(e *channelEnd, st dataStream) {
 	p := s.p
 	fd := -1
 	if len(s.fds) > 0 {
 		fd = s.fds[0]
 	}
-	info := stats.ConnInfo{
-		FD: fd, PeerPID: e.peer.pid, Cookie: socketCookie(fd), Channel: p.chanIDs.of(e.ch),
-		Transport: stats.TransportSHM, Flow: string(p.cfg.Flow),
+	info := stats.ConnInfo{FD: fd, Cookie: socketCookie(fd), Transport: stats.TransportSHM, Flow: string(p.cfg.Flow)}
+	ds, _ := st.(*directStream)
+	if ds != nil {
+		info.PeerPID, info.Flow = ds.peerPID, "direct"
+	} else {
+		info.PeerPID, info.Channel = e.peer.pid, p.chanIDs.of(e.ch)
 	}
 	if fd >= 0 {
 		info.Local, _ = sockName(fd)
@@ -147,6 +150,9 @@ func (s *Socket) openStatsLocked(e *channelEnd, st *core.Stream) {
 	c := p.stats.Open(info)
 	if src := flowStatsOf(st.Flow()); src != nil {
 		c.SetFlow(string(p.cfg.Flow), src)
+	}
+	if ds != nil {
+		c.SetExtra(ds.counts)
 	}
 	o := &connObs{Conn: c}
 	name := "conn" + strconv.FormatUint(c.ID(), 10)
@@ -163,6 +169,7 @@ func (s *Socket) closeStats() {
 	}
 	o.removes[0]()
 	o.removes[1]()
+	o.FoldExtra()
 	o.Close()
 }
 

@@ -12,7 +12,9 @@ import (
 //	0..3    magic "SDPo"
 //	4       version (offerVersion)
 //	5       flags: 1 new channel (Files[0] is a unix socket to set it up
-//	        over), 2 the sender's end is the dialer end
+//	        over), 2 the sender's end is the dialer end, 4 direct (Files
+//	        are the area's memfd and the connector's eventfd; the answer's
+//	        the acceptor's eventfd; no channel, token unused)
 //	6..13   channel token
 //	14..17  connector pid
 //	18..25  connector start time (/proc/PID/stat field 22)
@@ -29,9 +31,11 @@ const (
 
 	offerNewChannel = 1
 	offerDialer     = 2
+	offerDirect     = 4
 )
 
 type offerMsg struct {
+	direct     bool
 	newChannel bool
 	dialer     bool
 	token      uint64
@@ -50,6 +54,9 @@ func (o offerMsg) encode() []byte {
 	if o.dialer {
 		b[5] |= offerDialer
 	}
+	if o.direct {
+		b[5] |= offerDirect
+	}
 	binary.LittleEndian.PutUint64(b[6:], o.token)
 	binary.LittleEndian.PutUint32(b[14:], uint32(o.from.pid))
 	binary.LittleEndian.PutUint64(b[18:], o.from.start)
@@ -57,10 +64,11 @@ func (o offerMsg) encode() []byte {
 }
 
 func decodeOffer(b []byte) (offerMsg, error) {
-	if len(b) != offerLen || string(b[:4]) != offerMagic || b[4] != offerVersion || b[5]&^3 != 0 {
+	if len(b) != offerLen || string(b[:4]) != offerMagic || b[4] != offerVersion || b[5]&^7 != 0 {
 		return offerMsg{}, errBadOffer
 	}
 	return offerMsg{
+		direct:     b[5]&offerDirect != 0,
 		newChannel: b[5]&offerNewChannel != 0,
 		dialer:     b[5]&offerDialer != 0,
 		token:      binary.LittleEndian.Uint64(b[6:]),

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/sdpshim/sdpshim/core"
 )
 
 // Socket options, ioctls and shutdown of accelerated sockets. The kernel
@@ -82,6 +80,7 @@ func (p *Process) Setsockopt(fd, level, name int, val []byte) int64 {
 	case unix.SO_RCVBUF, unix.SO_RCVBUFFORCE, unix.SO_SNDBUF, unix.SO_SNDBUFFORCE:
 		return s.setBuffer(fd, name, val)
 	}
+	s.syncDirect()
 	return Pass
 }
 
@@ -122,7 +121,7 @@ func (s *Socket) setBuffer(fd, name int, val []byte) int64 {
 }
 
 // applyBuffers hands the sizes the program set to st.
-func (s *Socket) applyBuffers(st *core.Stream) {
+func (s *Socket) applyBuffers(st dataStream) {
 	if n := s.rcvBuf.Load(); n > 0 {
 		st.SetRcvBuf(int(n))
 	}
@@ -188,6 +187,7 @@ func (p *Process) Shutdown(fd, how int) int64 {
 		s.shutWR.Store(true)
 		st.CloseWrite()
 	}
+	s.syncDirect()
 	s.kernelShutdown(fd, how) // the kernel's FIN waits for a switch (forkswitch.go)
 	s.wake.ring()
 	return 0

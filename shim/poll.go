@@ -217,6 +217,9 @@ func (p *Process) Poll(fds, wait []unix.PollFd) (ready, nwait int) {
 			}
 			e.s.wake.eventFD(p)
 			e.s.wake.drain()
+			if ds := e.s.direct(); ds != nil {
+				ds.arm(fds[e.i].Events) // the peer writes the eventfd once (checked below)
+			}
 		}
 		p.tids.begin(tid, attend)
 		if check() {

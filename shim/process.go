@@ -41,7 +41,7 @@ type Process struct {
 	listeners map[*Socket]struct{}   // +checklocks:mu; registered listeners
 	deferred  map[deferKey]*Socket   // +checklocks:mu; connecting, deferred (deferred.go)
 	live      map[*Socket]struct{}   // +checklocks:mu; accelerated sockets
-	draining  []*core.Stream         // +checklocks:mu; closed, maybe not all sent yet (Exit)
+	draining  []dataStream           // +checklocks:mu; closed, maybe not all sent yet (Exit)
 	epolls    map[*epollSet]struct{} // +checklocks:mu
 	logFile   *os.File               // +checklocks:mu
 

@@ -43,7 +43,7 @@ func (p *Process) RecvMsg(fd int, bufs [][]byte, flags int, w *Wait) int64 {
 // kernel's semantics: MSG_PEEK, MSG_WAITALL, MSG_DONTWAIT, O_NONBLOCK,
 // SO_RCVTIMEO, EOF after the peer's FIN (0), ECONNRESET once after a reset
 // or the peer's death (then EOF), 0 after shutdown(SHUT_RD) once drained.
-func (s *Socket) recv(st *core.Stream, bufs [][]byte, flags int, w *Wait) int64 {
+func (s *Socket) recv(st dataStream, bufs [][]byte, flags int, w *Wait) int64 {
 	switch {
 	case flags&unix.MSG_OOB != 0:
 		return negErrno(unix.EINVAL) // no urgent data, ever
@@ -112,7 +112,7 @@ func (s *Socket) recv(st *core.Stream, bufs [][]byte, flags int, w *Wait) int64 
 // readInto reads (or peeks) into bufs past the first skip bytes: what has
 // arrived, without waiting. It returns the bytes moved and, when none
 // were, why (core.ErrWouldBlock when nothing has arrived).
-func readInto(st *core.Stream, bufs [][]byte, skip int, peek bool) (int, error) {
+func readInto(st dataStream, bufs [][]byte, skip int, peek bool) (int, error) {
 	if peek && len(bufs) > 1 {
 		total := 0
 		for _, b := range bufs {

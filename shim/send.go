@@ -41,7 +41,7 @@ func (p *Process) SendMsg(fd int, bufs [][]byte, flags int, w *Wait) int64 {
 
 // activeForWrite is active for a write: while the verdict is pending the
 // bytes go into the early buffer (early.go), and r is their count.
-func (s *Socket) activeForWrite(bufs [][]byte, w *Wait) (*core.Stream, int64) {
+func (s *Socket) activeForWrite(bufs [][]byte, w *Wait) (dataStream, int64) {
 	if s.stream.Load() == nil && s.getState() == sockConnecting {
 		if n, ok := s.sendEarly(bufs); ok {
 			return nil, n
@@ -57,7 +57,7 @@ func (s *Socket) activeForWrite(bufs [][]byte, w *Wait) (*core.Stream, int64) {
 // does; -EPIPE after shutdown(SHUT_WR); ECONNRESET once after a reset or
 // the peer's death, -EPIPE after. The interposer raises SIGPIPE for -EPIPE
 // unless MSG_NOSIGNAL.
-func (s *Socket) send(st *core.Stream, bufs [][]byte, flags int, w *Wait) int64 {
+func (s *Socket) send(st dataStream, bufs [][]byte, flags int, w *Wait) int64 {
 	if s.sw.Load() != swNone {
 		return s.switchSend(flags, w) // switched to kernel TCP (forkswitch.go)
 	}
@@ -165,7 +165,7 @@ var gatherPool = sync.Pool{New: func() any { b := make([]byte, gatherMax); retur
 // returns the bytes moved and, when none were, why. Several small iovecs
 // go as one write (one message: credit flow control spends a block per
 // write).
-func writeFrom(st *core.Stream, bufs [][]byte, skip int) (int, error) {
+func writeFrom(st dataStream, bufs [][]byte, skip int) (int, error) {
 	if len(bufs) > 1 {
 		total := 0
 		for _, b := range bufs {

@@ -40,7 +40,7 @@ func (p *Process) SendFile(out, in int, off *int64, count int, w *Wait) int64 {
 // a socket switched to kernel TCP passes to the kernel's sendfile. Bytes
 // read but not taken by the stream are given back to the file (the offset
 // is not advanced past them, or the file offset is moved back).
-func (s *Socket) fromFile(st *core.Stream, in int, off *int64, count int, w *Wait) int64 {
+func (s *Socket) fromFile(st dataStream, in int, off *int64, count int, w *Wait) int64 {
 	if s.sw.Load() != swNone {
 		return s.switchSend(0, w) // switched to kernel TCP (forkswitch.go)
 	}
@@ -103,7 +103,7 @@ func (s *Socket) fromFile(st *core.Stream, in int, off *int64, count int, w *Wai
 // returns the bytes moved, the read's error, and, when nothing moved but
 // bytes were read, why the stream took none (nil werr with m == 0: the
 // file is at its end).
-func (s *Socket) fileChunk(st *core.Stream, in int, off *int64, buf []byte) (m int, rerr, werr error) {
+func (s *Socket) fileChunk(st dataStream, in int, off *int64, buf []byte) (m int, rerr, werr error) {
 	if !s.earlyFlushed(st) {
 		return 0, nil, core.ErrWouldBlock // the early bytes go first
 	}
@@ -158,7 +158,7 @@ func (p *Process) Splice(in int, offIn *int64, out int, offOut *int64, n int, w 
 // fromPipe moves up to n bytes from pipe in into the stream. Bytes read
 // from a pipe cannot be given back, so once read they are written whole,
 // waiting in Go if the stream is full (a rare path).
-func (s *Socket) fromPipe(st *core.Stream, in, n int) int64 {
+func (s *Socket) fromPipe(st dataStream, in, n int) int64 {
 	buf := make([]byte, min(n, fileChunk))
 	k, err := unix.Read(in, buf)
 	if err != nil || k == 0 {
@@ -189,7 +189,7 @@ func (s *Socket) fromPipe(st *core.Stream, in, n int) int64 {
 
 // toPipe moves up to n bytes from the stream into pipe out: peeked, written
 // to the pipe, then consumed as far as the pipe took them.
-func (s *Socket) toPipe(st *core.Stream, out, n int, w *Wait) int64 {
+func (s *Socket) toPipe(st dataStream, out, n int, w *Wait) int64 {
 	buf := make([]byte, min(n, fileChunk))
 	bufs := [1][]byte{buf}
 	r := s.recv(st, bufs[:], unix.MSG_PEEK, w)

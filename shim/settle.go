@@ -16,7 +16,7 @@ import (
 // kernel TCP, or not connected yet), -EAGAIN, or WaitResult with w set: a
 // futex sleep on the socket's wake word, which a watcher goroutine rings
 // when the descriptor the connection waits for is ready.
-func (s *Socket) active(w *Wait) (*core.Stream, int64) {
+func (s *Socket) active(w *Wait) (dataStream, int64) {
 	if st := s.stream.Load(); st != nil {
 		if s.sw.Load() == swBusy { // switching to kernel TCP (forkswitch.go)
 			return nil, s.switchWait(w, false, swReplay)
@@ -95,9 +95,9 @@ func waitFDWhile(fd int, events int16, going func() bool) {
 
 // settleResult is where a connecting socket stands.
 type settleResult struct {
-	stream     *core.Stream // accelerated now
-	fallback   bool         // plain kernel TCP now
-	waitFD     int          // else: what to wait for
+	stream     dataStream // accelerated now
+	fallback   bool       // plain kernel TCP now
+	waitFD     int        // else: what to wait for
 	waitEvents int16
 }
 
@@ -152,7 +152,13 @@ func (s *Socket) settleLocked() settleResult {
 	}
 	pc.answer.Close()
 	s.pend = nil
-	st, err := pc.end.take(pc.id, time.Now().Add(verdictTakeTimeout))
+	var st dataStream
+	var err error
+	if pc.direct != nil {
+		st = pc.direct
+	} else {
+		st, err = pc.end.take(pc.id, time.Now().Add(verdictTakeTimeout))
+	}
 	if err != nil {
 		// Cannot happen with a sane peer: it accepted, so it writes into a
 		// stream this side does not have. The connection is lost.

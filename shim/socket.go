@@ -58,10 +58,10 @@ type Socket struct {
 	pendShut   atomic.Int32  // shutdown(how) while the verdict was pending: how+1 or-ed (1 read, 2 write)
 	peerFin    atomic.Bool   // the peer's FIN was seen (EOF read or polled)
 
-	stream  atomic.Pointer[core.Stream] // accelerated: the stream
-	wake    wakeup                      // accelerated: how blocked threads sleep
-	rdWait  *core.Waiter                // spin policy of blocking reads
-	wrWait  *core.Waiter                // and writes
+	stream  streamSlot   // accelerated: the stream
+	wake    wakeup       // accelerated: how blocked threads sleep
+	rdWait  *core.Waiter // spin policy of blocking reads
+	wrWait  *core.Waiter // and writes
 	attend  attendance
 	obs     atomic.Pointer[connObs] // accelerated: the connection's counters (observe.go)
 	sw      atomic.Uint32           // switch to kernel TCP at a fork (forkswitch.go): swNone...
@@ -116,7 +116,7 @@ func (p *Process) newSocket(fd, family int, nonblock bool) *Socket {
 // Called with s.mu held or before s is published.
 //
 // +checklocks:s.mu
-func (s *Socket) accelerateLocked(e *channelEnd, st *core.Stream) {
+func (s *Socket) accelerateLocked(e *channelEnd, st dataStream) {
 	s.end = e
 	if s.wake.word == nil {
 		s.wake.init(s.p.words.get())
@@ -140,6 +140,9 @@ func (s *Socket) accelerateLocked(e *channelEnd, st *core.Stream) {
 	s.p.live[s] = struct{}{}
 	s.p.mu.Unlock()
 	s.openStatsLocked(e, st)
+	if ds, ok := st.(*directStream); ok {
+		s.adoptDirectLocked(ds)
+	}
 	if len(s.fds) > 0 {
 		s.p.watchSwitchFD(s, s.fds[0]) // a peer's fork switches it to kernel TCP (forkswitch.go)
 	}
@@ -187,12 +190,25 @@ func (s *Socket) fallBackLocked() {
 	}()
 }
 
+// noSpace counts the writes that found no room (the shim's and, on the
+// direct path, the interposer's): EPOLLET's writable edge.
+func (s *Socket) noSpace() uint32 {
+	n := s.nospace.Load()
+	if ds := s.direct(); ds != nil {
+		n += uint32(ds.conn.NoSpace())
+	}
+	return n
+}
+
 // arrived returns the bytes that have arrived on the stream so far (read
 // or buffered): it grows with every arrival, which EPOLLET reports.
 func (s *Socket) arrived() uint64 {
 	st := s.stream.Load()
 	if st == nil {
 		return 0
+	}
+	if ds, ok := st.(*directStream); ok {
+		return ds.conn.Arrived()
 	}
 	for {
 		r := s.rxRead.Load()

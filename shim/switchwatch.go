@@ -118,7 +118,7 @@ func (p *Process) switchLoop() {
 
 // switchEvent looks at what arrived on s's TCP socket: a REQ starts the
 // responder; nothing yet re-arms; a FIN or reset leaves it disarmed (the
-// stream reports the end).
+// stream reports the end; a direct one is told here).
 func (p *Process) switchEvent(s *Socket) {
 	if s.getState() != sockAccelerated || s.sw.Load() != swNone {
 		return
@@ -138,5 +138,11 @@ func (p *Process) switchEvent(s *Socket) {
 		go s.switchAsResponder()
 	case n > 0 && n < len(b), err == unix.EAGAIN, err == unix.EINTR:
 		p.watchSwitch(s)
+	case n == 0 && err == nil, err != nil:
+		// The TCP connection ended: the peer process is gone (a direct
+		// stream learns it only here; a channel's stream from its channel).
+		if ds := s.direct(); ds != nil {
+			ds.peerGone()
+		}
 	}
 }

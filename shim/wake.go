@@ -39,8 +39,9 @@ type wakeup struct {
 	// armed sleepers decide whether an event writes the eventfd; nil when
 	// the socket is in several sets or none (every event writes).
 	gate     atomic.Pointer[epollSet]
-	efd      atomic.Int32 // eventfd + 1; 0 until needed
-	efdMu    sync.RWMutex // held (read) while writing to efd, so release cannot close it meanwhile
+	efd      atomic.Int32  // eventfd + 1; 0 until needed
+	efdGen   atomic.Uint32 // bumped when another file took efd's number (adoptDirectLocked)
+	efdMu    sync.RWMutex  // held (read) while writing to efd, so release cannot close it meanwhile
 	released atomic.Bool
 }
 

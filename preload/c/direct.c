@@ -635,6 +635,25 @@ long sdp_dconn_recv_wait(struct sdp_dconn *c, void *buf, size_t len, int flags)
 	}
 }
 
+/* ---- sleeps the caller makes itself ----------------------------------------------- */
+
+int sdp_dconn_sleep_prepare(struct sdp_dconn *c, int what, struct sdp_dsleep *sl)
+{
+	if (what == 0) {
+		struct sdp_ddir *d = &c->a->dir[1 - c->side];
+		announce(&d->data_sleepers, &d->data_word, sl, 0);
+		if (!recv_ready(c) && recv_end(c) == 1)
+			return 1;
+	} else {
+		struct sdp_ddir *d = &c->a->dir[c->side];
+		announce(&d->space_sleepers, &d->space_word, sl, 1);
+		if (!send_room(c) && send_blocked(c) == 0)
+			return 1;
+	}
+	withdraw(c, sl);
+	return 0;
+}
+
 /* ---- ends ---------------------------------------------------------------------- */
 
 void sdp_dconn_fin(struct sdp_dconn *c)
@@ -663,6 +682,40 @@ void sdp_dconn_close_rx(struct sdp_dconn *c)
 	STORE(&in->rx_closed, 1);
 	wake_space(c, in);
 }
+
+void sdp_dconn_peer_gone(struct sdp_dconn *c)
+{
+	struct sdp_ddir *in = &c->a->dir[1 - c->side], *out = &c->a->dir[c->side];
+	const uint8_t *status = status_of(c, 1 - c->side);
+	if (!LOAD(&in->fin) && !LOAD(&in->reset)) {
+		/* The end of what the peer published: the FIN goes after the
+		 * blocks waiting at the read cursor (side_lock keeps readers out
+		 * while the count is taken). */
+		side_lock(&in->rx_lock);
+		uint32_t idx = LOADR(&in->rx_next), seq = LOADR(&in->rx_seq);
+		for (uint32_t k = 0; k < c->n && LOAD(&status[idx & (c->n - 1)]) == SDP_DBLK_DATA; k++, idx++)
+			seq++;
+		/* Bytes of ours it never read: the kernel would have reset. */
+		const uint8_t *mine = status_of(c, c->side);
+		int unread = 0;
+		for (uint32_t k = 0; k < c->n && !unread; k++)
+			unread = LOAD(&mine[k]) == SDP_DBLK_DATA;
+		STORER(&in->fin_seq, seq);
+		STORE(unread ? &in->reset : &in->fin, 1);
+		side_unlock(&in->rx_lock);
+	}
+	STORE(&out->rx_closed, 1);
+	/* This process's sleepers: nobody else will wake them. */
+	for (int d = 0; d < 2; d++) {
+		__atomic_fetch_add(&c->a->dir[d].data_word, 1, __ATOMIC_SEQ_CST);
+		futex_wake(&c->a->dir[d].data_word, INT_MAX);
+		__atomic_fetch_add(&c->a->dir[d].space_word, 1, __ATOMIC_SEQ_CST);
+		futex_wake(&c->a->dir[d].space_word, INT_MAX);
+	}
+	efd_ring(c->my_efd);
+}
+
+uint64_t sdp_dconn_arrived(const struct sdp_dconn *c) { return LOADR(&c->a->dir[1 - c->side].tx_bytes); }
 
 /* ---- readiness ------------------------------------------------------------------- */
 

@@ -115,6 +115,7 @@ struct sdp_dconn {
 	/* Counters (this process only). */
 	uint64_t polls_hit, sleeps, wakes_sent, evwakes_sent, violations;
 	uint64_t sent, received;       /* bytes the program moved */
+	uint64_t nospace;              /* sends that found no room (EPOLLET's writable edge) */
 	uint64_t send_calls, recv_calls;
 
 	/* The socket around it, as the interposer needs it (set by the Go
@@ -183,6 +184,20 @@ void sdp_dconn_woke(struct sdp_dconn *c, const struct sdp_dsleep *sl);
  * benchmarks): loop on the calls above and sleep in the kernel. */
 long sdp_dconn_send_all(struct sdp_dconn *c, const void *buf, size_t len);
 long sdp_dconn_recv_wait(struct sdp_dconn *c, void *buf, size_t len, int flags);
+
+/* For a caller that sleeps by other means than a data call's answer (the
+ * core's own waits): announces a sleep for data (what 0) or space (1) and
+ * checks again. 1: sleep as *sl says, then sdp_dconn_woke; 0: ready now
+ * (nothing announced). */
+int sdp_dconn_sleep_prepare(struct sdp_dconn *c, int what, struct sdp_dsleep *sl);
+
+/* The peer process is gone (its TCP connection ended without a FIN in
+ * the area): a FIN after what it published, or a reset when it left bytes
+ * of ours unread (as the kernel's close would have sent), EPIPE for later
+ * sends, and every sleeper of this process woken (words and my_efd). */
+void sdp_dconn_peer_gone(struct sdp_dconn *c);
+/* Bytes the peer has published to this side so far (EPOLLET's edges). */
+uint64_t sdp_dconn_arrived(const struct sdp_dconn *c);
 
 /* shutdown(SHUT_WR): a FIN after the blocks published so far. Wakes the peer. */
 void sdp_dconn_fin(struct sdp_dconn *c);

@@ -125,6 +125,8 @@ static long direct_io(struct sdp_dconn *c, int send, const struct iovec *iov, in
 				if (__atomic_exchange_n(&c->errseen, 1, __ATOMIC_RELAXED))
 					r = send ? -EPIPE : 0; /* reported once: then EOF, EPIPE */
 			}
+			if (r == -EAGAIN && send)
+				count(&c->nospace, 1);
 			if (total > 0)
 				break;
 			return r;

@@ -265,3 +265,33 @@ func (c *Conn) Free() {
 
 // Area returns the area the handle is on.
 func (c *Conn) Area() *Area { return c.area }
+
+// PrepareSleep announces a sleep of the caller for data (write false) or
+// space (write true) and checks again: a Sleep to sleep on (then Woke),
+// or nil when the wait is over already.
+func (c *Conn) PrepareSleep(write bool) *Sleep {
+	var sl C.struct_sdp_dsleep
+	what := C.int(0)
+	if write {
+		what = 1
+	}
+	if C.sdp_dconn_sleep_prepare(c.c, what, &sl) == 0 {
+		return nil
+	}
+	return &Sleep{Word: (*uint32)(unsafe.Pointer(sl.word)), Val: uint32(sl.val), What: int32(sl.what)}
+}
+
+// PeerGone ends the connection from outside: the peer process is gone.
+func (c *Conn) PeerGone() { C.sdp_dconn_peer_gone(c.c) }
+
+// Arrived returns the bytes the peer has published to this side so far;
+// NoSpace how many sends found no room.
+func (c *Conn) Arrived() uint64 { return uint64(C.sdp_dconn_arrived(c.c)) }
+func (c *Conn) NoSpace() uint64 { return uint64(C.ld64(&c.c.nospace)) }
+
+// SetEventFDs sets this process's eventfd for armed waits and its copy of
+// the peer's (-1: none).
+func (c *Conn) SetEventFDs(mine, peer int) {
+	c.c.my_efd = C.int(mine)
+	c.c.peer_efd = C.int(peer)
+}

@@ -150,6 +150,9 @@ type ChannelMode string
 const (
 	ChannelShared        ChannelMode = "shared"
 	ChannelPerConnection ChannelMode = "per-connection"
+	// ChannelDirect: one direct area per connection, its bytes moved by
+	// the program's own threads (preload/direct, docs/direct.md).
+	ChannelDirect ChannelMode = "direct"
 )
 
 // LogLevel is SDPSHIM_LOG_LEVEL: "off" or a logrus level name.

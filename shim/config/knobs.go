@@ -161,10 +161,10 @@ var knobs = []Knob{
 		},
 	},
 	{
-		Name: "SDPSHIM_CHANNEL", Default: "shared", Expected: "shared or per-connection",
-		Meaning: "one channel per pair of processes, or one per connection (the multi-QP baseline)",
+		Name: "SDPSHIM_CHANNEL", Default: "shared", Expected: "shared, per-connection or direct",
+		Meaning: "one channel per pair of processes, one per connection (the multi-QP baseline), or the direct path (one area per connection, moved by the program's threads)",
 		set: func(c *Config, v string, _ *loader) error {
-			return store(&c.Channel)(parseEnum(v, ChannelShared, ChannelPerConnection))
+			return store(&c.Channel)(parseEnum(v, ChannelShared, ChannelPerConnection, ChannelDirect))
 		},
 	},
 	{

@@ -71,7 +71,31 @@ type Conn struct {
 	route  atomic.Uint32
 	flow   atomic.Pointer[flowSource]
 	tx, rx side
+	extra  atomic.Pointer[func() Extra]
 	closed bool // +checklocks:reg.mu
+}
+
+// Extra are counts kept outside the connection's own counters: those of
+// the calls the interposer makes itself on the direct path.
+type Extra struct {
+	BytesSent, MessagesSent, BytesReceived, MessagesReceived uint64
+}
+
+// SetExtra adds the counts f returns to every snapshot, until FoldExtra.
+func (c *Conn) SetExtra(f func() Extra) { c.extra.Store(&f) }
+
+// FoldExtra adds the extra source's counts to the connection's own and
+// forgets the source (before what it reads goes away).
+func (c *Conn) FoldExtra() {
+	f := c.extra.Swap(nil)
+	if f == nil {
+		return
+	}
+	x := (*f)()
+	c.tx.bytes.Add(x.BytesSent)
+	c.tx.msgs.Add(x.MessagesSent)
+	c.rx.bytes.Add(x.BytesReceived)
+	c.rx.msgs.Add(x.MessagesReceived)
 }
 
 type flowSource struct {
@@ -152,6 +176,13 @@ func (c *Conn) stats() (ConnStats, flowcontrol.Stats) {
 	s.MessagesReceived = c.rx.msgs.Load()
 	s.BytesSent = c.tx.bytes.Load()
 	s.BytesReceived = c.rx.bytes.Load()
+	if f := c.extra.Load(); f != nil {
+		x := (*f)()
+		s.MessagesSent += x.MessagesSent
+		s.MessagesReceived += x.MessagesReceived
+		s.BytesSent += x.BytesSent
+		s.BytesReceived += x.BytesReceived
+	}
 	s.Preemptions = c.tx.preemptions.Load()
 	s.Flow = c.info.Flow
 	var raw flowcontrol.Stats

@@ -1,0 +1,457 @@
+package shim
+
+import (
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/preload/direct"
+	"github.com/sdpshim/sdpshim/shim/config"
+	"github.com/sdpshim/sdpshim/shim/stats"
+)
+
+// The direct path (SDPSHIM_CHANNEL=direct): each accelerated connection
+// has an area of its own (preload/direct), made by the connector, passed
+// in its offer with the connector's eventfd; the acceptor answers with its
+// eventfd. The interposer moves the program's bytes over the area itself
+// (host direct_attach); the core keeps the connection's life (setup,
+// close, shutdown, peer death, fork), its readiness for poll and epoll,
+// and the calls the interposer hands over, which it makes over the same C
+// functions (directStream).
+//
+// Waking: a thread that must wait announces itself in the area and
+// sleeps on a word there, which the peer's thread bumps and wakes; a poll
+// or epoll sleeper arms the area, and the peer's thread writes the
+// sleeper's socket eventfd once (the peer holds a copy of it).
+
+// directStream is the dataStream of a direct connection.
+type directStream struct {
+	p       *Process
+	conn    *direct.Conn
+	myEFD   int  // this side's eventfd: the socket's wakeup's
+	ownEFD  bool // myEFD is still the stream's (acceptor, until accelerated)
+	peerEFD int  // protected copy of the peer's eventfd, -1 until known
+	peerPID int  // the peer process (statistics)
+
+	blocking atomic.Bool  // SetNonblock(false): Write waits for room (closing, exit)
+	wdl      atomic.Int64 // blocking Write's deadline (UnixNano), 0: none
+	closed   sync.Once
+	freed    atomic.Bool
+	final    atomic.Pointer[stats.Extra] // the counts when the handle went
+}
+
+var _ dataStream = (*directStream)(nil)
+
+// directGeometry is the area geometry the configuration asks for.
+func directGeometry(c *config.Config) (blocks, size int) { return c.Blocks, c.BlockSize }
+
+// newDirectEventFD makes a protected, high-numbered eventfd.
+func (p *Process) newDirectEventFD() (int, error) {
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return -1, err
+	}
+	fd = highFD(fd)
+	p.protect(fd)
+	return fd, nil
+}
+
+// keepFD keeps a duplicate of a received fd, protected and high.
+func (p *Process) keepFD(fd int) (int, error) {
+	d, err := dupHigh(fd)
+	if err != nil {
+		return -1, err
+	}
+	p.protect(d)
+	return d, nil
+}
+
+// closeFD closes a protected fd of the shim's.
+func (p *Process) closeFD(fd int) {
+	if fd >= 0 {
+		p.unprotect(fd)
+		unix.Close(fd)
+	}
+}
+
+// errNoEventFD: the socket's eventfd could not be made.
+var errNoEventFD = errorString("no eventfd for the socket")
+
+// offerDirect makes the connector's side: the area (side 0) and the
+// files its offer carries (the area's memfd, efd: the socket's eventfd).
+func (p *Process) offerDirect(efd, peerPID int) (*directStream, []int, error) {
+	blocks, size := directGeometry(&p.cfg)
+	a, err := direct.NewArea(blocks, size, 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.protect(a.FD())
+	c, err := direct.Open(a, 0, efd, -1)
+	if err != nil {
+		p.unprotect(a.FD())
+		a.Unmap()
+		return nil, nil, err
+	}
+	ds := &directStream{p: p, conn: c, myEFD: efd, peerEFD: -1, peerPID: peerPID}
+	ds.setPolicy()
+	return ds, []int{a.FD(), efd}, nil
+}
+
+// offered finishes the connector's side once the offer went (the peer
+// has the memfd) and its answer came with the acceptor's eventfd.
+func (ds *directStream) offered(answerFiles []int) error {
+	a := ds.conn.Area()
+	ds.p.unprotect(a.FD())
+	a.CloseFD()
+	if len(answerFiles) != 1 {
+		return errBadOffer
+	}
+	peer, err := ds.p.keepFD(answerFiles[0])
+	if err != nil {
+		return err
+	}
+	ds.peerEFD = peer
+	ds.conn.SetEventFDs(ds.myEFD, peer)
+	return nil
+}
+
+// acceptDirect makes the acceptor's side from an offer's files (the
+// area's memfd, the connector's eventfd; they stay the caller's) and
+// returns it with the files of the answer (this side's eventfd).
+func (p *Process) acceptDirect(files []int, peerPID int) (*directStream, []int, error) {
+	if len(files) != 2 {
+		return nil, nil, errBadOffer
+	}
+	a, err := direct.MapArea(files[0])
+	if err != nil {
+		return nil, nil, err
+	}
+	peer, err := p.keepFD(files[1])
+	if err != nil {
+		a.Unmap()
+		return nil, nil, err
+	}
+	efd, err := p.newDirectEventFD()
+	if err != nil {
+		p.closeFD(peer)
+		a.Unmap()
+		return nil, nil, err
+	}
+	c, err := direct.Open(a, 1, efd, peer)
+	if err != nil {
+		p.closeFD(efd)
+		p.closeFD(peer)
+		a.Unmap()
+		return nil, nil, err
+	}
+	ds := &directStream{p: p, conn: c, myEFD: efd, ownEFD: true, peerEFD: peer, peerPID: peerPID}
+	ds.setPolicy()
+	return ds, []int{efd}, nil
+}
+
+// setPolicy gives the handle the poll budget SDPSHIM_POLL asks for.
+func (ds *directStream) setPolicy() {
+	c := &ds.p.cfg
+	switch c.Poll {
+	case config.PollEvent:
+		ds.conn.SetPolling(0, 0)
+	case config.PollBusy:
+		ds.conn.SetPolling(1<<30, 1<<30)
+	case config.PollHybrid:
+		ds.conn.SetPolling(uint32(c.PollSpin), uint32(c.PollSpin))
+	default:
+		ds.conn.SetPolling(uint32(c.PollMin), uint32(c.PollMax))
+	}
+}
+
+// abandon releases a side that never carried a connection.
+func (ds *directStream) abandon() {
+	ds.conn.Reset()
+	if ds.ownEFD {
+		ds.p.closeFD(ds.myEFD)
+	}
+	ds.release()
+}
+
+// release frees the handle and the area once no thread can use them, and
+// the copy of the peer's eventfd.
+func (ds *directStream) release() {
+	if ds.freed.Swap(true) {
+		return
+	}
+	free := func() {
+		ds.conn.Detach(time.Minute)
+		x := ds.counts()
+		ds.final.Store(&x)
+		if a := ds.conn.Area(); a.FD() >= 0 {
+			ds.p.unprotect(a.FD())
+		}
+		ds.conn.Free()
+		ds.p.closeFD(ds.peerEFD)
+	}
+	if !ds.conn.Detach(0) {
+		go free() // a thread is still inside a call: later
+		return
+	}
+	free()
+}
+
+// attach hands fd's data calls to the interposer.
+func (ds *directStream) attach(fd int) {
+	if h, ok := ds.p.host.(directHost); ok {
+		h.DirectAttach(fd, ds.conn.Ptr())
+	}
+}
+
+// detach takes them back.
+func (ds *directStream) detach(fd int) {
+	if h, ok := ds.p.host.(directHost); ok {
+		h.DirectAttach(fd, nil)
+	}
+}
+
+// directHost is a Host whose interposer makes the data calls of direct
+// connections itself (preload/c/directio.c).
+type directHost interface {
+	// DirectAttach makes fd's data calls go over the handle conn (nil:
+	// back to the core).
+	DirectAttach(fd int, conn unsafe.Pointer)
+}
+
+// counts returns what the interposer moved on the handle (statistics).
+func (ds *directStream) counts() stats.Extra {
+	if f := ds.final.Load(); f != nil {
+		return *f
+	}
+	x := ds.conn.Stats()
+	return stats.Extra{BytesSent: x.Sent, MessagesSent: x.SendCalls, BytesReceived: x.Received, MessagesReceived: x.RecvCalls}
+}
+
+// ---- dataStream ----
+
+func (ds *directStream) Read(p []byte) (int, error) { return ds.read(p, false) }
+func (ds *directStream) Peek(p []byte) (int, error) { return ds.read(p, true) }
+
+func (ds *directStream) read(p []byte, peek bool) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n, _, err := ds.conn.Recv(p, peek, false)
+	switch {
+	case err == direct.ErrWouldBlock:
+		return 0, core.ErrWouldBlock
+	case err != nil:
+		return 0, err
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (ds *directStream) Write(p []byte) (int, error) {
+	done := 0
+	for done < len(p) {
+		n, sl, err := ds.conn.Send(p[done:], ds.blocking.Load())
+		done += n
+		switch {
+		case n > 0 && !ds.blocking.Load():
+			return done, nil
+		case err == direct.ErrWouldBlock:
+			if done > 0 {
+				return done, nil
+			}
+			return 0, core.ErrWouldBlock
+		case err != nil:
+			if done > 0 {
+				return done, nil
+			}
+			return 0, err
+		case sl != nil:
+			if !ds.sleep(sl, ds.wdl.Load()) {
+				return done, core.ErrWouldBlock
+			}
+		}
+	}
+	return done, nil
+}
+
+// sleep waits on sl (a core goroutine's own wait: closing, exit) until
+// woken or deadline (UnixNano, 0: none); false at the deadline.
+func (ds *directStream) sleep(sl *direct.Sleep, deadline int64) bool {
+	ts := unix.NsecToTimespec(int64(100 * time.Millisecond))
+	if deadline > 0 {
+		left := deadline - time.Now().UnixNano()
+		if left <= 0 {
+			ds.conn.Woke(sl)
+			return false
+		}
+		ts = unix.NsecToTimespec(min(left, int64(100*time.Millisecond)))
+	}
+	const futexWait = 0
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(sl.Word)), futexWait, uintptr(sl.Val), uintptr(unsafe.Pointer(&ts)), 0, 0)
+	ds.conn.Woke(sl)
+	return true
+}
+
+func (ds *directStream) CloseWrite() error {
+	ds.conn.Fin()
+	return nil
+}
+
+// Close ends the connection as the kernel's close does: a FIN after what
+// was sent, or a reset when bytes arrived that the program never read;
+// the peer's later sends fail. The area is freed once no call is inside.
+func (ds *directStream) Close() error {
+	ds.closed.Do(func() {
+		if ds.conn.Inq() > 0 {
+			ds.conn.Reset()
+		} else {
+			ds.conn.Fin()
+		}
+		ds.conn.CloseRead()
+		ds.release()
+	})
+	return nil
+}
+
+func (ds *directStream) Abort() error {
+	ds.conn.Reset()
+	return ds.Close()
+}
+
+const (
+	readyIn  = unix.POLLIN | unix.POLLERR | unix.POLLHUP
+	readyOut = unix.POLLOUT | unix.POLLERR | unix.POLLHUP
+)
+
+func (ds *directStream) ReadReady() bool     { return ds.conn.Poll()&readyIn != 0 }
+func (ds *directStream) WriteReady() bool    { return ds.conn.Poll()&readyOut != 0 }
+func (ds *directStream) ReadReadyNow() bool  { return ds.ReadReady() }
+func (ds *directStream) WriteReadyNow() bool { return ds.WriteReady() }
+func (ds *directStream) Buffered() int       { return ds.conn.Inq() }
+
+// Unsent is 0 and Drained true: a direct stream holds nothing in this
+// process; what a send returned for is in the peer's memory.
+func (ds *directStream) Unsent() int   { return 0 }
+func (ds *directStream) Drained() bool { return true }
+
+// Attend and Unattend do nothing: no goroutine moves a direct stream.
+func (ds *directStream) Attend()   {}
+func (ds *directStream) Unattend() {}
+
+// SetNotify does nothing: the peer's thread wakes this side's sleepers
+// through the area (and the eventfd), not through the core.
+func (ds *directStream) SetNotify(func()) {}
+
+// SetNonblock(false) makes the core's own Writes wait for room (the
+// interposer follows the socket's O_NONBLOCK, Socket.syncDirect).
+func (ds *directStream) SetNonblock(nonblock bool) { ds.blocking.Store(!nonblock) }
+
+func (ds *directStream) SetWriteDeadline(t time.Time) error {
+	if t.IsZero() {
+		ds.wdl.Store(0)
+	} else {
+		ds.wdl.Store(t.UnixNano())
+	}
+	return nil
+}
+
+// SetSendBuf and SetRcvBuf do nothing: the area's size is the buffer.
+func (ds *directStream) SetSendBuf(int) {}
+func (ds *directStream) SetRcvBuf(int)  {}
+
+func (ds *directStream) ID() uint32                { return 1 }
+func (ds *directStream) Channel() *core.Channel    { return nil }
+func (ds *directStream) Flow() core.FlowController { return nil }
+
+// ---- the socket around it ----
+
+// syncDirect gives the interposer the socket's settings that its data
+// calls follow: O_NONBLOCK, the timeouts, and which calls stay the
+// core's (after shutdown(SHUT_RD), while early bytes wait).
+func (s *Socket) syncDirect() {
+	ds := s.direct()
+	if ds == nil {
+		return
+	}
+	ds.conn.SetNonblock(s.nonblock.Load())
+	ds.conn.SetTimeouts(time.Duration(s.rcvTimeo.Load()), time.Duration(s.sndTimeo.Load()))
+	var slow uint32
+	if s.shutRD.Load() {
+		slow |= direct.SlowRecv
+	}
+	if s.earlyN.Load() > 0 {
+		slow |= direct.SlowSend
+	}
+	ds.conn.ClearSlow(^slow)
+	ds.conn.SetSlow(slow)
+}
+
+// blockDirect is block for a direct socket: after the policy's polling it
+// announces the sleep in the area (ds.PrepareSleep) and fills w for a
+// futex sleep on the area's word, which the peer's thread wakes; the
+// thread's next call withdraws the announcement (resume).
+func (s *Socket) blockDirect(ds *directStream, w *Wait, write bool, deadline int64, done uint64) bool {
+	sl := ds.conn.PrepareSleep(write)
+	if sl == nil {
+		return true
+	}
+	timeout := int64(-1)
+	if deadline > 0 {
+		timeout = max(deadline-nowNS(), 0)
+	}
+	s.sleepDirect(write, deadline, sl)
+	*w = Wait{Kind: WaitFutex, Word: sl.Word, Val: sl.Val, Timeout: timeout, Done: done}
+	return false
+}
+
+// pollDirect arms the area for what a poll or epoll sleep waits for and
+// returns the readiness after arming (non-zero: report, do not sleep).
+func (ds *directStream) arm(events int16) int16 {
+	var want int16
+	if events&pollIn != 0 {
+		want |= unix.POLLIN
+	}
+	if events&(pollOut|pollWRBAND) != 0 {
+		want |= unix.POLLOUT
+	}
+	return ds.conn.Arm(want)
+}
+
+// peerGone ends the connection from outside (its TCP connection ended:
+// the peer process exited or was killed).
+func (ds *directStream) peerGone() { ds.conn.PeerGone() }
+
+// adoptDirectLocked makes ds's eventfd the socket's (the peer writes it
+// for armed poll and epoll sleeps) and hands the socket's fds to the
+// interposer. A socket that already had an eventfd (polled while it
+// waited for its first use) keeps its number: ds's file replaces the old
+// one under it, whose sleepers are woken first, and the socket's epoll
+// entries register it again at their next scan.
+//
+// +checklocks:s.mu
+func (s *Socket) adoptDirectLocked(ds *directStream) {
+	if ds.ownEFD {
+		ds.ownEFD = false
+		if old := int(s.wake.efd.Load()) - 1; old < 0 {
+			s.wake.efd.Store(int32(ds.myEFD) + 1)
+		} else {
+			eventfdAdd(old)
+			if unix.Dup3(ds.myEFD, old, unix.O_CLOEXEC) == nil {
+				ds.p.closeFD(ds.myEFD)
+				ds.myEFD = old
+				ds.conn.SetEventFDs(old, ds.peerEFD)
+				s.wake.efdGen.Add(1) // epoll entries register it again (armLocked)
+			}
+		}
+	}
+	for _, fd := range s.fds {
+		ds.attach(fd)
+	}
+	s.syncDirect()
+}

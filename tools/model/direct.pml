@@ -1,0 +1,427 @@
+/*
+ * direct.pml - a SPIN (Promela) model of the wait/wake protocol of the
+ * direct data path (preload/c/direct.c): one direction of an area, its
+ * sender and its receiver, the receiver's waits for data and the sender's
+ * waits for space, as futex sleeps or as armed event (eventfd) waits.
+ * model_test.go runs it; doc.go says what it shows and what it leaves out.
+ *
+ * Memory model. Every shared access below is one atomic step and steps
+ * interleave: sequential consistency. The C code is not sequentially
+ * consistent as a whole (status bytes are written with release and read
+ * with acquire, sleepers are read relaxed), but both sides of every
+ * Dekker pair are separated by a SEQ_CST fence exactly where it matters:
+ *   waiter:    fetch_add(sleepers) / store(armed, 1); FENCE; load(status)
+ *   publisher: store(status);                          FENCE; load(sleepers) / load(armed)
+ * and C11 (SC fences, [atomics.fences]) forbids both loads from reading
+ * the value before the other side's store; that is the only reordering a
+ * lost wakeup needs, so SC here is the assumption the C fences buy. The
+ * futex word is read with a SEQ_CST load after the fence, and bumped with a
+ * SEQ_CST fetch_add before FUTEX_WAKE. Dropping a fence cannot be written
+ * under SC, but what it would allow can: without the waiter's fence its
+ * re-check may read status before its announce is visible (BROKEN=1, the
+ * look before the announce), without the publisher's its look at sleepers
+ * may read before its status store is visible (BROKEN=3, the look before
+ * the publish).
+ *
+ * Futexes are kernel semantics: FUTEX_WAIT(word, v) compares word with v
+ * and queues the caller in one atomic step (the kernel does both under the
+ * hash bucket's lock), returning at once if they differ; FUTEX_WAKE(word,
+ * all) dequeues every waiter queued on word. There is no spurious return
+ * (signals, EINTR): a spurious return only helps, and allowing it would
+ * hide every lost wakeup from the deadlock check.
+ *
+ * Knobs (spin -DNAME=VALUE):
+ *   N        blocks in the ring (a power of two as in the C code), default 2
+ *   M        blocks the sender sends in all, default 3
+ *   LMAX     blocks one send call may carry (1 or 2), default 2
+ *   RX_EVENT 1: the receiver waits as an epoll loop does: a nonblocking
+ *            recv, then arm (data_armed = 1, fence, poll), then epoll_wait
+ *            on its eventfd; 0 (default): blocking recv with futex sleeps
+ *   TX_EVENT the same for the sender's waits for space (space_armed)
+ *   ENDS     1 (default): the sender may also reset (RST) between calls and
+ *            the receiver may close its reading end early (EPIPE, a wake of
+ *            the sender's space sleep); 0: only the FIN after M blocks
+ *   BROKEN   0 (default): the protocol as in direct.c. Deliberate bugs,
+ *            each of which must make the checker fail:
+ *            1  the receiver checks for data BEFORE announcing its sleep
+ *               (look, announce, sleep: no re-check after the announce)
+ *            2  the receiver reads the futex value v AFTER its re-check
+ *            3  the sender looks for sleepers BEFORE publishing the status
+ *               byte (its wake precedes the store it should announce)
+ *            4  the event receiver polls BEFORE arming (needs RX_EVENT=1)
+ *            5  the sender checks for room BEFORE announcing its sleep for
+ *               space (the space direction's version of 1)
+ *
+ * Properties:
+ *   safety   no invalid end state: every legitimate end of a process is
+ *            its last line (so no end labels are needed), and one blocked
+ *            in FUTEX_WAIT or epoll_wait with nothing left to wake it is a
+ *            deadlock pan reports (a lost wakeup). The sender may wait for
+ *            the answer to what it sent, as a request/response application
+ *            does, so that a publish nobody notices is a deadlock and not
+ *            only a stall until the next publish or the FIN. Assertions:
+ *            blocks arrive in order, none lost or repeated, the EOF comes
+ *            after exactly the M blocks, at most one sleeper is counted.
+ *   liveness ltl "done": every run ends with both processes finished
+ *            (pan -a; all loops of the model are bounded, so no fairness
+ *            is needed: a run that spins or blocks for ever is a cycle).
+ */
+
+#ifndef N
+#define N 2
+#endif
+#ifndef M
+#define M 3
+#endif
+#ifndef LMAX
+#define LMAX 2
+#endif
+#ifndef RX_EVENT
+#define RX_EVENT 0
+#endif
+#ifndef TX_EVENT
+#define TX_EVENT 0
+#endif
+#ifndef ENDS
+#define ENDS 1
+#endif
+#ifndef BROKEN
+#define BROKEN 0
+#endif
+
+#define EMPTY 0
+#define DATA  1
+
+/* The direction's shared words (struct sdp_ddir, the status bytes and the
+ * blocks). A block's header and payload are stood for by its seq. */
+byte status[N];      /* SDP_DBLK_EMPTY / SDP_DBLK_DATA */
+byte blkseq[N];      /* the header's seq: what the block carries */
+byte tx_next;        /* sender's cursor (free-running; index tx_next % N) */
+byte tx_seq;
+byte rx_next;        /* receiver's cursor */
+byte rx_seq;
+bit  fin;
+byte fin_seq;
+bit  reset;
+bit  rx_closed;
+byte data_sleepers;  /* the receiver waiting for data */
+byte data_word;
+bit  data_armed;
+byte space_sleepers; /* the sender waiting for space */
+byte space_word;
+bit  space_armed;
+
+/* The kernel: who is queued on which futex word, and the eventfds. */
+bit  rx_queued;      /* the receiver sleeps in FUTEX_WAIT(data_word) */
+bit  tx_queued;      /* the sender sleeps in FUTEX_WAIT(space_word) */
+bit  rx_efd;         /* the receiver's eventfd is readable (my_efd) */
+bit  tx_efd;         /* the sender's eventfd is readable */
+
+/* Observation only. */
+byte got;            /* blocks the receiver took */
+bit  tx_end;
+bit  rx_end;
+
+/* FUTEX_WAIT(word, v): compare and queue in one step, then block while
+ * queued. */
+inline futex_wait(word, v, queued) {
+	atomic { if :: word == v -> queued = 1 :: else -> skip fi };
+	(queued == 0)
+}
+
+/* wake_word(): FENCE (a no-op under SC); if sleepers: fetch_add(word, 1),
+ * FUTEX_WAKE(word, all); if armed && exchange(armed, 0): write the
+ * peer's eventfd. */
+inline wake_word(sleepers, word, queued, armed, efd, t) {
+	if
+	:: sleepers != 0 ->
+		word++;
+		queued = 0
+	:: else -> skip
+	fi;
+	if
+	:: armed != 0 ->
+		atomic { t = armed; armed = 0 };
+		if :: t -> efd = 1 :: else -> skip fi
+	:: else -> skip
+	fi
+}
+
+inline wake_data(t)  { wake_word(data_sleepers, data_word, rx_queued, data_armed, rx_efd, t) }
+inline wake_space(t) { wake_word(space_sleepers, space_word, tx_queued, space_armed, tx_efd, t) }
+
+/* withdraw(): a CAS loop that never goes below 0. */
+inline withdraw(sleepers) {
+	atomic { if :: sleepers > 0 -> sleepers-- :: else -> skip fi }
+}
+
+/* What the receiver's polls and re-checks test: recv_ready() || fin ||
+ * reset (recv_end() != 1). */
+#define RX_READY (status[rx_next % N] == DATA || fin || reset)
+/* The sender's: send_room() || send_blocked(). */
+#define TX_READY (status[tx_next % N] != DATA || rx_closed || reset)
+
+proctype Sender()
+{
+	byte want, moved, v;
+	bit t, round;
+
+call:	/* sdp_dconn_send_all of the next want blocks, or the end */
+	if
+	:: tx_seq == M -> goto finish
+	:: else -> skip
+	fi;
+#if ENDS
+	if
+	:: skip
+	:: goto abort  /* an abortive close between calls */
+	fi;
+#endif
+	if
+	:: want = 1
+	:: (LMAX >= 2 && M - tx_seq >= 2) -> want = 2
+	fi;
+
+start:	/* one sdp_dconn_send call: send_blocked() first */
+	round = 0;
+	if
+	:: rx_closed -> goto epipe
+	:: else -> skip
+	fi;
+again:	/* send_locked(): fill free blocks, the status byte last */
+	moved = 0;
+	do
+	:: moved < want && status[tx_next % N] == EMPTY ->
+		blkseq[tx_next % N] = tx_seq;
+#if BROKEN == 3
+		wake_data(t);  /* BUG: looks before the publish below */
+#endif
+		status[tx_next % N] = DATA;
+		tx_next++;
+		tx_seq++;
+		moved++
+	:: else -> break
+	od;
+	if
+	:: moved > 0 ->
+#if BROKEN != 3
+		wake_data(t);
+#endif
+		want = want - moved;
+		if
+		:: want > 0 -> goto start
+		:: else -> skip
+		fi;
+		/* The application may wait for the answer to what it sent (a
+		 * request/response exchange; the answer comes the other way,
+		 * which is this model mirrored, abstracted to "the receiver
+		 * has taken it all"). A block published but never noticed is
+		 * then a deadlock, not just a stall until the next wake. */
+		if
+		:: skip
+		:: true ->  /* chosen first, then blocks until the answer */
+			(got == tx_seq || rx_closed)
+		fi;
+		goto call
+	:: else -> skip
+	fi;
+	if
+	:: rx_closed -> goto epipe
+	:: else -> skip
+	fi;
+#if TX_EVENT
+	/* -EAGAIN; the event loop arms POLLOUT, polls, sleeps on its eventfd. */
+	space_armed = 1;
+	if
+	:: TX_READY -> goto start
+	:: else -> skip
+	fi;
+	(tx_efd == 1);
+	tx_efd = 0;
+	goto start;
+#else
+	if
+	:: round == 0 ->
+		round = 1;
+		/* POLL_UNTIL: a bounded budget of looks (here 0 or 1). */
+		if
+		:: skip
+		:: TX_READY -> goto again
+		fi;
+#if BROKEN == 5
+		if
+		:: TX_READY -> goto again  /* BUG: the look before the announce */
+		:: else -> skip
+		fi;
+		space_sleepers++;
+		v = space_word;
+#else
+		/* announce(): fetch_add(sleepers); FENCE; v = load(word). */
+		space_sleepers++;
+		v = space_word;
+		if
+		:: TX_READY ->
+			withdraw(space_sleepers);  /* room came while announcing */
+			goto again
+		:: else -> skip
+		fi;
+#endif
+		assert(space_sleepers <= 1);
+		/* SDP_D_WAIT: sleep_on(), then sdp_dconn_woke(). */
+		futex_wait(space_word, v, tx_queued);
+		withdraw(space_sleepers);
+		goto start
+	:: else ->
+		goto again  /* room seen but taken by a sibling: go round again */
+	fi;
+#endif
+
+finish:	/* sdp_dconn_fin(): fin_seq, fin, then the wake */
+	fin_seq = tx_seq;
+	fin = 1;
+	wake_data(t);
+	goto out;
+abort:	/* sdp_dconn_reset(): reset, then wake the peer's reader (and writer,
+	 * which is the other direction's and not modelled) */
+	reset = 1;
+	wake_data(t);
+	goto out;
+epipe:	/* the receiver closed its reading end */
+	skip;
+out:
+	tx_end = 1
+}
+
+proctype Receiver()
+{
+	byte v, k;
+	bit t, polled;
+
+call:	/* one sdp_dconn_recv call (sdp_dconn_recv_wait without WAITALL) */
+#if ENDS
+	if
+	:: skip
+	:: (got > 0) ->
+		/* sdp_dconn_close_rx(): the reading end closes early. */
+		rx_closed = 1;
+		wake_space(t);
+		goto out
+	fi;
+#endif
+	polled = 0;
+loop:	/* recv_locked(): take the blocks that have arrived, free each one */
+	k = 0;
+	do
+	:: k < N && status[rx_next % N] == DATA ->
+		assert(blkseq[rx_next % N] == rx_seq);  /* in order, none lost or repeated */
+		status[rx_next % N] = EMPTY;
+		rx_next++;
+		rx_seq++;
+		got++;
+		k++
+	:: k > 0 -> break  /* the caller's buffer is full */
+	:: else -> break
+	od;
+	if
+	:: k > 0 ->
+		wake_space(t);  /* if (freed) wake_space() */
+		goto call       /* the call returns what it read */
+	:: else -> skip
+	fi;
+	/* recv_end(): reset, then fin (a block before the FIN is read first). */
+	if
+	:: reset -> goto econnreset
+	:: else -> skip
+	fi;
+	if
+	:: fin ->
+		if
+		:: status[rx_next % N] == DATA -> goto loop
+		:: else ->
+			assert(fin_seq == rx_seq);
+			goto eof
+		fi
+	:: else -> skip
+	fi;
+#if RX_EVENT
+	/* -EAGAIN; the event loop arms POLLIN (sdp_dconn_arm), polls, and
+	 * sleeps in epoll_wait until its eventfd is readable, reads it. */
+#if BROKEN == 4
+	if
+	:: RX_READY -> goto call  /* BUG: the poll before the arm */
+	:: else -> skip
+	fi;
+	data_armed = 1;
+#else
+	data_armed = 1;
+	if
+	:: RX_READY -> goto call
+	:: else -> skip
+	fi;
+#endif
+	(rx_efd == 1);
+	rx_efd = 0;
+	goto call;
+#else
+	if
+	:: !polled ->
+		polled = 1;
+		/* POLL_UNTIL: a bounded budget of looks (here 0 or 1). */
+		if
+		:: skip
+		:: RX_READY -> goto loop
+		fi
+	:: else -> skip
+	fi;
+#if BROKEN == 1
+	if
+	:: RX_READY -> goto loop  /* BUG: the look before the announce */
+	:: else -> skip
+	fi;
+	data_sleepers++;
+	v = data_word;
+#elif BROKEN == 2
+	data_sleepers++;
+	if
+	:: RX_READY ->
+		withdraw(data_sleepers);
+		goto loop
+	:: else -> skip
+	fi;
+	v = data_word;  /* BUG: the futex value read after the re-check */
+#else
+	/* announce(): fetch_add(sleepers); FENCE; v = load(word); re-check. */
+	data_sleepers++;
+	v = data_word;
+	if
+	:: RX_READY ->
+		withdraw(data_sleepers);  /* data came while announcing */
+		goto loop
+	:: else -> skip
+	fi;
+#endif
+	assert(data_sleepers <= 1);
+	/* SDP_D_WAIT: sleep_on(), then sdp_dconn_woke(), then call again. */
+	futex_wait(data_word, v, rx_queued);
+	withdraw(data_sleepers);
+	goto call;
+#endif
+
+eof:	/* 0: the FIN, after every block sent */
+	assert(got == M && !reset);
+	goto out;
+econnreset:
+	assert(got <= M);
+out:
+	rx_end = 1
+}
+
+init {
+	atomic {
+		run Sender();
+		run Receiver()
+	}
+}
+
+/* Every run ends with both sides done: no lost wakeup, no livelock. */
+ltl done { <> (tx_end && rx_end) }

@@ -1,0 +1,60 @@
+// doc.go - the package comment of tools/model.
+
+// Package model model-checks the wait/wake protocol of the direct data
+// path (preload/c/direct.c) with SPIN. It holds no Go code: its test
+// (model_test.go) generates the verifier of direct.pml with spin, compiles
+// it with gcc, runs it and reads its verdict, for the protocol and for
+// deliberately broken variants of it.
+//
+// What the model is: one direction of an area, with N status-byte blocks
+// (default 2), one sender that sends M blocks (default 3) in blocking send
+// calls of one or two blocks, then a FIN (or, between calls, a reset), and
+// one receiver that takes what has arrived in blocking recv calls (or
+// closes its reading end early). Each side waits as direct.c does: a
+// bounded poll, then announce (fetch_add on the sleepers count, fence,
+// read the futex word), re-check, and FUTEX_WAIT on the word, then
+// withdraw and call again; or, as an epoll loop does, arm (armed = 1,
+// fence), poll, and sleep until its eventfd is written. The other side
+// publishes (the status byte last), fences, looks at sleepers and armed,
+// and bumps the word and wakes, or writes the eventfd. Both wait
+// directions are in: the receiver waiting for data (data_sleepers,
+// data_word, data_armed) and the sender waiting for space
+// (space_sleepers, space_word, space_armed). The futex is the kernel's:
+// FUTEX_WAIT compares and queues in one step, FUTEX_WAKE dequeues every
+// waiter. Memory is sequentially consistent, which is what the SEQ_CST
+// fences on both sides of each Dekker pair in direct.c provide for the
+// accesses that matter (direct.pml's header gives the argument).
+//
+// What it shows, for each configuration the test runs (both futex and
+// event waits on either side, one- and two-block rings, up to 4 blocks):
+// no lost wakeup (no reachable state in which a process is blocked in
+// FUTEX_WAIT or epoll_wait and nothing will wake it: pan's invalid end
+// states, made sharp by letting the sender wait for the answer to what it
+// sent, as a request/response application does, so that a missed wake is a
+// deadlock and not only a stall until the next one), every block received
+// once and in order, the EOF after exactly the blocks sent, at most one
+// sleeper counted, and, as LTL, that every run ends with both sides done
+// (no livelock: every loop of the model is bounded, so no fairness is
+// assumed).
+//
+// That the checker is not vacuous: the test also runs five broken
+// variants (BROKEN=1..5 in direct.pml: look before announcing, read the
+// futex value after the re-check, look for sleepers before publishing,
+// poll before arming, and the space direction's look before announcing)
+// and requires pan to find the lost wakeup in each as an invalid end
+// state, and in two of them (a futex and an event one) also as a
+// violation of the liveness claim; and for the real protocol it requires
+// that the sleeps and wakes of the configuration are in the model and were
+// executed (pan's list of unreached statements).
+//
+// What it leaves out: several senders or receivers on one side (the side
+// locks, the "room taken by a sibling" retry), fork children, RETAINED
+// blocks, byte-granular reads (a block is taken whole, although a call
+// may stop after any block), hostile peers and protocol violations, the
+// adaptive budget (a poll is 0 or 1 looks), signals and timeouts
+// (spurious futex returns only help), wrap-around of the 32-bit futex
+// word (ABA after 2^32 wakes), the other direction (the mirror image of
+// this one, with disjoint words; the eventfd a process shares between
+// both directions' waits is modelled per direction), and any memory
+// model weaker than the SC the fences provide.
+package model

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sdpshim/sdpshim/core"
 	"github.com/sdpshim/sdpshim/core/rendezvous"
+	"github.com/sdpshim/sdpshim/preload/direct"
 )
 
 // Switching an accelerated connection to kernel TCP, without losing or
@@ -169,6 +170,13 @@ func (s *Socket) switchBegin() (dataStream, int, bool) {
 		}
 		s.sw.Store(swNone)
 		return nil, -1, false
+	}
+	if ds, ok := st.(*directStream); ok {
+		// The program's calls are the core's now (they wait for the
+		// switch, then go to the kernel); those asleep in the interposer
+		// look again.
+		ds.conn.SetSlow(direct.SlowRecv | direct.SlowSend)
+		ds.conn.WakeAll()
 	}
 	s.wake.wakeEverything()
 	return st, fd, true
@@ -374,6 +382,9 @@ func (s *Socket) switchFinish() {
 		fd = s.fds[0]
 	}
 	s.wake.wakeEverything()
+	// Counted before the fds go UNMANAGED: whoever sees them plain sees
+	// the count too.
+	p.fallback(rendezvous.ReasonForkDecline, fd, logrus.Fields{"switched": true}, nil)
 	s.fallBackLocked()
 	s.mu.Unlock()
 	if fd >= 0 {
@@ -389,7 +400,6 @@ func (s *Socket) switchFinish() {
 	p.mu.Lock()
 	delete(p.live, s)
 	p.mu.Unlock()
-	p.fallback(rendezvous.ReasonForkDecline, fd, logrus.Fields{"switched": true}, nil)
 }
 
 // switchFailed ends a connection whose switch broke half-way (the peer

@@ -59,7 +59,7 @@ func newObservedProcess(t *testing.T, env ...string) (*Process, *probeHost, stri
 // with the sockets' cookies; closing moves the counts into the totals.
 // The stats socket serves the same registry.
 func TestStatsAcceleratedPair(t *testing.T) {
-	p, h, rd := newObservedProcess(t)
+	p, h, rd := newObservedProcess(t, "SDPSHIM_CHANNEL=shared")
 	c, a := pair(t, p, h.fakeHost)
 	send := func(fd int, b []byte) int64 {
 		return call(t, func(done int, w *Wait) int64 { return p.Send(fd, b[done:], 0, w) })
@@ -121,6 +121,42 @@ func TestStatsAcceleratedPair(t *testing.T) {
 	s = p.Stats().Snapshot()
 	if len(s.Connections) != 0 || s.Totals.BytesSent != big+2 || s.Totals.BytesReceived != big+2 || len(s.Waiters) != 1 {
 		t.Errorf("after close: connections %d, totals %+v, waiters %d", len(s.Connections), s.Totals, len(s.Waiters))
+	}
+}
+
+// A direct pair reports as shm connections with the direct flow and no
+// channel; the counts include the calls the core made itself, and close
+// keeps them in the totals.
+func TestStatsDirectPair(t *testing.T) {
+	p, h, _ := newObservedProcess(t, "SDPSHIM_CHANNEL=direct")
+	c, a := pair(t, p, h.fakeHost)
+	send := func(fd int, b []byte) int64 {
+		return call(t, func(done int, w *Wait) int64 { return p.Send(fd, b[done:], 0, w) })
+	}
+	recv := func(fd int, b []byte) int64 {
+		return call(t, func(done int, w *Wait) int64 { return p.Recv(fd, b[done:], unix.MSG_WAITALL, w) })
+	}
+	const big = 1 << 20
+	go send(c, bytes.Repeat([]byte("x"), big))
+	if n := recv(a, make([]byte, big)); n != big {
+		t.Fatalf("recv %d", n)
+	}
+	s := p.Stats().Snapshot()
+	if len(s.Connections) != 2 || len(s.Channels) != 0 {
+		t.Fatalf("connections %+v channels %+v", s.Connections, s.Channels)
+	}
+	for _, cs := range s.Connections {
+		if cs.Transport != "shm" || cs.Flow != "direct" || cs.PeerPID != os.Getpid() {
+			t.Errorf("connection %+v", cs)
+		}
+		if cs.FD == a && cs.BytesReceived != big || cs.FD == c && cs.BytesSent != big {
+			t.Errorf("counts %+v", cs)
+		}
+	}
+	p.Close(a)
+	p.Close(c)
+	if s := p.Stats().Snapshot(); s.Totals.BytesSent != big || s.Totals.BytesReceived != big {
+		t.Errorf("totals after close %+v", s.Totals)
 	}
 }
 

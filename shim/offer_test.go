@@ -9,6 +9,7 @@ func TestOfferRoundTrip(t *testing.T) {
 	for _, o := range []offerMsg{
 		{newChannel: true, dialer: true, token: 1<<63 | 5, from: procID{pid: 4242, start: 99}},
 		{token: 7, from: procID{pid: 1, start: 0}},
+		{direct: true, from: procID{pid: 9, start: 3}},
 	} {
 		got, err := decodeOffer(o.encode())
 		if err != nil || got != o {
@@ -29,7 +30,7 @@ func TestOfferRejectsGarbage(t *testing.T) {
 		append(bytes.Clone(good), 0),
 		func() []byte { b := bytes.Clone(good); b[0] = 'X'; return b }(),
 		func() []byte { b := bytes.Clone(good); b[4] = offerVersion + 1; return b }(),
-		func() []byte { b := bytes.Clone(good); b[5] = 4; return b }(),
+		func() []byte { b := bytes.Clone(good); b[5] = 8; return b }(),
 	}
 	for i, b := range bad {
 		if _, err := decodeOffer(b); err == nil {

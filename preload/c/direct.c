@@ -423,11 +423,20 @@ static long send_locked(struct sdp_dconn *c, struct iocur *k)
 	return (long)done;
 }
 
-/* 1 when the next block to fill is free (or skippable). */
+/* 1 when a send would find a free block: the first block from the cursor
+ * that is not retained is empty (what send_locked would fill; any other
+ * value, garbage included, reads as full). */
 static int send_room(const struct sdp_dconn *c)
 {
 	const struct sdp_ddir *d = &c->a->dir[c->side];
-	return LOAD(&status_of(c, c->side)[LOADR(&d->tx_next) & (c->n - 1)]) != SDP_DBLK_DATA;
+	const uint8_t *status = status_of(c, c->side);
+	uint32_t idx = LOADR(&d->tx_next);
+	for (uint32_t k = 0; k < c->n; k++, idx++) {
+		uint8_t st = LOAD(&status[idx & (c->n - 1)]);
+		if (st != SDP_DBLK_RETAINED)
+			return st == SDP_DBLK_EMPTY;
+	}
+	return 0;
 }
 
 long sdp_dconn_sendv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size_t skip, int flags,
@@ -518,12 +527,19 @@ static long recv_locked(struct sdp_dconn *c, struct iocur *k, int peek, int *fre
 	return (long)done;
 }
 
-/* 1 when a block waits at the read cursor (or one the sender skipped to). */
+/* 1 when a block waits at the read cursor, past retained ones (what
+ * recv_locked would read). */
 static int recv_ready(const struct sdp_dconn *c)
 {
 	const struct sdp_ddir *d = &c->a->dir[1 - c->side];
-	uint8_t st = LOAD(&status_of(c, 1 - c->side)[LOADR(&d->rx_next) & (c->n - 1)]);
-	return st == SDP_DBLK_DATA || st == SDP_DBLK_RETAINED;
+	const uint8_t *status = status_of(c, 1 - c->side);
+	uint32_t idx = LOADR(&d->rx_next);
+	for (uint32_t k = 0; k < c->n; k++, idx++) {
+		uint8_t st = LOAD(&status[idx & (c->n - 1)]);
+		if (st != SDP_DBLK_RETAINED)
+			return st == SDP_DBLK_DATA;
+	}
+	return 0;
 }
 
 /* What a receiver with nothing to read gets: 0 at EOF, -ECONNRESET after

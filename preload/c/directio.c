@@ -93,10 +93,15 @@ static void count(uint64_t *ctr, uint64_t n)
  * everything), O_NONBLOCK and MSG_DONTWAIT never sleep, SO_RCVTIMEO and
  * SO_SNDTIMEO end a sleep with EAGAIN, a signal handler without SA_RESTART
  * ends it with EINTR (or the progress), ECONNRESET is reported once. */
+static int is_slow(struct sdp_dconn *c, int send)
+{
+	return (__atomic_load_n(&c->slow, __ATOMIC_ACQUIRE) & (send ? SDP_DSLOW_SEND : SDP_DSLOW_RECV)) != 0;
+}
+
 static long direct_io(struct sdp_dconn *c, int send, const struct iovec *iov, int cnt, int flags)
 {
 	const int known = MSG_DONTWAIT | MSG_NOSIGNAL | MSG_MORE | (send ? 0 : MSG_PEEK | MSG_WAITALL | MSG_CMSG_CLOEXEC);
-	if ((flags & ~known) || (__atomic_load_n(&c->slow, __ATOMIC_ACQUIRE) & (send ? SDP_DSLOW_SEND : SDP_DSLOW_RECV)))
+	if ((flags & ~known) || is_slow(c, send))
 		return SDPSHIM_PASS;
 	int f = 0;
 	if ((flags & MSG_DONTWAIT) || __atomic_load_n(&c->nonblock, __ATOMIC_RELAXED))
@@ -121,6 +126,10 @@ static long direct_io(struct sdp_dconn *c, int send, const struct iovec *iov, in
 			continue;
 		}
 		if (r == 0 || r != SDP_D_WAIT) {
+			/* An end (EOF, EPIPE, reset) the core made for a switch to
+			 * kernel TCP is the core's to answer. */
+			if (total == 0 && r <= 0 && is_slow(c, send))
+				return SDPSHIM_PASS;
 			if (r == -ECONNRESET) {
 				if (__atomic_exchange_n(&c->errseen, 1, __ATOMIC_RELAXED))
 					r = send ? -EPIPE : 0; /* reported once: then EOF, EPIPE */
@@ -148,7 +157,7 @@ static long direct_io(struct sdp_dconn *c, int send, const struct iovec *iov, in
 		sdp_dconn_woke(c, &sl);
 		if (e != 0)
 			return e;
-		if (__atomic_load_n(&c->closed, __ATOMIC_SEQ_CST)) /* closed under us */
+		if (__atomic_load_n(&c->closed, __ATOMIC_SEQ_CST) || is_slow(c, send)) /* the core's now */
 			return total > 0 ? (long)total : SDPSHIM_PASS;
 	}
 	if (send) {

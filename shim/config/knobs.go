@@ -161,7 +161,7 @@ var knobs = []Knob{
 		},
 	},
 	{
-		Name: "SDPSHIM_CHANNEL", Default: "shared", Expected: "shared, per-connection or direct",
+		Name: "SDPSHIM_CHANNEL", Default: "direct", Expected: "shared, per-connection or direct",
 		Meaning: "one channel per pair of processes, one per connection (the multi-QP baseline), or the direct path (one area per connection, moved by the program's threads)",
 		set: func(c *Config, v string, _ *loader) error {
 			return store(&c.Channel)(parseEnum(v, ChannelShared, ChannelPerConnection, ChannelDirect))

@@ -93,7 +93,7 @@ var knobCases = map[string][]struct {
 		{"500µs", 500 * time.Microsecond}, {"10s", 10 * time.Second}, {"9us", bad{}},
 		{"11s", bad{}}, {"1000", bad{}}, {"-1ms", bad{}}},
 	"SDPSHIM_POLL_SPIN": {{"", 256}, {"0", 0}, {"1000000", 1000000}, {"-5", bad{}}},
-	"SDPSHIM_CHANNEL": {{"", ChannelShared}, {"per-connection", ChannelPerConnection},
+	"SDPSHIM_CHANNEL": {{"", ChannelDirect}, {"shared", ChannelShared}, {"per-connection", ChannelPerConnection},
 		{"perconnection", bad{}}},
 	"SDPSHIM_PREEMPT": {{"", [2]any{true, 16384}}, {"0", [2]any{false, 0}},
 		{"off", [2]any{false, 0}}, {"on", [2]any{true, 16384}}, {"64K", [2]any{true, 65536}},

@@ -171,6 +171,23 @@ static void semantics(void)
 	ar->dir[0].rx_off = 0xffffffffu;
 	CHECK(sdp_dconn_send(&a, out, 100, SDP_D_NONBLOCK, &sl) == -EAGAIN, "garbage status is full");
 	CHECK(sdp_dconn_recv(&b, buf, 100, SDP_D_NONBLOCK, &sl) == -EAGAIN, "garbage status is no data");
+	/* A retained block at the cursor then empty ones, and a status byte of
+	 * 3 where the sender writes next: both are waits that sleep, never a
+	 * spin (a blocking call in event mode must ask to sleep). */
+	memset(st0, 0, 8);
+	ar->dir[0].rx_next = 0;
+	ar->dir[0].rx_off = 0;
+	ar->dir[0].tx_next = 0;
+	st0[0] = SDP_DBLK_RETAINED;
+	b.budget = b.poll_min = b.poll_max = 0;
+	CHECK(sdp_dconn_recv(&b, buf, 100, 0, &sl) == SDP_D_WAIT, "retained then empty must sleep");
+	sdp_dconn_woke(&b, &sl);
+	CHECK(!(sdp_dconn_poll(&b) & POLLIN), "retained then empty is not readable");
+	st0[0] = 3;
+	a.budget = a.poll_min = a.poll_max = 0;
+	CHECK(sdp_dconn_send(&a, out, 100, 0, &sl) == SDP_D_WAIT, "a garbage status must sleep");
+	sdp_dconn_woke(&a, &sl);
+	CHECK(!(sdp_dconn_poll(&a) & POLLOUT), "a garbage status is not writable");
 	ar->dir[0].fin = 1;
 	ar->dir[0].fin_seq = 99;
 	CHECK(sdp_dconn_recv(&b, buf, 100, 0, &sl) == -ECONNRESET, "a FIN that skips blocks");

@@ -39,6 +39,7 @@ func bars(p *plot.Plot, figs []results.Figure) error {
 		p.Legend.Add(s, b)
 	}
 	p.NominalX(cats...)
+	headroom(p, len(series), false)
 	return nil
 }
 
@@ -62,7 +63,6 @@ func ratioBars(p *plot.Plot, figs []results.Figure) error {
 	}
 	b.Horizontal, b.Color, b.LineStyle.Width = true, plotutil.Color(0), 0
 	p.Add(b)
-	p.Legend.Add("sdpshim / kernel TCP (above 1: sdpshim better)", b)
 	one, err := plotter.NewLine(plotter.XYs{{X: 1, Y: -0.5}, {X: 1, Y: float64(len(vals)) - 0.5}})
 	if err != nil {
 		return err

@@ -48,6 +48,7 @@ func build(run *results.Run, section string, pl results.Plot, figs []results.Fig
 	}
 	p.X.Label.Text, p.Y.Label.Text = pl.XLabel, pl.YLabel
 	p.Legend.Top = true
+	p.X.Tick.Marker, p.Y.Tick.Marker = tidyTicks{}, tidyTicks{}
 	p.Add(grid())
 	var err error
 	switch pl.Kind {

@@ -15,17 +15,20 @@ import (
 )
 
 // lines draws one line per series through the sdpshim medians, error
-// bars over each point's repeats, and the paper's values as large
+// bars over each point's noise band (results.Values.Band), and the paper's values as large
 // crosses in the series' colour.
 func lines(p *plot.Plot, pl results.Plot, figs []results.Figure) error {
+	entries := 0
 	if pl.LogX {
 		p.X.Scale = plot.LogScale{}
 	}
 	if pl.LogY {
 		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Tick.Marker = logTicks{}
 	}
-	p.X.Tick.Marker = xTicks(figs, pl.XBytes)
+	if pl.XBytes || pl.LogX {
+		p.X.Tick.Marker = xTicks(figs, pl.XBytes)
+	}
 	for i, series := range seriesOf(figs) {
 		c := plotutil.Color(i)
 		var pts, paper plotter.XYs
@@ -35,7 +38,8 @@ func lines(p *plot.Plot, pl results.Plot, figs []results.Figure) error {
 				continue
 			}
 			if f.Shim != nil && usable(pl, f.Shim.Median) {
-				lo, hi := bounds(f.Shim)
+				lo, hi := f.Shim.Band()
+				lo, hi = min(lo, f.Shim.Median), max(hi, f.Shim.Median)
 				pts = append(pts, plotter.XY{X: f.X, Y: f.Shim.Median})
 				errs = append(errs, struct{ Low, High float64 }{f.Shim.Median - lo, hi - f.Shim.Median})
 			}
@@ -47,6 +51,7 @@ func lines(p *plot.Plot, pl results.Plot, figs []results.Figure) error {
 			if err := addLine(p, series, pts, errs, c, i, pl.LogY); err != nil {
 				return err
 			}
+			entries++
 		}
 		if len(paper) > 0 {
 			s, err := plotter.NewScatter(paper)
@@ -56,7 +61,11 @@ func lines(p *plot.Plot, pl results.Plot, figs []results.Figure) error {
 			s.GlyphStyle = draw.GlyphStyle{Color: c, Radius: vg.Points(5), Shape: draw.CrossGlyph{}}
 			p.Add(s)
 			p.Legend.Add("paper: "+series, s)
+			entries++
 		}
+	}
+	if entries > 0 {
+		headroom(p, entries, pl.LogY)
 	}
 	return nil
 }
@@ -101,15 +110,6 @@ func seriesOf(figs []results.Figure) []string {
 
 // usable is false for a value a log axis cannot show.
 func usable(pl results.Plot, v float64) bool { return v > 0 || !(pl.LogX || pl.LogY) }
-
-// bounds returns the smallest and largest of v's repeats and median.
-func bounds(v *results.Values) (lo, hi float64) {
-	lo, hi = v.Median, v.Median
-	for _, x := range v.Repeats {
-		lo, hi = min(lo, x), max(hi, x)
-	}
-	return lo, hi
-}
 
 func spread(errs plotter.YErrors) bool {
 	for _, e := range errs {

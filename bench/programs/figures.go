@@ -9,7 +9,7 @@ import (
 // Plots are the section's pictures of its recorded figures.
 var Plots = []results.Plot{
 	{Group: "ratio", Title: "unmodified programs, sdpshim against kernel TCP (medians)",
-		XLabel: "sdpshim's advantage (x; throughput: sdpshim/kernel, latency: kernel/sdpshim)", Kind: results.RatioBars},
+		XLabel: "sdpshim's advantage (x; throughput sdpshim/kernel, latency kernel/sdpshim; dashed: 1)", Kind: results.RatioBars},
 }
 
 // record adds each row of the table that was measured to rec: the

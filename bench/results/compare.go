@@ -29,8 +29,9 @@ type Change struct {
 }
 
 // Judge applies the noise rule to one figure's values in two runs. A
-// run's spread is the range (max - min) of its repeats, or their
-// interquartile range when it has five or more. The change is
+// run's spread is the width of its Band: the range (max - min) of its
+// repeats, or their interquartile range when it has five or more. The
+// change is
 // significant when the medians differ by more than the larger of the two
 // spreads; otherwise it is noise. With fewer than two repeats in either
 // run there is no spread to judge by (NoRepeat).
@@ -42,7 +43,7 @@ func Judge(old, new *Values, higher bool) string {
 		return NoRepeat
 	}
 	d := new.Median - old.Median
-	if math.Abs(d) <= max(spread(old.Repeats), spread(new.Repeats)) {
+	if math.Abs(d) <= max(old.spread(), new.spread()) {
 		return Noise
 	}
 	if (d > 0) == higher {

@@ -121,18 +121,25 @@ func finite(v *Values) *Values {
 	return out
 }
 
-// spread is the noise band of vs: the interquartile range (nearest
-// rank) of five or more repeats, the full range (max - min) of fewer.
-func spread(vs []float64) float64 {
-	if len(vs) == 0 {
-		return 0
+// Band is the noise band of v's repeats: their range (min to max) for
+// fewer than five, their interquartile range (nearest rank) from five
+// on. Compare's rule and the plots' error bars both use it.
+func (v *Values) Band() (lo, hi float64) {
+	if len(v.Repeats) == 0 {
+		return v.Median, v.Median
 	}
-	s := append([]float64(nil), vs...)
+	s := append([]float64(nil), v.Repeats...)
 	sort.Float64s(s)
 	if len(s) < 5 {
-		return s[len(s)-1] - s[0]
+		return s[0], s[len(s)-1]
 	}
-	return rank(s, 0.75) - rank(s, 0.25)
+	return rank(s, 0.25), rank(s, 0.75)
+}
+
+// spread is the width of v's noise band.
+func (v *Values) spread() float64 {
+	lo, hi := v.Band()
+	return hi - lo
 }
 
 // rank is the q-quantile of sorted by the nearest rank.

@@ -5,8 +5,8 @@ type PlotKind int
 
 const (
 	// Lines draws one line per Figure.Series through (X, sdpshim
-	// median), with the repeats' range as error bars and the paper's
-	// values as separate marks.
+	// median), with the repeats' noise band (Values.Band) as error bars
+	// (not on a log y axis) and the paper's values as separate marks.
 	Lines PlotKind = iota
 	// Bars draws, for each Figure.Category, one bar per Series: the
 	// sdpshim median.

@@ -13,7 +13,7 @@ var Plots = []results.Plot{
 		XLabel: "blocks in the channel", YLabel: "sync control latency (us)", LogX: true, LogY: true},
 	{Group: "latency", Title: "transmission latency, one way",
 		XLabel: "message size (bytes)", YLabel: "latency (us)", LogX: true, LogY: true, XBytes: true},
-	{Group: "throughput", Title: "throughput, one stream (median of the repeats, bars: min-max)",
+	{Group: "throughput", Title: "throughput, one stream (median of 5 runs, bars: their IQR)",
 		XLabel: "message size (bytes)", YLabel: "throughput (MB/s)", LogX: true, XBytes: true},
 	{Group: "throughput-ratio", Title: "throughput, status-byte over sliding window",
 		XLabel: "message size (bytes)", YLabel: "statusbyte / slidingwindow (x)", LogX: true, XBytes: true},

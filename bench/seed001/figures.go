@@ -10,17 +10,17 @@ import (
 
 // Plots are the section's pictures of its recorded figures.
 var Plots = []results.Plot{
-	{Group: "bandwidth-64k", Title: "bandwidth, 64 KiB receive buffer (median, bars: min-max)",
+	{Group: "bandwidth-64k", Title: "bandwidth, 64 KiB receive buffer (median of the runs, bars: their spread)",
 		XLabel: "message size (bytes)", YLabel: "bandwidth (MB/s)", LogX: true, XBytes: true},
-	{Group: "bandwidth-256k", Title: "bandwidth, 256 KiB receive buffer (median, bars: min-max)",
+	{Group: "bandwidth-256k", Title: "bandwidth, 256 KiB receive buffer (median of the runs, bars: their spread)",
 		XLabel: "message size (bytes)", YLabel: "bandwidth (MB/s)", LogX: true, XBytes: true},
 	{Group: "bandwidth-ratio", Title: "bandwidth over credit's",
 		XLabel: "message size (bytes)", YLabel: "bandwidth / credit's (x)", LogX: true, XBytes: true},
 	{Group: "utilisation", Title: "buffer utilisation during the bandwidth runs",
 		XLabel: "message size (bytes)", YLabel: "data / payload room of the blocks sent (%)", LogX: true, XBytes: true},
-	{Group: "progress", Title: "communication progress, receiver unpaced",
+	{Group: "progress", Title: "communication progress, receiver unpaced (median of the bursts, bars: IQR)",
 		XLabel: "computation after each burst (ms)", YLabel: "burst start to all received (ms)"},
-	{Group: "progress-paced", Title: "communication progress, receiver paced as the paper's link",
+	{Group: "progress-paced", Title: "progress, receiver paced as the paper's link (median, bars: IQR of the bursts)",
 		XLabel: "computation after each burst (ms)", YLabel: "burst start to all received (ms)"},
 }
 

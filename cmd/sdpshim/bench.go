@@ -52,7 +52,7 @@ func init() {
 	register(&Command{
 		Name:    "bench",
 		Summary: "run the benchmarks: sdpshim against kernel TCP and the papers' figures",
-		Usage:   "sdpshim bench [--quick] [--out DIR] [--json] [SECTION...] | --compare OLD.json NEW.json",
+		Usage:   "sdpshim bench [--quick] [--out DIR] [--json] [SECTION...] | --compare OLD.json NEW.json | --from FILE --out DIR",
 		Help: `Runs each benchmark section (all of them when none is named) and prints
 its table. Every ratio compares figures measured in the same run; the
 machine is shared, so each figure is the median of repeats.
@@ -62,6 +62,8 @@ machine is shared, so each figure is the median of repeats.
               median, paper value and target; the machine, build and
               settings) and one PNG per figure group, DIR/SECTION-GROUP.png
   --json      print the results as JSON on stdout (the tables go to stderr)
+  --from FILE --out DIR
+              measure nothing: draw the plots of a results.json again in DIR
   --compare OLD.json NEW.json
               print each figure's change between two results files and
               whether it exceeds the noise: a change counts when the
@@ -83,11 +85,15 @@ func runBench(env *Env, args []string) int {
 	outDir := fs.String("out", "", "write results.json and the plots to this directory")
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	compare := fs.Bool("compare", false, "compare two results files")
+	from := fs.String("from", "", "draw the plots of this results file instead of measuring")
 	if code, done := parse(fs, args); done {
 		return code
 	}
 	if *compare {
 		return compareBench(env, fs.Args())
+	}
+	if *from != "" {
+		return replotBench(env, *from, *outDir)
 	}
 	all := sortedBenchSections()
 	if *list {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -34,6 +35,10 @@ func newBenchRun(env *Env, quick bool, sections []string) *results.Run {
 // written (said on stderr).
 func writeBenchOut(env *Env, w io.Writer, res *results.Run, dir string) bool {
 	path := filepath.Join(dir, "results.json")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintf(env.Stderr, "sdpshim bench: %v\n", err)
+		return false
+	}
 	if err := res.WriteFile(path); err != nil {
 		fmt.Fprintf(env.Stderr, "sdpshim bench: %v\n", err)
 		return false
@@ -52,6 +57,24 @@ func writeBenchOut(env *Env, w io.Writer, res *results.Run, dir string) bool {
 		return false
 	}
 	return true
+}
+
+// replotBench implements `sdpshim bench --from FILE --out DIR`: the
+// plots of a results file drawn again (and the file copied to DIR).
+func replotBench(env *Env, from, dir string) int {
+	if dir == "" {
+		fmt.Fprintln(env.Stderr, "sdpshim bench: --from needs --out DIR")
+		return exitUsage
+	}
+	res, err := results.Read(from)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "sdpshim bench: %v\n", err)
+		return exitFailure
+	}
+	if !writeBenchOut(env, env.Stdout, res, dir) {
+		return exitFailure
+	}
+	return exitOK
 }
 
 // compareBench implements `sdpshim bench --compare OLD.json NEW.json`.

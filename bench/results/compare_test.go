@@ -21,9 +21,11 @@ func TestJudge(t *testing.T) {
 		// The new run's spread (8) covers the change (5) though the
 		// old one's (2) does not.
 		{"the larger spread decides", Of([]float64{10, 12, 11}, 11), Of([]float64{12, 20, 16}, 16), true, Noise},
-		// Five repeats: the interquartile range (11..13 = 2), not the
-		// full range with its outlier (10..40), is the spread.
-		{"IQR from five repeats", Of([]float64{10, 11, 12, 13, 40}, 12), Of([]float64{15, 15, 15, 15, 15}, 15), true, Better},
+		// Five repeats: the interquartile range by nearest rank (10..13,
+		// 3), not the full range with its outlier (10..40), is the
+		// spread.
+		{"IQR from five repeats", Of([]float64{10, 11, 12, 13, 40}, 12), Of([]float64{16, 16, 16, 16, 16}, 16), true, Better},
+		{"within the IQR", Of([]float64{10, 11, 12, 13, 40}, 12), Of([]float64{15, 15, 15, 15, 15}, 15), true, Noise},
 		{"exactly the spread is noise", Of([]float64{10, 12}, 11), Of([]float64{12, 14}, 13), true, Noise},
 		{"one repeat", One(10), Of([]float64{30, 31}, 30.5), true, NoRepeat},
 		{"missing", nil, One(3), true, Missing},

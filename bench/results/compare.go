@@ -28,13 +28,18 @@ type Change struct {
 	Verdict string
 }
 
+// MinChange is the smallest change, relative to the old median, that
+// Judge can call significant: below it a change is noise however tight
+// the repeats (a figure such as a utilisation that barely varies).
+const MinChange = 0.01
+
 // Judge applies the noise rule to one figure's values in two runs. A
 // run's spread is the width of its Band: the range (max - min) of its
 // repeats, or their interquartile range when it has five or more. The
-// change is
-// significant when the medians differ by more than the larger of the two
-// spreads; otherwise it is noise. With fewer than two repeats in either
-// run there is no spread to judge by (NoRepeat).
+// change is significant when the medians differ by more than the larger
+// of the two spreads and by more than MinChange of the old median;
+// otherwise it is noise. With fewer than two repeats in either run there
+// is no spread to judge by (NoRepeat).
 func Judge(old, new *Values, higher bool) string {
 	if old == nil || new == nil {
 		return Missing
@@ -43,7 +48,7 @@ func Judge(old, new *Values, higher bool) string {
 		return NoRepeat
 	}
 	d := new.Median - old.Median
-	if math.Abs(d) <= max(old.spread(), new.spread()) {
+	if math.Abs(d) <= max(old.spread(), new.spread(), MinChange*math.Abs(old.Median)) {
 		return Noise
 	}
 	if (d > 0) == higher {

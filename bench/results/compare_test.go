@@ -27,6 +27,8 @@ func TestJudge(t *testing.T) {
 		{"IQR from five repeats", Of([]float64{10, 11, 12, 13, 40}, 12), Of([]float64{16, 16, 16, 16, 16}, 16), true, Better},
 		{"within the IQR", Of([]float64{10, 11, 12, 13, 40}, 12), Of([]float64{15, 15, 15, 15, 15}, 15), true, Noise},
 		{"exactly the spread is noise", Of([]float64{10, 12}, 11), Of([]float64{12, 14}, 13), true, Noise},
+		{"tight repeats, a change under 1%", Of([]float64{50, 50}, 50), Of([]float64{49.9, 49.9}, 49.9), true, Noise},
+		{"tight repeats, a change over 1%", Of([]float64{50, 50}, 50), Of([]float64{49, 49}, 49), true, Worse},
 		{"one repeat", One(10), Of([]float64{30, 31}, 30.5), true, NoRepeat},
 		{"missing", nil, One(3), true, Missing},
 	} {

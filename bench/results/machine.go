@@ -15,10 +15,10 @@ import (
 
 // Machine describes the host a run measured.
 type Machine struct {
-	Cores    int    `json:"cores"`
-	CPUModel string `json:"cpu_model"`
-	Kernel   string `json:"kernel"`
-	Arch     string `json:"arch"`
+	Cores    int    `json:"cores"`     // CPUs usable by the process
+	CPUModel string `json:"cpu_model"` // /proc/cpuinfo's model name
+	Kernel   string `json:"kernel"`    // e.g. "Linux 6.18.44"
+	Arch     string `json:"arch"`      // GOARCH
 	// MemoryGiB is the total memory, 0 when unknown.
 	MemoryGiB float64 `json:"memory_gib"`
 }

@@ -40,8 +40,8 @@ type Settings struct {
 
 // SectionRun is how one section went.
 type SectionRun struct {
-	Name    string  `json:"name"`
-	Seconds float64 `json:"seconds"`
+	Name    string  `json:"name"`    // the section, as `sdpshim bench` names it
+	Seconds float64 `json:"seconds"` // how long it ran
 	// Error is why the section could not measure everything; "" when
 	// it could.
 	Error string `json:"error,omitempty"`

@@ -69,7 +69,8 @@ machine is shared, so each figure is the median of repeats.
               whether it exceeds the noise: a change counts when the
               medians differ by more than the larger spread of the two
               runs' repeats (their range, or their interquartile range
-              from five repeats on); otherwise it is "noise"
+              from five repeats on) and by more than 1%; otherwise it is
+              "noise"
 
 Sections are listed by 'sdpshim bench --list'.`,
 		Run: runBench,

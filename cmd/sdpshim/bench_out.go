@@ -95,7 +95,7 @@ func compareBench(env *Env, args []string) int {
 	for i, r := range runs {
 		fmt.Fprintf(env.Stdout, "%s: %s, %s, commit %s%s\n", []string{"old", "new"}[i], r.Date.Format(time.DateTime), r.Machine, r.Commit, quickNote(r))
 	}
-	fmt.Fprintln(env.Stdout, "verdict: better/worse when the medians differ by more than the larger spread of the two runs' repeats (range; IQR from 5 repeats), else noise")
+	fmt.Fprintln(env.Stdout, "verdict: better/worse when the medians differ by more than the larger spread of the two runs' repeats (range; IQR from 5 repeats) and by more than 1%, else noise")
 	fmt.Fprintln(env.Stdout)
 	if err := results.WriteChanges(env.Stdout, results.Compare(runs[0], runs[1])); err != nil {
 		return exitFailure

@@ -6,7 +6,10 @@ toolchain go1.26.8
 
 require golang.org/x/sys v0.49.0
 
-require github.com/sirupsen/logrus v1.10.2
+require (
+	github.com/sirupsen/logrus v1.10.2
+	gonum.org/v1/plot v0.17.0
+)
 
 require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
@@ -17,7 +20,6 @@ require (
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
-	gonum.org/v1/plot v0.17.0 // indirect
 )
 
 require (

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/sdpshim/sdpshim/bench/results"
 )
 
 //go:embed csrc/*.c
@@ -27,6 +29,8 @@ type Config struct {
 	Quick bool
 	// Out receives the table; Log progress lines (may be io.Discard).
 	Out, Log io.Writer
+	// Rec records every figure (figures.go); nil records nothing.
+	Rec *results.Recorder
 }
 
 // harness is the state of one run.
@@ -121,6 +125,7 @@ func Run(cfg Config) error {
 		}
 	}
 	writeTable(cfg.Out, vals, repeats)
+	record(cfg.Rec, vals)
 	for _, n := range notes {
 		fmt.Fprintln(cfg.Out, "note:", n)
 	}

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/sdpshim/sdpshim/bench/results"
 )
 
 // syncBlocks are the paper's numbers of blocks.
@@ -51,15 +53,16 @@ func planFor(quick bool) plan {
 		thrDur: 200 * time.Millisecond, thrRepeats: 5, retainRepeats: 7, cameraRepeats: 3, cameraDuration: 10 * time.Second}
 }
 
-// Run measures every experiment and writes its tables to w; quick
-// shortens them (the camera run to 1 s). It fails only when a measurement
-// could not be made; missed targets are reported in the tables.
-func Run(w io.Writer, quick bool) error {
+// Run measures every experiment, writes its tables to w and records its
+// figures in rec (figures.go; rec may be nil); quick shortens them (the
+// camera run to 1 s). It fails only when a measurement could not be
+// made; missed targets are reported in the tables.
+func Run(w io.Writer, quick bool, rec *results.Recorder) error {
 	pl := planFor(quick)
 	fmt.Fprintf(w, "shm provider, two processes; sides poll (GOMAXPROCS %d) except the camera run (adaptive waits)\n", spinProcs)
 	fmt.Fprintf(w, "%d CPUs, load average %s at the start (polling figures suffer when the CPUs are busy)\n\n", runtime.NumCPU(), loadAverage())
-	for _, step := range []func(io.Writer, plan) error{runSync, runTransmit, runRetain, runCamera} {
-		if err := step(w, pl); err != nil {
+	for _, step := range []func(io.Writer, plan, *results.Recorder) error{runSync, runTransmit, runRetain, runCamera} {
+		if err := step(w, pl, rec); err != nil {
 			return err
 		}
 	}
@@ -82,7 +85,7 @@ func loadAverage() string {
 // few microseconds while the software NIC goroutines that carry its
 // acknowledgement poll, tens when one must be woken), and the mean is the
 // cost per synchronisation of the mix.
-func runSync(w io.Writer, pl plan) error {
+func runSync(w io.Writer, pl plan, rec *results.Recorder) error {
 	t := newTable(fmt.Sprintf("Sync control latency: a freed block of a full channel until the sender's next block goes (us, median, p90 and mean of %d)", pl.syncIters),
 		"blocks", "statusbyte", "p90", "mean", "slidingwindow", "p90", "mean", "ratio", "mean ratio", "paper sb", "paper sw", "paper ratio")
 	var ratio3 float64
@@ -97,6 +100,7 @@ func runSync(w io.Writer, pl plan) error {
 			us := micros(res.Lat)
 			med[k], p90[k] = median(us), quantile(us, 0.9)
 			mean[k], _ = meanStd(us)
+			recordSync(rec, tr, n, us, med[k])
 			if tr == StatusByte {
 				reads = res.Reads
 			}
@@ -107,6 +111,7 @@ func runSync(w io.Writer, pl plan) error {
 			ratio3 = r
 			ps, pw, pr = paperSyncStatus, paperSyncWindow, paperSyncWindow/paperSyncStatus
 		}
+		recordSyncRatio(rec, n, r)
 		t.row(n, f(med[0], 2), f(p90[0], 2), f(mean[0], 2), f(med[1], 2), f(p90[1], 2), f(mean[1], 2),
 			times(r), times(ratio(mean[1], mean[0])), f(ps, 1), f(pw, 1), times(pr))
 		t.note("%d blocks: %.1f status READs per synchronisation (the sender polls with READs until it sees the freed byte)", n, reads)
@@ -117,8 +122,9 @@ func runSync(w io.Writer, pl plan) error {
 }
 
 // runTransmit prints the latency and the throughput/CPU tables.
-func runTransmit(w io.Writer, pl plan) error {
+func runTransmit(w io.Writer, pl plan, rec *results.Recorder) error {
 	lat := make(map[string][]float64)
+	latRuns := make(map[string][][]float64) // every sample, per size
 	thr := make(map[string][]ThroughputResult)
 	var best64k float64 // the fastest 64 KiB status-byte run
 	for _, tr := range Transports {
@@ -132,7 +138,9 @@ func runTransmit(w io.Writer, pl plan) error {
 				x.close()
 				return fmt.Errorf("latency, %s, %s: %w", tr, sizeName(size), err)
 			}
-			lat[tr] = append(lat[tr], median(micros(res.Lat)))
+			us := micros(res.Lat)
+			lat[tr] = append(lat[tr], median(us))
+			latRuns[tr] = append(latRuns[tr], us)
 		}
 		// The repeats go round all sizes, so that a busy spell of the
 		// machine spreads over them rather than falling on one.
@@ -150,8 +158,9 @@ func runTransmit(w io.Writer, pl plan) error {
 				}
 			}
 		}
-		for i := range TransmitSizes {
+		for i, size := range TransmitSizes {
 			thr[tr] = append(thr[tr], medianBy(runs[i], ThroughputResult.MBps))
+			recordThroughput(rec, tr, size, runs[i], thr[tr][i])
 		}
 		if err := x.close(); err != nil {
 			return fmt.Errorf("transmission, %s: %w", tr, err)
@@ -162,6 +171,9 @@ func runTransmit(w io.Writer, pl plan) error {
 	for i, size := range TransmitSizes {
 		a, b := lat[StatusByte][i], lat[SlidingWindow][i]
 		lt.row(sizeName(size), f(a, 1), f(b, 1), times(ratio(b, a)))
+		for _, tr := range Transports {
+			recordLatency(rec, tr, size, latRuns[tr][i], lat[tr][i])
+		}
 	}
 	lt.note("the paper gives no per-size latency in DESIGN.md; its claim is lower latency for status-byte throughout")
 	lt.write(w)
@@ -180,6 +192,7 @@ func runTransmit(w io.Writer, pl plan) error {
 		case targetSize:
 			mbs64k = a.MBps()
 		}
+		recordThroughputRatio(rec, size, r, a, b)
 		tt.row(sizeName(size), f(a.MBps(), 1), f(b.MBps(), 1), times(r), f(as, 0), f(bs, 0), f(ratio(as, bs), 2), f(ar, 0), f(br, 0))
 	}
 	tt.note("paper: status-byte %.1fx the sliding window's throughput at 256 B; about %.0f%% less CPU", paperThr256, (1-paperCPU)*100)
@@ -194,7 +207,7 @@ func runTransmit(w io.Writer, pl plan) error {
 // whose held/before ratio is the median (a run in which the two sides
 // ended up sharing one core for a while, the machine being busy, is an
 // outlier either way), and every run's ratio.
-func runRetain(w io.Writer, pl plan) error {
+func runRetain(w io.Writer, pl plan, rec *results.Recorder) error {
 	res := make(map[string]RetainResult)
 	ratios := make(map[string][]float64)
 	for _, tr := range Transports {
@@ -220,6 +233,7 @@ func runRetain(w io.Writer, pl plan) error {
 		t.row(fmt.Sprintf("%d%s", i*int(retainBin/time.Millisecond), mark), f(sb.Rates[i], 0), f(sw.Rates[at(sw.Rates, i)], 0))
 	}
 	for _, r := range []RetainResult{sb, sw} {
+		recordRetain(rec, r, ratios[r.Transport])
 		before, held, after := r.Phase(0, retainFrom), r.Phase(retainFrom, retainTo), r.Phase(retainTo, retainRun)
 		t.note("%-13s before %6.0f MB/s, held %6.0f MB/s (%.2f of before), after %6.0f MB/s; held/before of every run: %s",
 			r.Transport, before, held, ratio(held, before), after, joinF(ratios[r.Transport], 2))
@@ -250,7 +264,7 @@ func at(xs []float64, i int) int { return min(i, len(xs)-1) }
 // runCamera prints the camera table: per transport the run of median CV
 // of the repeats (the transports alternate, so that a busy spell of the
 // machine does not fall on one only), and every run's CV.
-func runCamera(w io.Writer, pl plan) error {
+func runCamera(w io.Writer, pl plan, rec *results.Recorder) error {
 	want := float64(cameraStreams*cameraFPS*cameraFrame) / 1e6
 	runs := make(map[string][]CameraResult)
 	for r := 0; r < pl.cameraRepeats; r++ {
@@ -283,6 +297,7 @@ func runCamera(w io.Writer, pl plan) error {
 			f(median(ms), 2), f(quantile(ms, 0.99), 2), f(quantile(ms, 1), 2),
 			f(100*res.SenderCPU.Seconds()/secs, 1), f(100*res.ReceiverCPU.Seconds()/secs, 1))
 		t.note("%s: CV of every run: %s", tr, joinF(cvs, 3))
+		recordCamera(rec, tr, cvs, res)
 		series = append(series, fmt.Sprintf("%s MB/s per %v (the median run):", tr, cameraBin))
 		for i := 0; i < len(res.Rates); i += 10 {
 			line := fmt.Sprintf("  %3ds", i/10)

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/sdpshim/sdpshim/bench/results"
 )
 
 // median returns the middle of xs (the mean of the two middle ones for
@@ -41,17 +43,20 @@ type target struct {
 
 // judge returns the target's line for value.
 func (t target) judge(value float64) string {
-	met := value >= t.min
-	bound := fmt.Sprintf(">= %gx", t.min)
-	if t.max > 0 {
-		met = value <= t.max
-		bound = fmt.Sprintf("<= %gx", t.max)
-	}
+	r := t.of(value)
 	verdict := "NOT MET"
-	if met {
+	if r.Met {
 		verdict = "met"
 	}
-	return fmt.Sprintf("target: %s %s: %.2fx, %s", t.what, bound, value, verdict)
+	return fmt.Sprintf("target: %s %s: %.2fx, %s", t.what, r.Text, value, verdict)
+}
+
+// of returns the target's bound and whether value meets it.
+func (t target) of(value float64) *results.Target {
+	if t.max > 0 {
+		return &results.Target{Text: fmt.Sprintf("<= %gx", t.max), Met: value <= t.max}
+	}
+	return &results.Target{Text: fmt.Sprintf(">= %gx", t.min), Met: value >= t.min}
 }
 
 // report is one printed table: a title, a header, rows and notes under

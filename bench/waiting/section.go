@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/sdpshim/sdpshim/bench/results"
 	"github.com/sdpshim/sdpshim/core"
 )
 
@@ -27,22 +28,22 @@ var (
 )
 
 // Run measures every mode on every shape and an idle connection per mode
-// with the Full or Quick settings, and prints the table and the targets
-// to w. It returns an error when a measurement failed (the table then
+// with the Full or Quick settings, prints the table and the targets to w
+// and records every figure in rec (figures.go; rec may be nil). It returns an error when a measurement failed (the table then
 // shows what was measured); a missed target is reported, not an error.
-func Run(w io.Writer, quick bool) error {
+func Run(w io.Writer, quick bool, rec *results.Recorder) error {
 	s := Full
 	if quick {
 		s = Quick
 	}
-	return RunWith(w, s)
+	return RunWith(w, s, rec)
 }
 
 // RunWith is Run with explicit settings. The repeats are interleaved
 // (every cell once, then every cell again, the order of the modes turned
 // each time), so that a change in the shared machine's load spreads over
 // all the modes.
-func RunWith(w io.Writer, s Settings) error {
+func RunWith(w io.Writer, s Settings, rec *results.Recorder) error {
 	var errs []error
 	runs := map[[2]string][]measurement{}
 	seed := uint64(1)
@@ -79,5 +80,6 @@ func RunWith(w io.Writer, s Settings) error {
 		idle = append(idle, summarizeIdle(mode, []measurement{m}))
 	}
 	WriteTable(w, cells, idle, s.Repeats, s.Duration)
+	record(rec, cells, idle)
 	return errors.Join(errs...)
 }

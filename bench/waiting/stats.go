@@ -19,6 +19,13 @@ type Cell struct {
 	SleepsPerMsg float64 // wakeups (doorbell sleeps, both sides) per request
 	RingsPerMsg  float64 // doorbell rings posted (both sides) per request
 	Switches     float64 // adaptive mode switches per second (both sides)
+	// Runs holds the same figures of every repeat.
+	Runs CellRuns
+}
+
+// CellRuns are a Cell's figures, one per repeat.
+type CellRuns struct {
+	Rate, P50, P99, CPUPerMsg, CPUPercent, SleepsPerMsg, RingsPerMsg, Switches []float64
 }
 
 // IdleCell is an idle connection's cost in one mode.
@@ -72,6 +79,7 @@ func summarize(mode, shape string, runs []measurement) Cell {
 	c.Rate, c.P50, c.P99 = median(rate), median(p50), median(p99)
 	c.CPUPerMsg, c.CPUPercent = median(cpu), median(pct)
 	c.SleepsPerMsg, c.RingsPerMsg, c.Switches = median(sleeps), median(rings), median(sw)
+	c.Runs = CellRuns{rate, p50, p99, cpu, pct, sleeps, rings, sw}
 	return c
 }
 

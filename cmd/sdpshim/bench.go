@@ -2,9 +2,13 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/sdpshim/sdpshim/bench/results"
 )
 
 // BenchSection is one group of benchmarks that `sdpshim bench` runs and
@@ -17,13 +21,17 @@ type BenchSection struct {
 	Order int
 	// Summary is one line for `sdpshim help bench`.
 	Summary string
-	// Run measures and writes the section's tables to env.Stdout. quick
+	// Run measures, writes the section's tables to out and records
+	// every figure in rec (which may be nil). quick
 	// asks for fewer repeats and shorter runs (a smoke run, e.g. in a
 	// test); the figures are then only indicative. It returns a non-nil
 	// error when the section could not measure (a missing program, a
 	// failed transfer), never because a target was missed: targets are
 	// reported, not enforced.
-	Run func(env *Env, quick bool) error
+	Run func(env *Env, out io.Writer, quick bool, rec *results.Recorder) error
+	// Plots are the pictures `sdpshim bench --out` draws of the
+	// section's figures.
+	Plots []results.Plot
 }
 
 // benchSections holds every registered section by name.
@@ -44,12 +52,25 @@ func init() {
 	register(&Command{
 		Name:    "bench",
 		Summary: "run the benchmarks: sdpshim against kernel TCP and the papers' figures",
-		Usage:   "sdpshim bench [--quick] [SECTION...]",
+		Usage:   "sdpshim bench [--quick] [--out DIR] [--json] [SECTION...] | --compare OLD.json NEW.json | --from FILE --out DIR",
 		Help: `Runs each benchmark section (all of them when none is named) and prints
 its table. Every ratio compares figures measured in the same run; the
 machine is shared, so each figure is the median of repeats.
 
-  --quick   fewer repeats and shorter runs (smoke test; figures indicative)
+  --quick     fewer repeats and shorter runs (smoke test; figures indicative)
+  --out DIR   also write DIR/results.json (every figure with its repeats,
+              median, paper value and target; the machine, build and
+              settings) and one PNG per figure group, DIR/SECTION-GROUP.png
+  --json      print the results as JSON on stdout (the tables go to stderr)
+  --from FILE --out DIR
+              measure nothing: draw the plots of a results.json again in DIR
+  --compare OLD.json NEW.json
+              print each figure's change between two results files and
+              whether it exceeds the noise: a change counts when the
+              medians differ by more than the larger spread of the two
+              runs' repeats (their range, or their interquartile range
+              from five repeats on) and by more than 1%; otherwise it is
+              "noise"
 
 Sections are listed by 'sdpshim bench --list'.`,
 		Run: runBench,
@@ -62,8 +83,18 @@ func runBench(env *Env, args []string) int {
 	fs := cmd.flags(env)
 	quick := fs.Bool("quick", false, "fewer repeats and shorter runs")
 	list := fs.Bool("list", false, "list the sections")
+	outDir := fs.String("out", "", "write results.json and the plots to this directory")
+	asJSON := fs.Bool("json", false, "print the results as JSON")
+	compare := fs.Bool("compare", false, "compare two results files")
+	from := fs.String("from", "", "draw the plots of this results file instead of measuring")
 	if code, done := parse(fs, args); done {
 		return code
+	}
+	if *compare {
+		return compareBench(env, fs.Args())
+	}
+	if *from != "" {
+		return replotBench(env, *from, *outDir)
 	}
 	all := sortedBenchSections()
 	if *list {
@@ -84,15 +115,40 @@ func runBench(env *Env, args []string) int {
 			run = append(run, s)
 		}
 	}
+	if *outDir != "" {
+		if err := os.MkdirAll(*outDir, 0o755); err != nil {
+			fmt.Fprintf(env.Stderr, "sdpshim bench: %v\n", err)
+			return exitFailure
+		}
+	}
+	tables := env.Stdout
+	if *asJSON {
+		tables = env.Stderr
+	}
+	res := newBenchRun(env, *quick, fs.Args())
 	code := exitOK
 	for _, s := range run {
-		fmt.Fprintf(env.Stdout, "== %s: %s\n", s.Name, s.Summary)
+		fmt.Fprintf(tables, "== %s: %s\n", s.Name, s.Summary)
 		start := time.Now()
-		if err := s.Run(env, *quick); err != nil {
+		rec := results.NewRecorder(s.Name)
+		sr := results.SectionRun{Name: s.Name}
+		if err := s.Run(env, tables, *quick, rec); err != nil {
 			fmt.Fprintf(env.Stderr, "sdpshim bench %s: %v\n", s.Name, err)
+			sr.Error = err.Error()
 			code = exitFailure
 		}
-		fmt.Fprintf(env.Stdout, "(%s: %.1f s)\n\n", s.Name, time.Since(start).Seconds())
+		sr.Seconds = time.Since(start).Seconds()
+		res.Add(sr, rec)
+		fmt.Fprintf(tables, "(%s: %.1f s)\n\n", s.Name, sr.Seconds)
+	}
+	if *outDir != "" && !writeBenchOut(env, tables, res, *outDir) {
+		code = exitFailure
+	}
+	if *asJSON {
+		if err := res.Encode(env.Stdout); err != nil {
+			fmt.Fprintf(env.Stderr, "sdpshim bench: %v\n", err)
+			code = exitFailure
+		}
 	}
 	return code
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/sdpshim/sdpshim/bench/programs"
+	"github.com/sdpshim/sdpshim/bench/results"
 )
 
 func init() {
@@ -12,7 +13,7 @@ func init() {
 		Name:    "programs",
 		Order:   50,
 		Summary: "unmodified programs (sockperf, iperf3, redis, nginx+wrk, memcached, pgbench) over kernel TCP and under the shim; passthrough and start-up costs",
-		Run: func(env *Env, quick bool) error {
+		Run: func(env *Env, out io.Writer, quick bool, rec *results.Recorder) error {
 			lib, err := preloadPath("")
 			if err != nil {
 				return err
@@ -21,7 +22,8 @@ func init() {
 			if os.Getenv("SDPSHIM_BENCH_VERBOSE") != "" {
 				log = env.Stderr
 			}
-			return programs.Run(programs.Config{Lib: lib, Environ: env.Environ, Quick: quick, Out: env.Stdout, Log: log})
+			return programs.Run(programs.Config{Lib: lib, Environ: env.Environ, Quick: quick, Out: out, Log: log, Rec: rec})
 		},
+		Plots: programs.Plots,
 	})
 }

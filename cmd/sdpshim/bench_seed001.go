@@ -1,6 +1,11 @@
 package main
 
-import "github.com/sdpshim/sdpshim/bench/seed001"
+import (
+	"io"
+
+	"github.com/sdpshim/sdpshim/bench/results"
+	"github.com/sdpshim/sdpshim/bench/seed001"
+)
 
 // The seed-001 section: the credit, packed and nicassist flow controllers
 // across two processes (bandwidth, buffer utilisation, communication
@@ -13,8 +18,9 @@ func init() {
 		Name:    "seed001",
 		Order:   20,
 		Summary: "flow control: credit vs packed vs nicassist (bandwidth, buffer utilisation, progress) vs the paper",
-		Run: func(env *Env, quick bool) error {
-			return seed001.Run(env.Stdout, quick)
+		Run: func(env *Env, out io.Writer, quick bool, rec *results.Recorder) error {
+			return seed001.Run(out, quick, rec)
 		},
+		Plots: seed001.Plots,
 	})
 }

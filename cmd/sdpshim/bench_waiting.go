@@ -1,6 +1,11 @@
 package main
 
-import "github.com/sdpshim/sdpshim/bench/waiting"
+import (
+	"io"
+
+	"github.com/sdpshim/sdpshim/bench/results"
+	"github.com/sdpshim/sdpshim/bench/waiting"
+)
 
 // The waiting section (issue 7): busy, event, hybrid and adaptive waits
 // under four traffic shapes and an idle connection, across two
@@ -12,8 +17,9 @@ func init() {
 		Name:    "waiting",
 		Order:   30,
 		Summary: "wait modes (busy, event, hybrid, adaptive) x traffic shapes: latency, CPU/msg, wakeups; idle CPU",
-		Run: func(env *Env, quick bool) error {
-			return waiting.Run(env.Stdout, quick)
+		Run: func(env *Env, out io.Writer, quick bool, rec *results.Recorder) error {
+			return waiting.Run(out, quick, rec)
 		},
+		Plots: waiting.Plots,
 	})
 }

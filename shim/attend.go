@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/preload/direct"
+	"github.com/sdpshim/sdpshim/core/direct"
 )
 
 // Attendance: a thread asleep in the kernel on a stream's behalf keeps the

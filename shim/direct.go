@@ -10,13 +10,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sdpshim/sdpshim/core"
-	"github.com/sdpshim/sdpshim/preload/direct"
+	"github.com/sdpshim/sdpshim/core/direct"
 	"github.com/sdpshim/sdpshim/shim/config"
 	"github.com/sdpshim/sdpshim/shim/stats"
 )
 
 // The direct path (SDPSHIM_CHANNEL=direct): each accelerated connection
-// has an area of its own (preload/direct), made by the connector, passed
+// has an area of its own (core/direct), made by the connector, passed
 // in its offer with the connector's eventfd; the acceptor answers with its
 // eventfd. The interposer moves the program's bytes over the area itself
 // (host direct_attach); the core keeps the connection's life (setup,
@@ -361,9 +361,11 @@ func (ds *directStream) SetWriteDeadline(t time.Time) error {
 	return nil
 }
 
-// SetSendBuf and SetRcvBuf do nothing: the area's size is the buffer.
-func (ds *directStream) SetSendBuf(int) {}
-func (ds *directStream) SetRcvBuf(int)  {}
+// SetSendBuf does nothing: what a send returned for is in the peer's
+// memory already. SetRcvBuf bounds what the peer may keep unread here
+// (the area's size when larger, or 0).
+func (ds *directStream) SetSendBuf(int)  {}
+func (ds *directStream) SetRcvBuf(n int) { ds.conn.SetWindow(n) }
 
 func (ds *directStream) ID() uint32                { return 1 }
 func (ds *directStream) Channel() *core.Channel    { return nil }
@@ -373,7 +375,8 @@ func (ds *directStream) Flow() core.FlowController { return nil }
 
 // syncDirect gives the interposer the socket's settings that its data
 // calls follow: O_NONBLOCK, the timeouts, and which calls stay the
-// core's (after shutdown(SHUT_RD), while early bytes wait).
+// core's (after shutdown(SHUT_RD), while early bytes wait, once a switch
+// to kernel TCP began).
 func (s *Socket) syncDirect() {
 	ds := s.direct()
 	if ds == nil {
@@ -388,7 +391,9 @@ func (s *Socket) syncDirect() {
 	if s.earlyN.Load() > 0 {
 		slow |= direct.SlowSend
 	}
-	ds.conn.ClearSlow(^slow)
+	if s.sw.Load() != swNone { // switching to kernel TCP (forkswitch.go)
+		slow |= direct.SlowRecv | direct.SlowSend
+	}
 	ds.conn.SetSlow(slow)
 }
 

@@ -4,8 +4,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/sdpshim/sdpshim/preload/direct"
 )
 
 // Early data. A connected socket whose acceptor has not claimed the
@@ -105,9 +103,7 @@ func (s *Socket) flushEarlyLocked(st dataStream) bool {
 	}
 	s.earlyN.Store(int32(len(s.early)))
 	if len(s.early) == 0 {
-		if ds, ok := st.(*directStream); ok {
-			ds.conn.ClearSlow(direct.SlowSend) // the interposer may send now
-		}
+		s.syncDirect() // the interposer may send now
 	}
 	return len(s.early) == 0
 }

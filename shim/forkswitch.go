@@ -12,7 +12,6 @@ import (
 
 	"github.com/sdpshim/sdpshim/core"
 	"github.com/sdpshim/sdpshim/core/rendezvous"
-	"github.com/sdpshim/sdpshim/preload/direct"
 )
 
 // Switching an accelerated connection to kernel TCP, without losing or
@@ -175,7 +174,7 @@ func (s *Socket) switchBegin() (dataStream, int, bool) {
 		// The program's calls are the core's now (they wait for the
 		// switch, then go to the kernel); those asleep in the interposer
 		// look again.
-		ds.conn.SetSlow(direct.SlowRecv | direct.SlowSend)
+		s.syncDirect()
 		ds.conn.WakeAll()
 	}
 	s.wake.wakeEverything()

@@ -199,6 +199,8 @@ func (p *Process) handleOffer(req rendezvous.Request) (rendezvous.Payload, any, 
 			p.log.WithError(err).Debug("direct area refused")
 			return rendezvous.Payload{}, nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: err}
 		}
+		// The accepted socket's buffer, before the connector can write.
+		ds.SetRcvBuf(p.listenerRcvBuf(req.Tuple.Server))
 		return rendezvous.Payload{Data: encodeAnswer(1), Files: answerFiles}, &prepared{direct: ds}, nil
 	}
 	var e *channelEnd

@@ -32,6 +32,9 @@ func (p *Process) Ioctl(fd int, req uint) (val int, res int64) {
 			return 0, 0
 		}
 	case unix.SIOCOUTQ, unix.SIOCOUTQNSD:
+		if ds := s.direct(); ds != nil {
+			return ds.conn.Outq(), 0 // in the area, not read by the peer yet
+		}
 		if st != nil {
 			return st.Unsent(), 0
 		}
@@ -50,7 +53,7 @@ func (p *Process) Getsockopt(fd, level, name int) (val int, res int64) {
 	if s == nil || level != unix.SOL_SOCKET || name != unix.SO_ERROR || s.stream.Load() == nil {
 		return 0, Pass
 	}
-	if s.streamFailed() && !s.errSeen.Swap(true) {
+	if s.streamFailed() && !s.reportReset() {
 		return int(unix.ECONNRESET), 0
 	}
 	return 0, 0

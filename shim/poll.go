@@ -92,7 +92,7 @@ func (s *Socket) pollEventsAt(fd int, events int16, pumped bool) (revents int16,
 			}
 		case err != nil && !errors.Is(err, core.ErrWouldBlock):
 			rev |= pollIn | pollRDHUP | unix.POLLHUP
-			if !s.errSeen.Load() {
+			if !s.resetReported() {
 				rev |= unix.POLLERR
 			}
 		}

@@ -90,7 +90,7 @@ func (s *Socket) recv(st dataStream, bufs [][]byte, flags int, w *Wait) int64 {
 			if done > 0 {
 				return int64(done)
 			}
-			if s.errSeen.Swap(true) {
+			if s.reportReset() {
 				return 0 // the reset was reported: EOF from now on
 			}
 			s.p.log.WithError(err).Debug("recv: stream ended")

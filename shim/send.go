@@ -150,7 +150,7 @@ func (s *Socket) send(st dataStream, bufs [][]byte, flags int, w *Wait) int64 {
 func (s *Socket) writeErr(err error) int64 {
 	s.p.log.WithError(err).Debug("send: stream ended")
 	e := errnoOf(err)
-	if e == unix.ECONNRESET && (s.errSeen.Swap(true) || s.peerFin.Load()) {
+	if e == unix.ECONNRESET && (s.reportReset() || s.peerFin.Load()) {
 		e = unix.EPIPE // a reset after the peer's FIN is EPIPE (tcp_reset in CLOSE_WAIT)
 	}
 	return negErrno(e)

@@ -190,6 +190,25 @@ func (s *Socket) fallBackLocked() {
 	}()
 }
 
+// reportReset marks the connection's reset as reported to the program and
+// returns whether it already was (ECONNRESET once, then EOF and EPIPE).
+// A direct connection keeps the mark in its handle, which the
+// interposer's calls share.
+func (s *Socket) reportReset() bool {
+	if ds := s.direct(); ds != nil {
+		return ds.conn.ErrSeen()
+	}
+	return s.errSeen.Swap(true)
+}
+
+// resetReported reports whether reportReset was called.
+func (s *Socket) resetReported() bool {
+	if ds := s.direct(); ds != nil {
+		return ds.conn.ErrSeenNow()
+	}
+	return s.errSeen.Load()
+}
+
 // noSpace counts the writes that found no room (the shim's and, on the
 // direct path, the interposer's): EPOLLET's writable edge.
 func (s *Socket) noSpace() uint32 {

@@ -105,9 +105,11 @@ func TestStatsAcceleratedConnection(t *testing.T) {
 	a := build(t)
 	sdpshimCLI(t) // built before the programs start
 	rd := runDir(t)
-	srv := start(t, a.environ(t, side{shim: true}, rd), 20*time.Second, a.stream, "server", "-a", "127.0.0.1", "-p", "0")
+	// The shared channel: its blocks and flow controller are reported too.
+	env := append(a.environ(t, side{shim: true}, rd), "SDPSHIM_CHANNEL=shared")
+	srv := start(t, env, 20*time.Second, a.stream, "server", "-a", "127.0.0.1", "-p", "0")
 	port := srv.listening(t)
-	cli := start(t, a.environ(t, side{shim: true}, rd), 20*time.Second, a.stream,
+	cli := start(t, env, 20*time.Second, a.stream,
 		"client", "-a", "127.0.0.1", "-p", fmt.Sprint(port), "-s", "4096", "-t", "3")
 
 	srvPID, cliPID := srv.cmd.Process.Pid, cli.cmd.Process.Pid

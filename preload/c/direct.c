@@ -392,8 +392,14 @@ static long send_locked(struct sdp_dconn *c, struct iocur *k)
 	struct sdp_ddir *d = &c->a->dir[c->side];
 	uint8_t *status = status_of(c, c->side);
 	uint32_t idx = LOADR(&d->tx_next), seq = LOADR(&d->tx_seq), room = c->s - HDR, skipped = 0;
+	uint32_t win = LOAD(&d->rx_window);
+	uint64_t held = LOADR(&d->tx_bytes) - LOAD(&d->rx_bytes); /* unread at the peer */
 	size_t done = 0;
+	if (LOADR(&d->fin) || LOAD(&d->reset))
+		return -EPIPE; /* nothing after the FIN (set under this lock) */
 	while (k->left > 0) {
+		if (win > 0 && held + done >= win)
+			break; /* the receiver's buffer is full */
 		uint8_t st = LOAD(&status[idx & (c->n - 1)]);
 		if (st == SDP_DBLK_RETAINED) { /* the receiver holds it: skip, not block */
 			idx++;
@@ -404,6 +410,8 @@ static long send_locked(struct sdp_dconn *c, struct iocur *k)
 		if (st != SDP_DBLK_EMPTY)
 			break; /* full (or garbage, which reads as full) */
 		size_t n = k->left < room ? k->left : room;
+		if (win > 0 && n > win - (held + done))
+			n = win - (held + done);
 		struct sdp_dblk *b = block_of(c, c->side, idx);
 		cur_copy(k, b + 1, n, 0);
 		b->stream = c->stream;
@@ -430,6 +438,9 @@ static int send_room(const struct sdp_dconn *c)
 {
 	const struct sdp_ddir *d = &c->a->dir[c->side];
 	const uint8_t *status = status_of(c, c->side);
+	uint32_t win = LOAD(&d->rx_window);
+	if (win > 0 && LOADR(&d->tx_bytes) - LOAD(&d->rx_bytes) >= win)
+		return 0;
 	uint32_t idx = LOADR(&d->tx_next);
 	for (uint32_t k = 0; k < c->n; k++, idx++) {
 		uint8_t st = LOAD(&status[idx & (c->n - 1)]);
@@ -444,12 +455,21 @@ long sdp_dconn_sendv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size
 {
 	struct sdp_ddir *d = &c->a->dir[c->side];
 	long r = send_blocked(c);
-	if (r != 0)
+	if (r != 0 && !(r == -EPIPE && LOAD(&d->rx_closed) && !LOAD(&d->fin) && !LOAD(&d->reset) && !LOADR(&c->closed_told)))
 		return r;
 	struct iocur k;
 	cur_init(&k, iov, cnt, skip);
 	if (k.left == 0)
 		return 0;
+	if (LOAD(&d->rx_closed) && !LOADR(&c->closed_told)) {
+		/* The peer closed its reading end; the kernel takes this write
+		 * and the peer answers it with a reset: later ones fail. */
+		STORER(&c->closed_told, 1);
+		return (long)k.left;
+	}
+	r = send_blocked(c);
+	if (r != 0)
+		return r;
 	for (int round = 0;; round++) {
 		side_lock(&d->tx_lock);
 		r = send_locked(c, &k);
@@ -458,6 +478,8 @@ long sdp_dconn_sendv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size
 			wake_data(c, d);
 			return r;
 		}
+		if (r < 0)
+			return r;
 		if ((r = send_blocked(c)) != 0)
 			return r;
 		if (flags & SDP_D_NONBLOCK)
@@ -491,7 +513,10 @@ static long recv_locked(struct sdp_dconn *c, struct iocur *k, int peek, int *fre
 	uint8_t *status = status_of(c, from);
 	uint32_t idx = LOADR(&d->rx_next), seq = LOADR(&d->rx_seq), off = LOADR(&d->rx_off), room = c->s - HDR;
 	size_t done = 0;
+	uint32_t fin = LOAD(&d->fin), fin_seq = LOADR(&d->fin_seq);
 	for (uint32_t seen = 0; k->left > 0 && seen < c->n; seen++) {
+		if (fin && seq == fin_seq)
+			break; /* the FIN: nothing after it is the stream's */
 		uint8_t st = LOAD(&status[idx & (c->n - 1)]);
 		if (st == SDP_DBLK_RETAINED) {
 			idx++;
@@ -550,11 +575,11 @@ static long recv_end(struct sdp_dconn *c)
 	if (c->broken || LOAD(&d->reset))
 		return -ECONNRESET;
 	if (LOAD(&d->fin)) {
+		if (LOADR(&d->fin_seq) == LOADR(&d->rx_seq))
+			return 0; /* everything before the FIN was read */
 		if (recv_ready(c))
-			return 1; /* a block came before the FIN: read it first */
-		if (LOADR(&d->fin_seq) != LOADR(&d->rx_seq))
-			return violation(c); /* a FIN that skips blocks never sent */
-		return 0;
+			return 1; /* blocks came before the FIN: read them first */
+		return violation(c); /* a FIN that skips blocks never sent */
 	}
 	return 1;
 }
@@ -575,8 +600,8 @@ long sdp_dconn_recvv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size
 		side_lock(&d->rx_lock);
 		long r = recv_locked(c, &k, flags & SDP_D_PEEK, &freed);
 		side_unlock(&d->rx_lock);
-		if (freed)
-			wake_space(c, d);
+		if (freed || (r > 0 && !(flags & SDP_D_PEEK) && LOADR(&d->rx_window) > 0))
+			wake_space(c, d); /* blocks freed, or window room made */
 		if (r != 0)
 			return r;
 		if ((r = recv_end(c)) != 1)
@@ -732,6 +757,13 @@ void sdp_dconn_peer_gone(struct sdp_dconn *c)
 }
 
 uint64_t sdp_dconn_arrived(const struct sdp_dconn *c) { return LOADR(&c->a->dir[1 - c->side].tx_bytes); }
+
+void sdp_dconn_set_window(struct sdp_dconn *c, uint32_t bytes)
+{
+	struct sdp_ddir *in = &c->a->dir[1 - c->side];
+	STORE(&in->rx_window, bytes);
+	wake_space(c, in);
+}
 
 /* ---- readiness ------------------------------------------------------------------- */
 

@@ -68,7 +68,7 @@ struct sdp_ddir {
 	uint32_t rx_off;                      /* bytes already taken from that block */
 	uint32_t rx_lock;                     /* receivers of this side serialise on it */
 	uint32_t rx_closed;                   /* 1: the receiving end is closed: sends fail with EPIPE */
-	uint32_t pad0;
+	uint32_t rx_window;                   /* > 0: the receiver's SO_RCVBUF: bytes it may hold unread */
 	uint64_t rx_bytes; /* bytes consumed, for stats */
 	/* The receiver waiting for data: sleepers announced, futex word. */
 	_Alignas(SDP_DLINE) uint32_t data_sleepers;
@@ -127,7 +127,7 @@ struct sdp_dconn {
 	int64_t rcvtimeo;   /* SO_RCVTIMEO, ns, 0: none */
 	int64_t sndtimeo;   /* SO_SNDTIMEO */
 	uint32_t errseen;   /* ECONNRESET reported once: reads EOF, writes EPIPE after */
-	uint32_t pad1;
+	uint32_t closed_told; /* the first send after the peer closed its reading was taken (as the kernel's, which the peer answers with a reset) */
 	uint64_t cookie;    /* the core's, for its own lookups */
 };
 
@@ -204,9 +204,13 @@ void sdp_dconn_fin(struct sdp_dconn *c);
 /* Abortive end (close with unread bytes, SO_LINGER 0, the peer found dead
  * from outside): the peer's calls get ECONNRESET once its data is read. */
 void sdp_dconn_reset(struct sdp_dconn *c);
-/* The receiving end closes: the peer's sends fail with EPIPE, and its
- * sleepers are woken. */
+/* The receiving end closes: the peer's sends fail with EPIPE (the first
+ * one is taken and dropped, as the kernel's is before the reset comes
+ * back), and its sleepers are woken. */
 void sdp_dconn_close_rx(struct sdp_dconn *c);
+/* The receiver's buffer limit (SO_RCVBUF): the peer keeps at most bytes
+ * unread here (0: the whole area). Wakes the peer's sleeping senders. */
+void sdp_dconn_set_window(struct sdp_dconn *c, uint32_t bytes);
 
 /* Readiness now, as poll(2) bits: POLLIN (data or EOF), POLLOUT (a free
  * block), POLLRDHUP|POLLIN at the peer's FIN, POLLHUP when both ways

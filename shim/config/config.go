@@ -151,7 +151,7 @@ const (
 	ChannelShared        ChannelMode = "shared"
 	ChannelPerConnection ChannelMode = "per-connection"
 	// ChannelDirect: one direct area per connection, its bytes moved by
-	// the program's own threads (preload/direct, docs/direct.md).
+	// the program's own threads (core/direct, docs/direct.md).
 	ChannelDirect ChannelMode = "direct"
 )
 

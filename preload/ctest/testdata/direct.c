@@ -139,6 +139,7 @@ static void semantics(void)
 	CHECK(sdp_dconn_recv(&a, buf, sizeof buf, 0, &sl) == 4, "reply read");
 	/* The receiver closes: the sender gets EPIPE. */
 	sdp_dconn_close_rx(&a);
+	CHECK(sdp_dconn_send(&b, "xy", 2, 0, &sl) == 2, "first send to a closed reader is taken");
 	CHECK(sdp_dconn_send(&b, "x", 1, 0, &sl) == -EPIPE, "send to closed reader");
 
 	/* Reset: ECONNRESET both ways. */

@@ -2,7 +2,7 @@ package direct
 
 /*
 #cgo CFLAGS: -D_GNU_SOURCE -O2
-#include "../c/direct.h"
+#include "../../preload/c/direct.h"
 */
 import "C"
 

@@ -1,7 +1,7 @@
 package direct
 
 /*
-#include "../c/direct.h"
+#include "../../preload/c/direct.h"
 #include <stdlib.h>
 #include <poll.h>
 #include <linux/futex.h>
@@ -13,8 +13,6 @@ static void st32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_
 static void st64(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
 static uint64_t ld64(uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 static uint32_t xchg32(uint32_t *p, uint32_t v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
-static void or32(uint32_t *p, uint32_t v) { __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
-static void and32(uint32_t *p, uint32_t v) { __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST); }
 static void add64(uint64_t *p, uint64_t v) { __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
 
 // Wakes every thread of this process (or another) asleep on c's words, so
@@ -36,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -59,9 +58,26 @@ const (
 // memory: the interposer keeps its address (Ptr) and makes the program's
 // data calls on it without entering Go.
 type Conn struct {
+	mu   sync.RWMutex // held (read) by every call into c; Free takes it to free
 	c    *C.struct_sdp_dconn
 	area *Area
 }
+
+// hold returns the handle for a call, read-locked, or nil after Free
+// (then nothing is held).
+func (c *Conn) hold() *C.struct_sdp_dconn {
+	c.mu.RLock()
+	if c.c == nil {
+		c.mu.RUnlock()
+		return nil
+	}
+	return c.c
+}
+
+func (c *Conn) done() { c.mu.RUnlock() }
+
+// errFreed answers a call on a freed handle.
+var errFreed = unix.EBADF
 
 // Open opens side (0: the area's creator, 1: its peer) of a. myEFD is this
 // process's eventfd that armed event waits are woken on (-1: none);
@@ -113,12 +129,17 @@ func (c *Conn) Send(b []byte, block bool) (int, *Sleep, error) {
 	if len(b) == 0 {
 		return 0, nil, nil
 	}
+	h := c.hold()
+	if h == nil {
+		return 0, nil, errFreed
+	}
+	defer c.done()
 	var sl C.struct_sdp_dsleep
 	f := C.int(0)
 	if !block {
 		f = C.SDP_D_NONBLOCK
 	}
-	r := C.sdp_dconn_send(c.c, unsafe.Pointer(&b[0]), C.size_t(len(b)), f, &sl)
+	r := C.sdp_dconn_send(h, unsafe.Pointer(&b[0]), C.size_t(len(b)), f, &sl)
 	runtime.KeepAlive(b)
 	return result(r, &sl)
 }
@@ -130,6 +151,11 @@ func (c *Conn) Recv(b []byte, peek, block bool) (int, *Sleep, error) {
 	if len(b) == 0 {
 		return 0, nil, nil
 	}
+	h := c.hold()
+	if h == nil {
+		return 0, nil, errFreed
+	}
+	defer c.done()
 	var sl C.struct_sdp_dsleep
 	f := C.int(0)
 	if !block {
@@ -138,71 +164,161 @@ func (c *Conn) Recv(b []byte, peek, block bool) (int, *Sleep, error) {
 	if peek {
 		f |= C.SDP_D_PEEK
 	}
-	r := C.sdp_dconn_recv(c.c, unsafe.Pointer(&b[0]), C.size_t(len(b)), f, &sl)
+	r := C.sdp_dconn_recv(h, unsafe.Pointer(&b[0]), C.size_t(len(b)), f, &sl)
 	runtime.KeepAlive(b)
 	return result(r, &sl)
 }
 
 // Woke withdraws the announcement of a Sleep once the sleep ended.
 func (c *Conn) Woke(s *Sleep) {
-	sl := C.struct_sdp_dsleep{word: (*C.uint32_t)(unsafe.Pointer(s.Word)), val: C.uint32_t(s.Val), what: C.int(s.What)}
-	C.sdp_dconn_woke(c.c, &sl)
+	if h := c.hold(); h != nil {
+		sl := C.struct_sdp_dsleep{word: (*C.uint32_t)(unsafe.Pointer(s.Word)), val: C.uint32_t(s.Val), what: C.int(s.What)}
+		C.sdp_dconn_woke(h, &sl)
+		c.done()
+	}
 }
 
 // Fin sends the FIN (shutdown SHUT_WR) after what was sent.
-func (c *Conn) Fin() { C.sdp_dconn_fin(c.c) }
+func (c *Conn) Fin() {
+	if h := c.hold(); h != nil {
+		C.sdp_dconn_fin(h)
+		c.done()
+	}
+}
 
 // Reset aborts: the peer's calls fail with ECONNRESET.
-func (c *Conn) Reset() { C.sdp_dconn_reset(c.c) }
+func (c *Conn) Reset() {
+	if h := c.hold(); h != nil {
+		C.sdp_dconn_reset(h)
+		c.done()
+	}
+}
 
 // CloseRead says this side reads no more: the peer's sends fail with EPIPE.
-func (c *Conn) CloseRead() { C.sdp_dconn_close_rx(c.c) }
+func (c *Conn) CloseRead() {
+	if h := c.hold(); h != nil {
+		C.sdp_dconn_close_rx(h)
+		c.done()
+	}
+}
 
-// Poll returns the readiness now as poll(2) bits.
-func (c *Conn) Poll() int16 { return int16(C.sdp_dconn_poll(c.c)) }
+// Poll returns the readiness now as poll(2) bits (POLLNVAL after Free).
+func (c *Conn) Poll() int16 {
+	h := c.hold()
+	if h == nil {
+		return unix.POLLNVAL
+	}
+	defer c.done()
+	return int16(C.sdp_dconn_poll(h))
+}
 
 // Arm asks the peer to write this process's eventfd once when events
 // (POLLIN, POLLOUT) may have become ready, and returns the readiness after
 // arming (non-zero: do not sleep).
-func (c *Conn) Arm(events int16) int16 { return int16(C.sdp_dconn_arm(c.c, C.int(events))) }
+func (c *Conn) Arm(events int16) int16 {
+	h := c.hold()
+	if h == nil {
+		return unix.POLLNVAL
+	}
+	defer c.done()
+	return int16(C.sdp_dconn_arm(h, C.int(events)))
+}
 
 // Inq returns the bytes readable now; Outq the bytes sent and not yet
 // consumed by the peer.
-func (c *Conn) Inq() int  { return int(C.sdp_dconn_inq(c.c)) }
-func (c *Conn) Outq() int { return int(C.sdp_dconn_outq(c.c)) }
+func (c *Conn) Inq() int {
+	h := c.hold()
+	if h == nil {
+		return 0
+	}
+	defer c.done()
+	return int(C.sdp_dconn_inq(h))
+}
+
+func (c *Conn) Outq() int {
+	h := c.hold()
+	if h == nil {
+		return 0
+	}
+	defer c.done()
+	return int(C.sdp_dconn_outq(h))
+}
 
 // SetNonblock, SetTimeouts and SetSlow set what the interposer's data
 // calls follow: O_NONBLOCK, SO_RCVTIMEO/SO_SNDTIMEO (0: none), and which
-// calls go to the core instead (SlowRecv, SlowSend).
+// calls go to the core instead (SlowRecv, SlowSend; the set replaces the
+// last one).
 func (c *Conn) SetNonblock(on bool) {
 	v := C.uint32_t(0)
 	if on {
 		v = 1
 	}
-	C.st32(&c.c.nonblock, v)
+	if h := c.hold(); h != nil {
+		C.st32(&h.nonblock, v)
+		c.done()
+	}
 }
 
 func (c *Conn) SetTimeouts(rcv, snd time.Duration) {
-	C.st64(&c.c.rcvtimeo, C.int64_t(rcv))
-	C.st64(&c.c.sndtimeo, C.int64_t(snd))
+	if h := c.hold(); h != nil {
+		C.st64(&h.rcvtimeo, C.int64_t(rcv))
+		C.st64(&h.sndtimeo, C.int64_t(snd))
+		c.done()
+	}
 }
 
-func (c *Conn) SetSlow(bits uint32)   { C.or32(&c.c.slow, C.uint32_t(bits)) }
-func (c *Conn) ClearSlow(bits uint32) { C.and32(&c.c.slow, C.uint32_t(^bits)) }
+func (c *Conn) SetSlow(bits uint32) {
+	if h := c.hold(); h != nil {
+		C.st32(&h.slow, C.uint32_t(bits))
+		c.done()
+	}
+}
 
 // ErrSeen marks the reset as reported to the program and returns whether
 // it already was (then reads see EOF and writes EPIPE).
-func (c *Conn) ErrSeen() bool { return C.xchg32(&c.c.errseen, 1) != 0 }
+func (c *Conn) ErrSeen() bool {
+	h := c.hold()
+	if h == nil {
+		return true
+	}
+	defer c.done()
+	return C.xchg32(&h.errseen, 1) != 0
+}
+
+// SetWindow sets this side's receive buffer limit (SO_RCVBUF): the peer
+// keeps at most bytes unread here (0: the whole area).
+func (c *Conn) SetWindow(bytes int) {
+	if h := c.hold(); h != nil {
+		C.sdp_dconn_set_window(h, C.uint32_t(max(0, min(bytes, 1<<31))))
+		c.done()
+	}
+}
+
+// ErrSeenNow reports whether ErrSeen was called (or the interposer
+// reported the reset).
+func (c *Conn) ErrSeenNow() bool {
+	h := c.hold()
+	if h == nil {
+		return true
+	}
+	defer c.done()
+	return C.ld32(&h.errseen) != 0
+}
 
 // Counted adds what the core's own calls moved to the handle's counters.
 func (c *Conn) Counted(sent, received int) {
+	h := c.hold()
+	if h == nil {
+		return
+	}
+	defer c.done()
 	if sent > 0 {
-		C.add64(&c.c.sent, C.uint64_t(sent))
-		C.add64(&c.c.send_calls, 1)
+		C.add64(&h.sent, C.uint64_t(sent))
+		C.add64(&h.send_calls, 1)
 	}
 	if received > 0 {
-		C.add64(&c.c.received, C.uint64_t(received))
-		C.add64(&c.c.recv_calls, 1)
+		C.add64(&h.received, C.uint64_t(received))
+		C.add64(&h.recv_calls, 1)
 	}
 }
 
@@ -218,33 +334,51 @@ type Stats struct {
 
 // Stats reads the counters.
 func (c *Conn) Stats() Stats {
+	h := c.hold()
+	if h == nil {
+		return Stats{}
+	}
+	defer c.done()
 	return Stats{
-		Sent: uint64(C.ld64(&c.c.sent)), Received: uint64(C.ld64(&c.c.received)),
-		SendCalls: uint64(C.ld64(&c.c.send_calls)), RecvCalls: uint64(C.ld64(&c.c.recv_calls)),
-		PollHits: uint64(C.ld64(&c.c.polls_hit)), Sleeps: uint64(C.ld64(&c.c.sleeps)),
-		Wakes: uint64(C.ld64(&c.c.wakes_sent)), EventWakes: uint64(C.ld64(&c.c.evwakes_sent)),
-		Violations: uint64(C.ld64(&c.c.violations)), Budget: uint32(c.c.budget),
+		Sent: uint64(C.ld64(&h.sent)), Received: uint64(C.ld64(&h.received)),
+		SendCalls: uint64(C.ld64(&h.send_calls)), RecvCalls: uint64(C.ld64(&h.recv_calls)),
+		PollHits: uint64(C.ld64(&h.polls_hit)), Sleeps: uint64(C.ld64(&h.sleeps)),
+		Wakes: uint64(C.ld64(&h.wakes_sent)), EventWakes: uint64(C.ld64(&h.evwakes_sent)),
+		Violations: uint64(C.ld64(&h.violations)), Budget: uint32(h.budget),
 	}
 }
 
 // SetPolling sets the poll budget's bounds (0, 0: every wait sleeps).
 func (c *Conn) SetPolling(min, max uint32) {
-	c.c.poll_min = C.uint32_t(min)
-	c.c.poll_max = C.uint32_t(max)
-	c.c.budget = C.uint32_t(min)
+	if h := c.hold(); h != nil {
+		h.poll_min = C.uint32_t(min)
+		h.poll_max = C.uint32_t(max)
+		h.budget = C.uint32_t(min)
+		c.done()
+	}
 }
 
 // WakeAll wakes every thread asleep on the area's words (they look again).
-func (c *Conn) WakeAll() { C.wake_all(c.c) }
+func (c *Conn) WakeAll() {
+	if h := c.hold(); h != nil {
+		C.wake_all(h)
+		c.done()
+	}
+}
 
 // Detach marks the handle closed for the interposer, wakes its sleepers
 // and waits (bounded by limit) until no thread is inside a call on it;
 // it reports whether none is. The handle stays usable by the core.
 func (c *Conn) Detach(limit time.Duration) bool {
-	C.st32(&c.c.closed, 1)
-	C.wake_all(c.c)
+	h := c.hold()
+	if h == nil {
+		return true
+	}
+	defer c.done()
+	C.st32(&h.closed, 1)
+	C.wake_all(h)
 	end := time.Now().Add(limit)
-	for C.ld32(&c.c.users) != 0 {
+	for C.ld32(&h.users) != 0 {
 		if time.Now().After(end) {
 			return false
 		}
@@ -256,11 +390,13 @@ func (c *Conn) Detach(limit time.Duration) bool {
 // Free releases the handle and unmaps the area: after Detach, once no
 // thread can use either.
 func (c *Conn) Free() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.c != nil {
 		C.free(unsafe.Pointer(c.c))
 		c.c = nil
+		c.area.Unmap()
 	}
-	c.area.Unmap()
 }
 
 // Area returns the area the handle is on.
@@ -270,28 +406,56 @@ func (c *Conn) Area() *Area { return c.area }
 // space (write true) and checks again: a Sleep to sleep on (then Woke),
 // or nil when the wait is over already.
 func (c *Conn) PrepareSleep(write bool) *Sleep {
+	h := c.hold()
+	if h == nil {
+		return nil
+	}
+	defer c.done()
 	var sl C.struct_sdp_dsleep
 	what := C.int(0)
 	if write {
 		what = 1
 	}
-	if C.sdp_dconn_sleep_prepare(c.c, what, &sl) == 0 {
+	if C.sdp_dconn_sleep_prepare(h, what, &sl) == 0 {
 		return nil
 	}
 	return &Sleep{Word: (*uint32)(unsafe.Pointer(sl.word)), Val: uint32(sl.val), What: int32(sl.what)}
 }
 
 // PeerGone ends the connection from outside: the peer process is gone.
-func (c *Conn) PeerGone() { C.sdp_dconn_peer_gone(c.c) }
+func (c *Conn) PeerGone() {
+	if h := c.hold(); h != nil {
+		C.sdp_dconn_peer_gone(h)
+		c.done()
+	}
+}
 
 // Arrived returns the bytes the peer has published to this side so far;
 // NoSpace how many sends found no room.
-func (c *Conn) Arrived() uint64 { return uint64(C.sdp_dconn_arrived(c.c)) }
-func (c *Conn) NoSpace() uint64 { return uint64(C.ld64(&c.c.nospace)) }
+func (c *Conn) Arrived() uint64 {
+	h := c.hold()
+	if h == nil {
+		return 0
+	}
+	defer c.done()
+	return uint64(C.sdp_dconn_arrived(h))
+}
+
+func (c *Conn) NoSpace() uint64 {
+	h := c.hold()
+	if h == nil {
+		return 0
+	}
+	defer c.done()
+	return uint64(C.ld64(&h.nospace))
+}
 
 // SetEventFDs sets this process's eventfd for armed waits and its copy of
 // the peer's (-1: none).
 func (c *Conn) SetEventFDs(mine, peer int) {
-	c.c.my_efd = C.int(mine)
-	c.c.peer_efd = C.int(peer)
+	if h := c.hold(); h != nil {
+		h.my_efd = C.int(mine)
+		h.peer_efd = C.int(peer)
+		c.done()
+	}
 }

@@ -1,3 +1,3 @@
 /* The direct data path's C source, compiled into this package (the same
  * file the interposer compiles: one implementation of the protocol). */
-#include "../c/direct.c"
+#include "../../preload/c/direct.c"

@@ -11,7 +11,8 @@ import (
 const module = "github.com/sdpshim/sdpshim"
 
 // forbidden maps a package prefix to the prefixes it must never depend on,
-// directly or through another package (DESIGN.md, "Packages").
+// directly or through another package (docs/design.md, "Packages and
+// layering").
 var forbidden = map[string][]string{
 	module + "/core":        {module + "/shim", module + "/flowcontrol", module + "/preload"},
 	module + "/flowcontrol": {module + "/shim", module + "/preload"},

@@ -63,8 +63,8 @@ func TestProgramsNginx(t *testing.T) {
 
 // wrkConns is wrk's -c (one thread). wrk sizes each thread's event loop
 // at 10+3*connections and refuses higher fds; the shim holds ~26 low
-// descriptors plus one per accelerated connection (/work/coord/BUGS.md,
-// "shim (fd numbering)"), so with few connections, or several threads,
+// descriptors (its PROTECTED fds, docs/preload.md) plus one per
+// accelerated connection, so with few connections, or several threads,
 // wrk's connects fail ("Socket errors: connect N").
 const wrkConns = 64
 

@@ -21,8 +21,7 @@ import (
 // deltas are equal; one history row per transaction). Acceleration of
 // fork-served connections only where fork children are supported
 // (forkAccelerates); the bytes are always right. Known failure: in mode
-// server-only a backend sometimes hangs in setlocale after fork
-// (/work/coord/BUGS.md, "fork ... postgres backend ... hangs").
+// server-only a backend sometimes hangs in setlocale after fork.
 func TestProgramsPostgres(t *testing.T) {
 	a := build(t)
 	bin := needAny(t, "postgresql", "/usr/lib/postgresql/*/bin")

@@ -10,7 +10,7 @@ import (
 )
 
 // A Channel carries every stream between two processes over one
-// Transport (DESIGN.md, "Channel, blocks, streams"). Each block names its
+// Transport (docs/design.md, "Channel, blocks, streams"). Each block names its
 // stream and a per-stream sequence number; the receiving side puts a
 // stream's blocks back in order and hands them to its reader, while blocks
 // of other streams go on: a stream whose reader stops has its blocks

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Waiter runs the waits of the transport (DESIGN.md, "Waiting"): recv with
+// Waiter runs the waits of the transport (docs/design.md, "Waiting"): recv with
 // no data, send with no free block, poll/epoll over managed fds, the
 // progress goroutine. It polls a condition up to its policy's budget, then
 // arms a doorbell, checks once more and sleeps.

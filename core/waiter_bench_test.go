@@ -72,8 +72,7 @@ func BenchmarkWaiterArm(b *testing.B) {
 // BenchmarkWaiterBusyEveryP: every P of the process runs a busy wait and
 // the goroutine that would end them becomes runnable (a timer fires): how
 // long it waits for a P. The waiter's sched_yield leaves it to Go's
-// asynchronous preemption (10-20 ms measured; BUGS.md, core/waiter +
-// core/shm). Reports the median delay.
+// asynchronous preemption (10-20 ms measured). Reports the median delay.
 func BenchmarkWaiterBusyEveryP(b *testing.B) {
 	procs := runtime.GOMAXPROCS(0)
 	var delays []time.Duration

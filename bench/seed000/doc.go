@@ -1,5 +1,5 @@
 // Package seed000 measures the status-byte block channel against its
-// sliding-window baseline (DESIGN.md, seed 000; issue 3 item 8) across two
+// sliding-window baseline (docs/design.md, "Seed 000"; issue 3 item 8) across two
 // processes on the shm provider, and prints each figure next to the
 // paper's (Xiao et al., Appl. Sci. 2024):
 //

@@ -14,8 +14,8 @@ import (
 // syncBlocks are the paper's numbers of blocks.
 var syncBlocks = []int{3, 8, 16, 64}
 
-// The paper's figures as DESIGN.md records them (seed 000); -1 where it
-// gives none.
+// The paper's figures (docs/design.md, "Seed 000"); -1 where it gives
+// none.
 const (
 	paperSyncStatus  = 5.1  // us, 3 blocks
 	paperSyncWindow  = 70.0 // us, 3 blocks
@@ -175,7 +175,7 @@ func runTransmit(w io.Writer, pl plan, rec *results.Recorder) error {
 			recordLatency(rec, tr, size, latRuns[tr][i], lat[tr][i])
 		}
 	}
-	lt.note("the paper gives no per-size latency in DESIGN.md; its claim is lower latency for status-byte throughout")
+	lt.note("the paper gives no per-size latency; its claim is lower latency for status-byte throughout")
 	lt.write(w)
 
 	tt := newTable(fmt.Sprintf("Throughput, one stream, back-to-back writes (MB/s, median of %d runs of %v) and CPU per MiB (us)", pl.thrRepeats, pl.thrDur),

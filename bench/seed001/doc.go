@@ -1,5 +1,5 @@
-// Package seed001 measures sdpshim's three flow controllers (DESIGN.md,
-// seed 001: Balaji et al., flow control for the Sockets Direct Protocol;
+// Package seed001 measures sdpshim's three flow controllers (docs/design.md,
+// "Seed 001": Balaji et al., flow control for the Sockets Direct Protocol;
 // issue 3 item 8) across two processes on the shm provider and prints
 // each figure next to what the paper reports:
 //

@@ -15,7 +15,7 @@ import (
 // Flows are the algorithms measured, in the tables' column order.
 var Flows = []string{flowcontrol.NameCredit, flowcontrol.NamePacked, flowcontrol.NameNICAssist}
 
-// What the paper reports, as DESIGN.md records it (seed 001): relations
+// What the paper reports (docs/design.md, "Seed 001"): relations
 // between the schemes rather than absolute figures (InfiniBand then, one
 // host's shared memory here).
 const (

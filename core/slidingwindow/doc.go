@@ -1,5 +1,5 @@
 // Package slidingwindow is the sliding-window block transport, the
-// baseline of the status-byte channel (DESIGN.md, seed 000): a
+// baseline of the status-byte channel (docs/design.md, "Seed 000"): a
 // core.Transport written only against core.Provider, kept to measure what
 // the status-byte design removes. It is not a core.Retainer: the receiver
 // frees space only in order, so one held block stops everything after it

@@ -1,5 +1,5 @@
-// Package statusbyte is the status-byte block transport (DESIGN.md, seed
-// 000), a core.Transport and core.Retainer written only against
+// Package statusbyte is the status-byte block transport (docs/design.md,
+// "Seed 000"), a core.Transport and core.Retainer written only against
 // core.Provider.
 //
 // Per direction the receiver owns N blocks of S bytes and N status bytes

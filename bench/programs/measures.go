@@ -30,6 +30,7 @@ var measures = []measure{
 	{"nginx prefork", []string{"nginx", "wrk"}, (*harness).nginxPrefork},
 	{"memcached", []string{"memcached", "gcc"}, (*harness).memcached},
 	{"postgres", []string{"gcc"}, (*harness).postgres},
+	{"message costs", []string{"gcc", "perf"}, (*harness).msgCosts},
 }
 
 // sockperfSizes are the ping-pong message sizes; 65507 is the largest

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -31,6 +32,9 @@ type Config struct {
 	Out, Log io.Writer
 	// Rec records every figure (figures.go); nil records nothing.
 	Rec *results.Recorder
+	// Only, when not empty, names the measures to take (as listed in
+	// the table's notes: "redis", "message costs", ...); nil takes all.
+	Only []string
 }
 
 // harness is the state of one run.
@@ -95,6 +99,9 @@ func Run(cfg Config) error {
 	vals := map[string][2][]float64{}
 	var notes []string
 	for _, ms := range all {
+		if len(cfg.Only) > 0 && !slices.Contains(cfg.Only, ms.name) {
+			continue
+		}
 		if missing := missingTools(ms.needs); missing != "" {
 			notes = append(notes, fmt.Sprintf("%s: not measured, %s not installed", ms.name, missing))
 			continue

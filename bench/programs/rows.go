@@ -60,5 +60,27 @@ var rows = func() []row {
 		row{key: "start.core", label: "Go core mapped in a program without sockets", unit: "0/1", format: f0,
 			target: "0", absolute: true, judge: func(k, s float64) bool { return s == 0 }},
 	)
-	return rs
+	return append(rs, costRows()...)
 }()
+
+// costRows are the cost table's rows: per message, server side.
+func costRows() []row {
+	var rs []row
+	for _, cs := range costShapes {
+		for _, c := range costMetrics {
+			r := row{key: "cost." + cs.key + "." + c.key, label: "cost: " + cs.label + ", " + c.label + "/msg", unit: "per msg", format: f2}
+			if cs.key == "ppev" {
+				switch c.key {
+				case "csw":
+					r.target, r.absolute = "<= 1.5", true
+					r.judge = func(k, s float64) bool { return s <= 1.5 }
+				case "sys":
+					r.target, r.absolute = "<= 3", true
+					r.judge = func(k, s float64) bool { return s <= 3 }
+				}
+			}
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}

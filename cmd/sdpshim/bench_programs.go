@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"os"
+	"strings"
 
 	"github.com/sdpshim/sdpshim/bench/programs"
 	"github.com/sdpshim/sdpshim/bench/results"
@@ -22,7 +23,11 @@ func init() {
 			if os.Getenv("SDPSHIM_BENCH_VERBOSE") != "" {
 				log = env.Stderr
 			}
-			return programs.Run(programs.Config{Lib: lib, Environ: env.Environ, Quick: quick, Out: out, Log: log, Rec: rec})
+			var only []string
+			if v := os.Getenv("SDPSHIM_BENCH_PROGRAMS"); v != "" {
+				only = strings.Split(v, ",")
+			}
+			return programs.Run(programs.Config{Lib: lib, Environ: env.Environ, Quick: quick, Out: out, Log: log, Rec: rec, Only: only})
 		},
 		Plots: programs.Plots,
 	})

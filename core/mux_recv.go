@@ -39,12 +39,15 @@ func (c *Channel) pump() int {
 }
 
 // pumpWait pumps once itself, waiting for a running pump to finish
-// first: a nonblocking call's one attempt must really happen.
+// first: a nonblocking call's one attempt must really happen. Like pump,
+// it looks once more for a pump that found it running (pumpAgain): that
+// caller returned 0 on its word, and may go to sleep on it.
 func (c *Channel) pumpWait() {
 	if c.dead.Load() {
 		return
 	}
 	c.recvMu.Lock()
+	c.pumpAgain.Store(false) // this pump covers what was asked so far
 	_, err := c.pumpLocked()
 	c.recvMu.Unlock()
 	if err != nil {
@@ -53,6 +56,9 @@ func (c *Channel) pumpWait() {
 	}
 	if c.pumpReq.Swap(false) {
 		c.flush()
+	}
+	if c.pumpAgain.Load() {
+		c.pump()
 	}
 }
 

@@ -49,15 +49,22 @@ func (c *Channel) flush() int {
 
 // flushWait runs the scheduler itself, waiting for a running one to
 // finish first: a nonblocking call's one attempt must really happen.
+// Like flush, it runs again for a flush that found it running (flushReq):
+// that caller returned 0 on its word, and may go to sleep on it.
 func (c *Channel) flushWait() {
 	if c.dead.Load() {
 		return
 	}
 	c.sendMu.Lock()
+	c.flushReq.Store(false) // this round covers what was asked so far
 	_, err := c.flushLocked()
 	c.sendMu.Unlock()
 	if err != nil {
 		c.failSend(err)
+		return
+	}
+	if c.flushReq.Load() {
+		c.flush()
 	}
 }
 

@@ -721,8 +721,14 @@ func (set *epollSet) collectAt(ev []unix.EpollEvent, exact bool) int {
 // +checklocks:set.mu
 func (set *epollSet) quietSkip(e *epollEntry) (gen uint32, ok bool) {
 	s := e.sock
-	if !e.attended || s.sw.Load() != swNone || s.earlyN.Load() != 0 || s.pendShut.Load() != 0 || s.stream.Load() == nil || s.direct() != nil {
+	if !e.attended || s.sw.Load() != swNone || s.earlyN.Load() != 0 || s.pendShut.Load() != 0 || s.stream.Load() == nil {
 		return 0, false
+	}
+	if ds := s.direct(); ds != nil {
+		// The peer's progress shows in the area (core/direct Conn.Gen),
+		// this side's shutdown in the wake word.
+		g := ds.conn.Gen()
+		return s.wake.gen() + uint32(g) + uint32(g>>32), true
 	}
 	return s.wake.gen(), true
 }

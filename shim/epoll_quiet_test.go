@@ -61,7 +61,13 @@ func quietOf(p *Process, epfd, fd int) bool {
 // it: data from the peer, a local shutdown, EPOLL_CTL_MOD to events that
 // are ready, an edge-triggered entry's next arrival.
 func TestEpollQuietEntries(t *testing.T) {
-	p, h := newProcess(t, "SDPSHIM_CHANNEL=shared") // quiet entries are the channel streams'
+	for _, mode := range []string{"shared", "direct"} {
+		t.Run(mode, func(t *testing.T) { testEpollQuietEntries(t, mode) })
+	}
+}
+
+func testEpollQuietEntries(t *testing.T, mode string) {
+	p, h := newProcess(t, "SDPSHIM_CHANNEL="+mode)
 
 	c, a := pair(t, p, h)
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)

@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -61,6 +62,15 @@ type Conn struct {
 	mu   sync.RWMutex // held (read) by every call into c; Free takes it to free
 	c    *C.struct_sdp_dconn
 	area *Area
+	gen  genWords
+}
+
+// genWords point at the area's words whose changes can make this side
+// readable or writable (Gen).
+type genWords struct {
+	published, consumed *uint64 // bytes the peer published to us; bytes it consumed of ours
+	fin, reset, closed  *uint32 // the peer's FIN and reset; the peer's reading end closed
+	window              *uint32 // the peer's receive window
 }
 
 // hold returns the handle for a call, read-locked, or nil after Free
@@ -91,7 +101,13 @@ func Open(a *Area, side, myEFD, peerEFD int) (*Conn, error) {
 		C.free(unsafe.Pointer(c))
 		return nil, fmt.Errorf("%w: open side %d", ErrGeometry, side)
 	}
-	return &Conn{c: c, area: a}, nil
+	in, out := &c.a.dir[1-side], &c.a.dir[side]
+	g := genWords{
+		published: (*uint64)(unsafe.Pointer(&in.tx_bytes)), consumed: (*uint64)(unsafe.Pointer(&out.rx_bytes)),
+		fin: (*uint32)(unsafe.Pointer(&in.fin)), reset: (*uint32)(unsafe.Pointer(&in.reset)),
+		closed: (*uint32)(unsafe.Pointer(&out.rx_closed)), window: (*uint32)(unsafe.Pointer(&out.rx_window)),
+	}
+	return &Conn{c: c, area: a, gen: g}, nil
 }
 
 // Ptr returns the handle's address, for the interposer.
@@ -292,6 +308,23 @@ func (c *Conn) SetWindow(bytes int) {
 		C.sdp_dconn_set_window(h, C.uint32_t(max(0, min(bytes, 1<<31))))
 		c.done()
 	}
+}
+
+// Gen returns a number that changes whenever the peer does something that
+// can make this side readable or writable (publishes, consumes, sends its
+// FIN or a reset, closes its reading end, opens its window): an event
+// loop may skip a socket that reported nothing while Gen stays the same.
+// It reads the area's words without a call into C.
+func (c *Conn) Gen() uint64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.c == nil {
+		return 0
+	}
+	g := &c.gen
+	return atomic.LoadUint64(g.published) + atomic.LoadUint64(g.consumed)<<1 +
+		uint64(atomic.LoadUint32(g.fin))<<40 + uint64(atomic.LoadUint32(g.reset))<<41 +
+		uint64(atomic.LoadUint32(g.closed))<<42 + uint64(atomic.LoadUint32(g.window))<<43
 }
 
 // ErrSeenNow reports whether ErrSeen was called (or the interposer

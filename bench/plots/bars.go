@@ -1,7 +1,9 @@
 package plots
 
 import (
+	"math"
 	"slices"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -44,14 +46,18 @@ func bars(p *plot.Plot, figs []results.Figure) error {
 }
 
 // ratioBars draws one horizontal bar per category: sdpshim's advantage
-// over kernel TCP, with a line at 1 (no difference).
+// over kernel TCP on a log2 axis, so that 2x better and 2x worse are bars
+// of one length either side of the line at 1x (no difference).
 func ratioBars(p *plot.Plot, figs []results.Figure) error {
 	var names []string
 	var vals plotter.Values
+	lo, hi := 0.0, 0.0
 	for _, f := range figs {
-		if r, ok := f.Advantage(); ok {
+		if r, ok := f.Advantage(); ok && r > 0 && !math.IsInf(r, 0) {
 			names = append(names, f.Category)
-			vals = append(vals, r)
+			v := math.Log2(r)
+			vals = append(vals, v)
+			lo, hi = math.Min(lo, v), math.Max(hi, v)
 		}
 	}
 	if len(vals) == 0 {
@@ -63,15 +69,28 @@ func ratioBars(p *plot.Plot, figs []results.Figure) error {
 	}
 	b.Horizontal, b.Color, b.LineStyle.Width = true, plotutil.Color(0), 0
 	p.Add(b)
-	one, err := plotter.NewLine(plotter.XYs{{X: 1, Y: -0.5}, {X: 1, Y: float64(len(vals)) - 0.5}})
+	one, err := plotter.NewLine(plotter.XYs{{X: 0, Y: -0.5}, {X: 0, Y: float64(len(vals)) - 0.5}})
 	if err != nil {
 		return err
 	}
 	one.Color, one.Dashes = plotutil.Color(1), []vg.Length{vg.Points(4), vg.Points(3)}
 	p.Add(one)
 	p.NominalY(names...)
-	p.X.Min = 0
+	p.X.Min, p.X.Max = math.Floor(lo)-0.5, math.Ceil(hi)+0.5
+	p.X.Tick.Marker = log2Ticks{}
 	return nil
+}
+
+// log2Ticks labels a log2 axis with the ratios: 0.25x, 0.5x, 1x, 2x, ...
+type log2Ticks struct{}
+
+func (log2Ticks) Ticks(min, max float64) []plot.Tick {
+	var ts []plot.Tick
+	step := math.Max(1, math.Ceil((max-min)/8))
+	for k := math.Ceil(min/step) * step; k <= max; k += step {
+		ts = append(ts, plot.Tick{Value: k, Label: strconv.FormatFloat(math.Exp2(k), 'g', 3, 64) + "x"})
+	}
+	return ts
 }
 
 // grid returns the background grid.

@@ -42,6 +42,8 @@ type directStream struct {
 	wdl      atomic.Int64 // blocking Write's deadline (UnixNano), 0: none
 	closed   sync.Once
 	freed    atomic.Bool
+	attachMu sync.Mutex
+	attached []int                       // fds the interposer has the handle for; +checklocks:attachMu
 	final    atomic.Pointer[stats.Extra] // the counts when the handle went
 }
 
@@ -181,9 +183,13 @@ func (ds *directStream) abandon() {
 // release frees the handle and the area once no thread can use them, and
 // the copy of the peer's eventfd.
 func (ds *directStream) release() {
+	ds.attachMu.Lock()
 	if ds.freed.Swap(true) {
+		ds.attachMu.Unlock()
 		return
 	}
+	ds.attachMu.Unlock()
+	ds.detachAll()
 	free := func() {
 		ds.conn.Detach(time.Minute)
 		x := ds.counts()
@@ -203,16 +209,49 @@ func (ds *directStream) release() {
 
 // attach hands fd's data calls to the interposer.
 func (ds *directStream) attach(fd int) {
-	if h, ok := ds.p.host.(directHost); ok {
-		h.DirectAttach(fd, ds.conn.Ptr())
+	h, ok := ds.p.host.(directHost)
+	if !ok {
+		return
 	}
+	ds.attachMu.Lock()
+	defer ds.attachMu.Unlock()
+	if ds.freed.Load() {
+		return
+	}
+	h.DirectAttach(fd, ds.conn.Ptr())
+	ds.attached = append(ds.attached, fd)
 }
 
 // detach takes them back.
 func (ds *directStream) detach(fd int) {
-	if h, ok := ds.p.host.(directHost); ok {
+	h, ok := ds.p.host.(directHost)
+	if !ok {
+		return
+	}
+	ds.attachMu.Lock()
+	defer ds.attachMu.Unlock()
+	for i, f := range ds.attached {
+		if f == fd {
+			h.DirectAttach(fd, nil)
+			ds.attached = append(ds.attached[:i], ds.attached[i+1:]...)
+			return
+		}
+	}
+}
+
+// detachAll takes every fd back (the handle goes: closed, or switched to
+// kernel TCP with its fds still open).
+func (ds *directStream) detachAll() {
+	h, ok := ds.p.host.(directHost)
+	if !ok {
+		return
+	}
+	ds.attachMu.Lock()
+	defer ds.attachMu.Unlock()
+	for _, fd := range ds.attached {
 		h.DirectAttach(fd, nil)
 	}
+	ds.attached = nil
 }
 
 // directHost is a Host whose interposer makes the data calls of direct

@@ -837,6 +837,7 @@ void sdp_core_atfork_child(void)
 	 * CANDIDATE (for this process's own core, or counted at each accept
 	 * when it has none); the old core's PROTECTED fds become plain. */
 	unsigned long n = sdp_fd_forget_all();
+	sdp_direct_forget_all(); /* the parent's handles: its connections were switched */
 	__atomic_add_fetch(&sdp_fallback[SDPSHIM_REASON_FORK_DECLINE], n, __ATOMIC_RELAXED);
 	if (n > 0)
 		sdpshim_probe_fallback(SDPSHIM_REASON_FORK_DECLINE, -1, 0); /* once for the n fds */

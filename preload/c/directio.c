@@ -58,6 +58,20 @@ void sdp_direct_attach(int fd, void *conn)
 		__atomic_fetch_sub(&sdp_dt_count, 1, __ATOMIC_RELAXED);
 }
 
+/* Fork child (async-signal-safe): no handle of the parent's is the
+ * child's. The chunks stay mapped (copies); every slot is cleared. */
+void sdp_direct_forget_all(void)
+{
+	if (__atomic_load_n(&sdp_dt_count, __ATOMIC_RELAXED) == 0)
+		return;
+	for (unsigned int i = 0; i < SDP_FD_DIR; i++) {
+		struct sdp_dconn **c = __atomic_load_n(&sdp_dt_dir[i], __ATOMIC_ACQUIRE);
+		if (c != NULL)
+			memset(c, 0, SDP_FD_CHUNK * sizeof *c);
+	}
+	__atomic_store_n(&sdp_dt_count, 0, __ATOMIC_RELAXED);
+}
+
 /* The handle carrying fd, held (users + 1) until sdp_direct_put, or NULL.
  * The core detaches by setting closed, then waits for users to drop to 0
  * before it unmaps: announce-then-check on both sides (SEQ_CST). */

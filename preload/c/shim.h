@@ -399,6 +399,8 @@ SDP_HIDDEN long sdp_direct_send(int fd, const void *buf, size_t n, int flags);
 SDP_HIDDEN long sdp_direct_msg(int send, int fd, struct msghdr *m, int flags);
 /* host->direct_attach. */
 SDP_HIDDEN void sdp_direct_attach(int fd, void *conn);
+/* Fork child: forgets every handle (async-signal-safe). */
+SDP_HIDDEN void sdp_direct_forget_all(void);
 
 /* ---- helpers (wait.c, core.c, log.c) ------------------------------------------ */
 

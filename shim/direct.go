@@ -190,7 +190,12 @@ func (ds *directStream) release() {
 	}
 	ds.attachMu.Unlock()
 	ds.detachAll()
-	free := func() {
+	ds.conn.Detach(0) // from now on the interposer's calls go to the core; sleepers wake
+	go func() {
+		// A thread that took the handle from the table just before
+		// detachAll has raised its user count well within the grace;
+		// then Detach waits for every user to leave.
+		time.Sleep(directGrace)
 		ds.conn.Detach(time.Minute)
 		x := ds.counts()
 		ds.final.Store(&x)
@@ -199,13 +204,12 @@ func (ds *directStream) release() {
 		}
 		ds.conn.Free()
 		ds.p.closeFD(ds.peerEFD)
-	}
-	if !ds.conn.Detach(0) {
-		go free() // a thread is still inside a call: later
-		return
-	}
-	free()
+	}()
 }
+
+// directGrace is how long a released handle stays mapped after it left
+// the interposer's table.
+const directGrace = 50 * time.Millisecond
 
 // attach hands fd's data calls to the interposer.
 func (ds *directStream) attach(fd int) {

@@ -137,9 +137,13 @@ func TestStatsDirectPair(t *testing.T) {
 		return call(t, func(done int, w *Wait) int64 { return p.Recv(fd, b[done:], unix.MSG_WAITALL, w) })
 	}
 	const big = 1 << 20
-	go send(c, bytes.Repeat([]byte("x"), big))
+	sent := make(chan int64, 1)
+	go func() { sent <- send(c, bytes.Repeat([]byte("x"), big)) }()
 	if n := recv(a, make([]byte, big)); n != big {
 		t.Fatalf("recv %d", n)
+	}
+	if n := <-sent; n != big { // counted when the call returns
+		t.Fatalf("send %d", n)
 	}
 	s := p.Stats().Snapshot()
 	if len(s.Connections) != 2 || len(s.Channels) != 0 {

@@ -15,6 +15,36 @@ static uint64_t ld64(uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED);
 static uint32_t xchg32(uint32_t *p, uint32_t v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
 static void add64(uint64_t *p, uint64_t v) { __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
 
+// A data call's answer by value (no Go pointer goes to C: nothing escapes).
+struct dres {
+	long r;
+	uint32_t *word;
+	uint32_t val;
+	int what;
+};
+
+static struct dres go_send(struct sdp_dconn *c, void *b, size_t n, int f)
+{
+	struct sdp_dsleep sl = {0};
+	struct dres d;
+	d.r = sdp_dconn_send(c, b, n, f, &sl);
+	d.word = sl.word;
+	d.val = sl.val;
+	d.what = sl.what;
+	return d;
+}
+
+static struct dres go_recv(struct sdp_dconn *c, void *b, size_t n, int f)
+{
+	struct sdp_dsleep sl = {0};
+	struct dres d;
+	d.r = sdp_dconn_recv(c, b, n, f, &sl);
+	d.word = sl.word;
+	d.val = sl.val;
+	d.what = sl.what;
+	return d;
+}
+
 // Wakes every thread of this process (or another) asleep on c's words, so
 // that they look again (after closed, or a state the peer cannot announce).
 static void wake_all(struct sdp_dconn *c)
@@ -124,12 +154,13 @@ type Sleep struct {
 const waitResult = -0x10001 // SDP_D_WAIT
 
 // result maps a C data call's answer.
-func result(r C.long, sl *C.struct_sdp_dsleep) (int, *Sleep, error) {
+func result(d C.struct_dres) (int, *Sleep, error) {
+	r := d.r
 	switch {
 	case r >= 0:
 		return int(r), nil, nil
 	case r == waitResult:
-		return 0, &Sleep{Word: (*uint32)(unsafe.Pointer(sl.word)), Val: uint32(sl.val), What: int32(sl.what)}, nil
+		return 0, &Sleep{Word: (*uint32)(unsafe.Pointer(d.word)), Val: uint32(d.val), What: int32(d.what)}, nil
 	case r == -C.long(unix.EAGAIN):
 		return 0, nil, ErrWouldBlock
 	default:
@@ -150,14 +181,13 @@ func (c *Conn) Send(b []byte, block bool) (int, *Sleep, error) {
 		return 0, nil, errFreed
 	}
 	defer c.done()
-	var sl C.struct_sdp_dsleep
 	f := C.int(0)
 	if !block {
 		f = C.SDP_D_NONBLOCK
 	}
-	r := C.sdp_dconn_send(h, unsafe.Pointer(&b[0]), C.size_t(len(b)), f, &sl)
+	d := C.go_send(h, unsafe.Pointer(&b[0]), C.size_t(len(b)), f)
 	runtime.KeepAlive(b)
-	return result(r, &sl)
+	return result(d)
 }
 
 // Recv copies up to len(b) arrived bytes out (peek: without consuming
@@ -172,7 +202,6 @@ func (c *Conn) Recv(b []byte, peek, block bool) (int, *Sleep, error) {
 		return 0, nil, errFreed
 	}
 	defer c.done()
-	var sl C.struct_sdp_dsleep
 	f := C.int(0)
 	if !block {
 		f |= C.SDP_D_NONBLOCK
@@ -180,9 +209,9 @@ func (c *Conn) Recv(b []byte, peek, block bool) (int, *Sleep, error) {
 	if peek {
 		f |= C.SDP_D_PEEK
 	}
-	r := C.sdp_dconn_recv(h, unsafe.Pointer(&b[0]), C.size_t(len(b)), f, &sl)
+	d := C.go_recv(h, unsafe.Pointer(&b[0]), C.size_t(len(b)), f)
 	runtime.KeepAlive(b)
-	return result(r, &sl)
+	return result(d)
 }
 
 // Woke withdraws the announcement of a Sleep once the sleep ended.

@@ -43,6 +43,10 @@ type Bells struct {
 	backstop time.Duration
 
 	lastRung [maxBells]atomic.Uint64 // ringer side: token last rung for, per bell
+	// gone is set (under postMu) once Close has returned: the scratch
+	// region and the boards may be unmapped by their owner from then on,
+	// so nothing may touch them (a sleeper's Disarm after the close).
+	gone atomic.Bool
 	tokens   atomic.Uint64
 	posted   atomic.Uint64 // rings posted (RingsPosted)
 
@@ -204,6 +208,9 @@ func (b *Bells) Doorbell(ids ...int) Doorbell {
 // returns the link's error when a ring could not be posted (an error
 // wrapping ErrProtocol when the peer takes no rings).
 func (b *Bells) Ring(id int) error {
+	if b.gone.Load() {
+		return nil
+	}
 	Fence()
 	tok := Uint64At(b.board, 8*id).Load()
 	last := b.lastRung[id].Load()
@@ -222,6 +229,9 @@ func (b *Bells) RingsPosted() uint64 { return b.posted.Load() }
 func (b *Bells) ring(id int, tok uint64, imm uint32) error {
 	b.postMu.Lock()
 	defer b.postMu.Unlock()
+	if b.gone.Load() {
+		return fmt.Errorf("doorbell: %w", ErrClosed)
+	}
 	binary.LittleEndian.PutUint64(b.scratch.Bytes()[b.scratchO+8:], tok)
 	b.wr = SendRequest{
 		Op: OpWriteWithImm, Flags: SendInline, Imm: imm,
@@ -240,6 +250,9 @@ func (b *Bells) ring(id int, tok uint64, imm uint32) error {
 //
 // +checklocks:b.postMu
 func (b *Bells) writeLocked(w int, v uint64) error {
+	if b.gone.Load() {
+		return fmt.Errorf("doorbell: %w", ErrClosed)
+	}
 	binary.LittleEndian.PutUint64(b.scratch.Bytes()[b.scratchO:], v)
 	b.wr = SendRequest{
 		Op: OpWrite, Flags: SendInline, SGEs: b.sgeAt(0),

@@ -400,6 +400,11 @@ func (b *Bells) Close() error {
 	}
 	b.mu.Unlock()
 	b.closeKick()
+	// A goroutine that left its sleep may still disarm: from now on that
+	// writes nothing (the caller unmaps the scratch region next).
+	b.postMu.Lock()
+	b.gone.Store(true)
+	b.postMu.Unlock()
 	return nil
 }
 

@@ -46,9 +46,9 @@ type Bells struct {
 	// gone is set (under postMu) once Close has returned: the scratch
 	// region and the boards may be unmapped by their owner from then on,
 	// so nothing may touch them (a sleeper's Disarm after the close).
-	gone atomic.Bool
-	tokens   atomic.Uint64
-	posted   atomic.Uint64 // rings posted (RingsPosted)
+	gone   atomic.Bool
+	tokens atomic.Uint64
+	posted atomic.Uint64 // rings posted (RingsPosted)
 
 	postMu sync.Mutex // serialises the posts and the armed count
 	wr     SendRequest

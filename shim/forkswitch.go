@@ -248,7 +248,6 @@ func (s *Socket) switchComplete(fd int, st dataStream, deadline time.Time) {
 		return
 	}
 	if !forker {
-		s.p.log.Debug("connection switched to kernel TCP by its peer")
 		s.switchTailCheck()
 		return
 	}
@@ -318,6 +317,9 @@ func (s *Socket) switchReturn(fd int, st dataStream, tail []byte, deadline time.
 	}
 	forker := tail != nil // drainStream's result is never nil
 	if !forker {
+		// Logged before the program can see the switch (it may read its
+		// tail, close and exit while the replay runs).
+		s.p.log.Debug("connection switched to kernel TCP by its peer")
 		s.sw.Store(swReplay)
 		s.wake.wakeEverything()
 		deadline = time.Time{}

@@ -49,9 +49,6 @@ type directStream struct {
 
 var _ dataStream = (*directStream)(nil)
 
-// directGeometry is the area geometry the configuration asks for.
-func directGeometry(c *config.Config) (blocks, size int) { return c.Blocks, c.BlockSize }
-
 // newDirectEventFD makes a protected, high-numbered eventfd.
 func (p *Process) newDirectEventFD() (int, error) {
 	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
@@ -87,8 +84,7 @@ var errNoEventFD = errorString("no eventfd for the socket")
 // offerDirect makes the connector's side: the area (side 0) and the
 // files its offer carries (the area's memfd, efd: the socket's eventfd).
 func (p *Process) offerDirect(efd, peerPID int) (*directStream, []int, error) {
-	blocks, size := directGeometry(&p.cfg)
-	a, err := direct.NewArea(blocks, size, 1)
+	a, err := direct.NewArea(p.cfg.Blocks, p.cfg.BlockSize, 1)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -213,8 +209,8 @@ const directGrace = 50 * time.Millisecond
 
 // attach hands fd's data calls to the interposer.
 func (ds *directStream) attach(fd int) {
-	h, ok := ds.p.host.(directHost)
-	if !ok {
+	h := ds.p.directHost()
+	if h == nil {
 		return
 	}
 	ds.attachMu.Lock()
@@ -228,8 +224,8 @@ func (ds *directStream) attach(fd int) {
 
 // detach takes them back.
 func (ds *directStream) detach(fd int) {
-	h, ok := ds.p.host.(directHost)
-	if !ok {
+	h := ds.p.directHost()
+	if h == nil {
 		return
 	}
 	ds.attachMu.Lock()
@@ -246,8 +242,8 @@ func (ds *directStream) detach(fd int) {
 // detachAll takes every fd back (the handle goes: closed, or switched to
 // kernel TCP with its fds still open).
 func (ds *directStream) detachAll() {
-	h, ok := ds.p.host.(directHost)
-	if !ok {
+	h := ds.p.directHost()
+	if h == nil {
 		return
 	}
 	ds.attachMu.Lock()
@@ -256,6 +252,13 @@ func (ds *directStream) detachAll() {
 		h.DirectAttach(fd, nil)
 	}
 	ds.attached = nil
+}
+
+// directHost returns the host as a directHost, or nil when its
+// interposer makes no data calls itself (tests, an older interposer).
+func (p *Process) directHost() directHost {
+	h, _ := p.host.(directHost)
+	return h
 }
 
 // directHost is a Host whose interposer makes the data calls of direct

@@ -113,6 +113,3 @@ func (a *Area) Unmap() {
 		a.mem = nil
 	}
 }
-
-// Bytes returns the mapping (tests, statistics).
-func (a *Area) Bytes() []byte { return a.mem }

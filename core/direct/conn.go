@@ -367,23 +367,6 @@ func (c *Conn) ErrSeenNow() bool {
 	return C.ld32(&h.errseen) != 0
 }
 
-// Counted adds what the core's own calls moved to the handle's counters.
-func (c *Conn) Counted(sent, received int) {
-	h := c.hold()
-	if h == nil {
-		return
-	}
-	defer c.done()
-	if sent > 0 {
-		C.add64(&h.sent, C.uint64_t(sent))
-		C.add64(&h.send_calls, 1)
-	}
-	if received > 0 {
-		C.add64(&h.received, C.uint64_t(received))
-		C.add64(&h.recv_calls, 1)
-	}
-}
-
 // Stats are the handle's counters (this process).
 type Stats struct {
 	Sent, Received       uint64 // bytes the program moved

@@ -455,21 +455,21 @@ long sdp_dconn_sendv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size
 {
 	struct sdp_ddir *d = &c->a->dir[c->side];
 	long r = send_blocked(c);
-	if (r != 0 && !(r == -EPIPE && LOAD(&d->rx_closed) && !LOAD(&d->fin) && !LOAD(&d->reset) && !LOADR(&c->closed_told)))
+	/* The peer closed its reading end (and nothing else ended): the kernel
+	 * takes the first write, which the peer answers with a reset; later
+	 * ones fail. */
+	int take_one = r == -EPIPE && LOAD(&d->rx_closed) && !LOAD(&d->fin) && !LOAD(&d->reset) &&
+		       !LOADR(&c->closed_told);
+	if (r != 0 && !take_one)
 		return r;
 	struct iocur k;
 	cur_init(&k, iov, cnt, skip);
 	if (k.left == 0)
 		return 0;
-	if (LOAD(&d->rx_closed) && !LOADR(&c->closed_told)) {
-		/* The peer closed its reading end; the kernel takes this write
-		 * and the peer answers it with a reset: later ones fail. */
+	if (take_one) {
 		STORER(&c->closed_told, 1);
 		return (long)k.left;
 	}
-	r = send_blocked(c);
-	if (r != 0)
-		return r;
 	for (int round = 0;; round++) {
 		side_lock(&d->tx_lock);
 		r = send_locked(c, &k);

@@ -222,6 +222,11 @@ func (cq *completionQueue) detach(q *queuePair) {
 	delete(cq.qps, q)
 	cq.publishLocked()
 	cq.qpMu.Unlock()
+	// A poller that loaded the old list may still be looking at q
+	// (progress holds progMu while it iterates): once it is done, no
+	// one can reach q through this queue, and Close may free it.
+	cq.progMu.Lock()
+	cq.progMu.Unlock() //nolint:staticcheck // an empty critical section: a barrier
 }
 
 // publishLocked replaces qpList with the current qps.

@@ -44,6 +44,7 @@ type directStream struct {
 	freed    atomic.Bool
 	attachMu sync.Mutex
 	attached []int                       // fds the interposer has the handle for; +checklocks:attachMu
+	syncMu   sync.Mutex                  // syncDirect: one reads the socket's state and stores it at a time
 	final    atomic.Pointer[stats.Extra] // the counts when the handle went
 }
 
@@ -428,6 +429,12 @@ func (s *Socket) syncDirect() {
 	if ds == nil {
 		return
 	}
+	// Serialised: a call that read the state before another changed it
+	// must not store its settings after the changer's call stored newer
+	// ones (a lost slow bit lets the interposer write ahead of early
+	// bytes, or into a connection being switched).
+	ds.syncMu.Lock()
+	defer ds.syncMu.Unlock()
 	ds.conn.SetNonblock(s.nonblock.Load())
 	ds.conn.SetTimeouts(time.Duration(s.rcvTimeo.Load()), time.Duration(s.sndTimeo.Load()))
 	var slow uint32
@@ -501,8 +508,11 @@ func (s *Socket) adoptDirectLocked(ds *directStream) {
 			}
 		}
 	}
+	// The slow bits first: a program thread may enter the interposer's
+	// fast path the moment an fd is attached, and early bytes still
+	// waiting must go before its write.
+	s.syncDirect()
 	for _, fd := range s.fds {
 		ds.attach(fd)
 	}
-	s.syncDirect()
 }

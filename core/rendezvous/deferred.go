@@ -38,10 +38,19 @@ import (
 //	start 5678
 //	uid 1000
 //	pidns pid:[4026531836]
+//	netns net:[4026531840]
 //	socket /run/user/1000/sdpshim/p1234-0a1b2c3d.sock
 //	nonce 00112233445566778899aabbccddeeff
 //
 // Any deviation makes it garbage (removed, as are records of dead pids).
+//
+// Through a NAT (a Kubernetes service address that kube-proxy DNATs to a
+// pod) the connector does not know the destination the acceptor sees, so
+// DeferNAT files the record as n<client> instead: the connector's bound,
+// specific source address and port, which is what the acceptor's
+// getpeername sees when the NAT rewrites only the destination. Nothing
+// names the destination dialled. A source NAT breaks the match: the
+// acceptor then finds no record and both ends stay on kernel TCP.
 
 // Record is a deferred connection as FindDeferred found it.
 type Record struct {
@@ -57,13 +66,18 @@ type Record struct {
 	// Nonce is the connector's secret for this connection: a PULL must
 	// carry it.
 	Nonce [16]byte
+
+	pidns string // the connector's pid namespace: where PID means something
 }
 
 // Deferral is the connector's handle on its record (Defer, Undefer).
 type Deferral struct {
 	Tuple Tuple
 	Nonce [16]byte
-	name  string
+	// NAT: filed by the client alone (DeferNAT); the puller's tuple names
+	// a destination the connector did not dial.
+	NAT  bool
+	name string
 }
 
 const recordHeader = "sdpshim-deferred 1"
@@ -74,8 +88,21 @@ func recordName(t Tuple) string {
 	return "d" + t.Server.String() + "-" + t.Client.String()
 }
 
-// parseRecordName returns the tuple a record name stands for.
+// natRecordName is n<client> of a canonical, specific client address.
+func natRecordName(client netip.AddrPort) string {
+	return "n" + canon(client).String()
+}
+
+// parseRecordName returns the tuple a record name stands for (for a NAT
+// record, only its client).
 func parseRecordName(name string) (Tuple, bool) {
+	if rest, found := strings.CutPrefix(name, "n"); found {
+		c, err := netip.ParseAddrPort(rest)
+		if err != nil || c.Port() == 0 || c.Addr().IsUnspecified() || natRecordName(c) != name {
+			return Tuple{}, false
+		}
+		return Tuple{Client: c}, true
+	}
 	rest, found := strings.CutPrefix(name, "d")
 	if !found {
 		return Tuple{}, false
@@ -110,11 +137,11 @@ func (r *recordFile) encode() []byte {
 func parseRecordFile(rundir, name string, b []byte) (recordFile, error) {
 	var r recordFile
 	lines := strings.Split(string(b), "\n")
-	if len(lines) != 8 || lines[0] != recordHeader || lines[7] != "" {
+	if len(lines) != 9 || lines[0] != recordHeader || lines[8] != "" {
 		return r, fmt.Errorf("record %s: bad header, ending or line count", name)
 	}
 	keys := append(ownerKeys[:len(ownerKeys):len(ownerKeys)], "nonce")
-	for i, line := range lines[1:7] {
+	for i, line := range lines[1:8] {
 		key, val, found := strings.Cut(line, " ")
 		if !found || key != keys[i] {
 			return r, fmt.Errorf("record %s: line %q", name, line)
@@ -148,7 +175,21 @@ func (n *Node) Defer(t Tuple) (Deferral, error) {
 	if !t.valid() {
 		return Deferral{}, &FallbackError{ReasonProtocol, fmt.Errorf("defer %s: invalid tuple", t)}
 	}
-	d := Deferral{Tuple: t, name: recordName(t)}
+	return n.deferAs(Deferral{Tuple: t, name: recordName(t)})
+}
+
+// DeferNAT is Defer for a destination behind a NAT (deferred.go's note):
+// the record is filed by t.Client alone, which must be a specific address
+// (the socket bound to the source address its route uses), and a PULL
+// from any local address is taken.
+func (n *Node) DeferNAT(t Tuple) (Deferral, error) {
+	if !t.valid() || t.Client.Addr().IsUnspecified() {
+		return Deferral{}, &FallbackError{ReasonProtocol, fmt.Errorf("defer %s: invalid tuple or wildcard source", t)}
+	}
+	return n.deferAs(Deferral{Tuple: t, NAT: true, name: natRecordName(t.Client)})
+}
+
+func (n *Node) deferAs(d Deferral) (Deferral, error) {
 	rand.Read(d.Nonce[:])
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -183,7 +224,8 @@ func (n *Node) Undefer(d Deferral) {
 
 // FindDeferred returns the record of the connection an accepted socket
 // has (local: its getsockname, remote: its getpeername), filed under the
-// exact 4-tuple or under the connector's port alone. No record, a garbage
+// exact 4-tuple, under the connector's port alone, or (DeferNAT) under
+// the connector's address and port alone. No record, a garbage
 // one (removed) or one of a dead process (removed) is a *FallbackError
 // with ReasonNotShimmed, ReasonProtocol or ReasonPeerGone.
 func (n *Node) FindDeferred(local, remote netip.AddrPort) (Record, error) {
@@ -191,10 +233,17 @@ func (n *Node) FindDeferred(local, remote netip.AddrPort) (Record, error) {
 	var rec Record
 	var ferr error = &FallbackError{ReasonNotShimmed, fmt.Errorf("deferred %s: %w", key, ErrNoEntry)}
 	err := n.withRunDir(false, func(dirfd int) error {
-		for _, t := range []Tuple{key, key.withAnyClient()} {
-			r, err := n.checkRecord(dirfd, recordName(t))
+		for i, name := range []string{recordName(key), recordName(key.withAnyClient()), natRecordName(key.Client)} {
+			if i == 2 && key.Client.Addr().IsUnspecified() {
+				break
+			}
+			r, err := n.checkRecord(dirfd, name)
 			if err == nil {
-				rec = Record{Tuple: t, PID: r.pid, Start: r.start, UID: r.uid, Socket: r.socket, Nonce: r.nonce}
+				t := key
+				if i == 1 {
+					t = key.withAnyClient()
+				}
+				rec = Record{Tuple: t, PID: r.pid, Start: r.start, UID: r.uid, Socket: r.socket, Nonce: r.nonce, pidns: r.pidns}
 				ferr = nil
 				return nil
 			}
@@ -214,28 +263,42 @@ func (n *Node) FindDeferred(local, remote netip.AddrPort) (Record, error) {
 }
 
 // checkRecord reads and checks the record file name, removing it when it
-// is garbage or its process is gone.
+// is garbage or its process is gone. A record of another allowed uid
+// counts (only this uid's are removed); one of another pid namespace is
+// judged by its socket (probeSocket), since its pid cannot be.
 func (n *Node) checkRecord(dirfd int, name string) (recordFile, error) {
 	b, owner, err := readEntryFile(dirfd, name)
 	var r recordFile
 	switch {
 	case err == unix.ENOENT:
 		return r, &FallbackError{ReasonNotShimmed, ErrNoEntry}
-	case err == nil && owner != n.euid:
-		return r, &FallbackError{ReasonRefused, fmt.Errorf("record %s owned by uid %d", name, owner)}
+	case err == nil && owner != n.euid && !n.allowed(owner):
+		return r, &FallbackError{ReasonRefused, fmt.Errorf("record %s owned by uid %d: %w", name, owner, ErrUIDNotAllowed)}
 	case err == nil:
 		r, err = parseRecordFile(n.cfg.RunDir, name, b)
+		if err == nil && r.uid != owner {
+			err = fmt.Errorf("record %s: names uid %d, written by %d", name, r.uid, owner)
+		}
 	}
 	if err != nil {
-		n.stats.garbageEntries.Add(1)
-		unix.Unlinkat(dirfd, name, 0)
+		if owner == n.euid {
+			n.stats.garbageEntries.Add(1)
+			unix.Unlinkat(dirfd, name, 0)
+		}
 		return r, &FallbackError{ReasonProtocol, err}
 	}
-	if r.pidns != n.pidns {
-		return r, &FallbackError{ReasonNotShimmed, fmt.Errorf("record %s of another pid namespace", name)}
+	dead := false
+	if n.samePIDNS(r.owner) {
+		st, start := processStart(r.pid)
+		dead = st == procDead || (st == procAlive && start != r.start)
+		if st != procAlive && !dead {
+			return r, &FallbackError{ReasonPeerGone, fmt.Errorf("record %s: process %d unknown", name, r.pid)}
+		}
+	} else {
+		dead = probeSocket(r.socket) == socketDead
 	}
-	if st, start := processStart(r.pid); st != procAlive || start != r.start {
-		if st != procUnknown {
+	if dead {
+		if owner == n.euid {
 			n.stats.staleEntries.Add(1)
 			unix.Unlinkat(dirfd, name, 0)
 		}
@@ -249,11 +312,15 @@ func (n *Node) checkRecord(dirfd int, name string) (recordFile, error) {
 func (n *Node) writeFile(name string, data []byte) error {
 	return n.withRunDir(true, func(dirfd int) error {
 		tmp := tempName(n.pid, random32())
-		fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		fileMode, _ := modes(dirfd)
+		fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, fileMode)
 		if err != nil {
 			return &FallbackError{ReasonRunDir, fmt.Errorf("write %s: %w", name, err)}
 		}
-		err = writeAll(fd, data)
+		err = unix.Fchmod(fd, fileMode) // whatever the umask
+		if err == nil {
+			err = writeAll(fd, data)
+		}
 		if cerr := unix.Close(fd); err == nil {
 			err = cerr
 		}

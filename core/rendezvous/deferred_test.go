@@ -229,7 +229,7 @@ func TestGroupEntry(t *testing.T) {
 	if err := l.RegisterGroup(g); err != nil {
 		t.Fatal(err)
 	}
-	name := entryName(g.Port(), l.pid, l.start)
+	name := entryName(g.Port(), l.pid, l.start, l.nsID)
 	b, err := os.ReadFile(filepath.Join(dir, name))
 	if err != nil || !strings.Contains(string(b), "\nmode group\n") {
 		t.Fatalf("entry after RegisterGroup: %q %v", b, err)

@@ -26,10 +26,22 @@ type Entry struct {
 	// accept on it), so no process can answer for its connections in
 	// advance: a connector defers (deferred.go) instead of offering.
 	Group bool
+	// OtherNetns: the listener runs in another network namespace of this
+	// host (another pod), reached at one of its addresses. The connector
+	// must then bind a specific source address, so that the 4-tuple it
+	// offers is the one the listener's accept() sees (ports repeat across
+	// namespaces). PID is then a pid of the listener's pid namespace,
+	// which may not be the connector's.
+	OtherNetns bool
+
+	name  string // the entry file's name
+	owned bool   // written by this uid
 }
 
 // An entry file lives in the run directory under the name
-// l<port>-<pid>-<start> (one per listening port and process), is replaced
+// l<port>-<pid>-<start>-<pidns> (one per listening port and process; the
+// last field the pid namespace's inode, since pids repeat across
+// containers), is replaced
 // atomically (written as .t<pid>-<random>, then renamed) and holds:
 //
 //	sdpshim-rendezvous 1
@@ -37,18 +49,25 @@ type Entry struct {
 //	start 5678
 //	uid 1000
 //	pidns pid:[4026531836]
+//	netns net:[4026531840]
 //	socket /run/user/1000/sdpshim/p1234-0a1b2c3d.sock
 //	listen 0.0.0.0:8080
 //	listen [::1]:8080
+//	addr 10.244.1.7
 //	mode group
 //
-// The last line is present only for a group listener (Entry.Group). Any
+// The addr lines (none or more) are the addresses of the listener's
+// network namespace that other namespaces reach it at (a pod's address);
+// a connector in another network namespace matches its destination
+// against them. The mode line is present only for a group listener
+// (Entry.Group). Any
 // deviation (unknown line, missing key, a name that disagrees with the
 // content, a socket outside the run directory) makes the file garbage.
 type entryFile struct {
 	owner
 	port    uint16
 	listens []netip.AddrPort
+	addrs   []netip.Addr
 	group   bool
 }
 
@@ -58,27 +77,28 @@ const (
 	maxEntryListens = 64
 )
 
-func entryName(port uint16, pid int, start uint64) string {
-	return fmt.Sprintf("l%d-%d-%d", port, pid, start)
+func entryName(port uint16, pid int, start, pidns uint64) string {
+	return fmt.Sprintf("l%d-%d-%d-%d", port, pid, start, pidns)
 }
 
-// parseEntryName splits l<port>-<pid>-<start>.
-func parseEntryName(name string) (port uint16, pid int, start uint64, ok bool) {
+// parseEntryName splits l<port>-<pid>-<start>-<pidns>.
+func parseEntryName(name string) (port uint16, pid int, start, pidns uint64, ok bool) {
 	rest, found := strings.CutPrefix(name, "l")
 	if !found {
-		return 0, 0, 0, false
+		return 0, 0, 0, 0, false
 	}
 	f := strings.Split(rest, "-")
-	if len(f) != 3 {
-		return 0, 0, 0, false
+	if len(f) != 4 {
+		return 0, 0, 0, 0, false
 	}
 	p, err1 := strconv.ParseUint(f[0], 10, 16)
 	id, err2 := strconv.ParseUint(f[1], 10, 31)
 	st, err3 := strconv.ParseUint(f[2], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil || p == 0 || id == 0 {
-		return 0, 0, 0, false
+	ns, err4 := strconv.ParseUint(f[3], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || p == 0 || id == 0 {
+		return 0, 0, 0, 0, false
 	}
-	return uint16(p), int(id), st, true
+	return uint16(p), int(id), st, ns, true
 }
 
 // sockName is the rendezvous socket's name: p<pid>-<8 hex digits>.sock.
@@ -143,6 +163,9 @@ func (e *entryFile) encode() []byte {
 	for _, l := range e.listens {
 		fmt.Fprintf(&b, "listen %s\n", l)
 	}
+	for _, a := range e.addrs {
+		fmt.Fprintf(&b, "addr %s\n", a)
+	}
 	if e.group {
 		b.WriteString("mode group\n")
 	}
@@ -151,7 +174,7 @@ func (e *entryFile) encode() []byte {
 
 // parseEntryFile parses the file called name in rundir.
 func parseEntryFile(rundir, name string, b []byte) (entryFile, error) {
-	port, pid, start, ok := parseEntryName(name)
+	port, pid, start, pidns, ok := parseEntryName(name)
 	if !ok {
 		return entryFile{}, fmt.Errorf("entry name %q", name)
 	}
@@ -163,7 +186,7 @@ func parseEntryFile(rundir, name string, b []byte) (entryFile, error) {
 	seen := map[string]bool{}
 	for _, line := range lines[1 : len(lines)-1] {
 		key, val, found := strings.Cut(line, " ")
-		if !found || (key != "listen" && seen[key]) {
+		if !found || (key != "listen" && key != "addr" && seen[key]) {
 			return entryFile{}, fmt.Errorf("entry %s: line %q", name, line)
 		}
 		seen[key] = true
@@ -177,6 +200,13 @@ func parseEntryFile(rundir, name string, b []byte) (entryFile, error) {
 				err = fmt.Errorf("listen %s on port %d", ap, port)
 			}
 			e.listens = append(e.listens, ap)
+		case key == "addr":
+			var a netip.Addr
+			a, err = netip.ParseAddr(val)
+			if err == nil && (a.Zone() != "" || a.Is4In6() || len(e.addrs) == maxEntryAddrs) {
+				err = fmt.Errorf("addr %s", a)
+			}
+			e.addrs = append(e.addrs, a)
 		case key == "mode":
 			if val != "group" {
 				err = fmt.Errorf("mode %q", val)
@@ -192,8 +222,8 @@ func parseEntryFile(rundir, name string, b []byte) (entryFile, error) {
 	switch {
 	case !seen["pid"] || !seen["start"] || !seen["uid"] || !seen["socket"] || len(e.listens) == 0:
 		return entryFile{}, fmt.Errorf("entry %s: missing keys", name)
-	case e.pid != pid || e.start != start:
-		return entryFile{}, fmt.Errorf("entry %s: content names pid %d start %d", name, e.pid, e.start)
+	case e.pid != pid || e.start != start || namespaceID(e.pidns) != pidns:
+		return entryFile{}, fmt.Errorf("entry %s: content names pid %d start %d pidns %q", name, e.pid, e.start, e.pidns)
 	}
 	if !isSockOf(rundir, e.socket, pid) {
 		return entryFile{}, fmt.Errorf("entry %s: socket %q", name, e.socket)

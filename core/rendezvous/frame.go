@@ -60,11 +60,19 @@ func recvFrame(fd int, deadline time.Time) (body []byte, files []int, err error)
 	}
 	body = make([]byte, n)
 	files, err = recvFull(fd, body, files, deadline)
+	if err == errClosedIdle {
+		err = errEOF
+	}
 	return body, files, err
 }
 
-// errEOF: the peer closed before a whole frame arrived.
-var errEOF = fmt.Errorf("connection closed mid-frame: %w", errMessage)
+// errEOF: the peer closed before a whole frame arrived. errClosedIdle
+// (one of it): it closed before sending a byte, as a liveness probe does
+// (probeSocket).
+var (
+	errEOF        = fmt.Errorf("connection closed mid-frame: %w", errMessage)
+	errClosedIdle = fmt.Errorf("closed before a frame: %w", errEOF)
+)
 
 func recvFull(fd int, p []byte, files []int, deadline time.Time) ([]int, error) {
 	oob := make([]byte, unix.CmsgSpace(4*MaxFiles))
@@ -90,6 +98,8 @@ func recvFull(fd int, p []byte, files []int, deadline time.Time) ([]int, error) 
 			continue
 		case err != nil:
 			return files, err
+		case n == 0 && got == 0:
+			return files, errClosedIdle
 		case n == 0:
 			return files, errEOF
 		}

@@ -60,7 +60,9 @@ type Node struct {
 	pid   int
 	start uint64
 	euid  uint32
-	pidns string
+	pidns string // namespace.go
+	netns string
+	nsID  uint64 // pidns's inode, in entry names
 	stats counters
 	pend  pendingTable
 
@@ -100,7 +102,8 @@ func New(cfg Config) (*Node, error) {
 	if st != procAlive {
 		return nil, &FallbackError{ReasonRunDir, fmt.Errorf("rendezvous: cannot read /proc/%d/stat", pid)}
 	}
-	n := &Node{cfg: cfg, pid: pid, start: start, euid: euid, pidns: pidNamespace(),
+	pidns := namespaceOf("pid")
+	n := &Node{cfg: cfg, pid: pid, start: start, euid: euid, pidns: pidns, netns: namespaceOf("net"), nsID: namespaceID(pidns),
 		regs: map[uint16]map[netip.AddrPort]int{}, groups: map[uint16]bool{}, recs: map[string]bool{}}
 	n.pend.init(n)
 	return n, nil
@@ -138,7 +141,7 @@ func (n *Node) Close() error {
 	if len(n.regs) > 0 {
 		err = n.withRunDir(false, func(dirfd int) error {
 			for port := range n.regs {
-				unix.Unlinkat(dirfd, entryName(port, n.pid, n.start), 0)
+				unix.Unlinkat(dirfd, n.entryName(port), 0)
 			}
 			return nil
 		})

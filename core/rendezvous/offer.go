@@ -72,6 +72,7 @@ func (n *Node) exchange(fd int, e Entry, t Tuple, offer Payload, deadline time.T
 	case unix.EAGAIN:
 		return nil, &FallbackError{ReasonTimeout, fmt.Errorf("offer: %s backlog full", e.Socket)}
 	case unix.ENOENT, unix.ECONNREFUSED:
+		n.forget(e) // its process died (in another pid namespace, Lookup could not tell)
 		return nil, &FallbackError{ReasonPeerGone, fmt.Errorf("offer: connect %s: %w", e.Socket, err)}
 	default:
 		return nil, &FallbackError{ReasonPeerGone, fmt.Errorf("offer: connect %s: %w", e.Socket, err)}

@@ -13,27 +13,29 @@ type owner struct {
 	pid    int    // in the writer's pid namespace
 	start  uint64 // /proc/PID/stat field 22: tells a reused pid apart
 	uid    uint32
-	pidns  string // readlink /proc/self/ns/pid
+	pidns  string // readlink /proc/self/ns/pid (namespace.go)
+	netns  string // readlink /proc/self/ns/net
 	socket string // the rendezvous server's path
 }
 
 // self is this node's process as an owner.
 func (n *Node) self() owner {
-	return owner{pid: n.pid, start: n.start, uid: n.euid, pidns: n.pidns, socket: n.srv.path}
+	return owner{pid: n.pid, start: n.start, uid: n.euid, pidns: n.pidns, netns: n.netns, socket: n.srv.path}
 }
 
 // encode appends the owner's lines, in the order parseLine's callers
 // expect them.
 func (o owner) encode(b *bytes.Buffer) {
-	fmt.Fprintf(b, "pid %d\nstart %d\nuid %d\npidns %s\nsocket %s\n", o.pid, o.start, o.uid, o.pidns, o.socket)
+	fmt.Fprintf(b, "pid %d\nstart %d\nuid %d\npidns %s\nnetns %s\nsocket %s\n", o.pid, o.start, o.uid, o.pidns, o.netns, o.socket)
 }
 
 // ownerKeys are the keys of owner's lines, in file order.
-var ownerKeys = []string{"pid", "start", "uid", "pidns", "socket"}
+var ownerKeys = []string{"pid", "start", "uid", "pidns", "netns", "socket"}
 
 // parseLine takes one "key value" line if key is one of the owner's:
 // known reports whether it was, err whether its value is bad (a pid of
-// zero or beyond 31 bits, numbers that do not parse).
+// zero or beyond 31 bits, numbers that do not parse, a namespace name of
+// the wrong kind).
 func (o *owner) parseLine(key, val string) (known bool, err error) {
 	switch key {
 	case "pid":
@@ -51,6 +53,14 @@ func (o *owner) parseLine(key, val string) (known bool, err error) {
 		o.uid = uint32(u)
 	case "pidns":
 		o.pidns = val
+		if !validNamespace("pid", val) {
+			err = fmt.Errorf("pidns %q", val)
+		}
+	case "netns":
+		o.netns = val
+		if !validNamespace("net", val) {
+			err = fmt.Errorf("netns %q", val)
+		}
 	case "socket":
 		o.socket = val
 	default:
@@ -58,3 +68,11 @@ func (o *owner) parseLine(key, val string) (known bool, err error) {
 	}
 	return true, err
 }
+
+// samePIDNS reports whether o's pid can be checked here: it was written
+// in this node's pid namespace.
+func (n *Node) samePIDNS(o owner) bool { return sameNamespace(o.pidns, n.pidns) }
+
+// samePIDNSID is samePIDNS for a pid namespace named by its inode (0:
+// unknown, counted as the same).
+func (n *Node) samePIDNSID(id uint64) bool { return id == 0 || n.nsID == 0 || id == n.nsID }

@@ -61,17 +61,6 @@ func parseStat(b []byte) (state byte, start uint64, ok bool) {
 	return f[0][0], start, true
 }
 
-// pidNamespace names the caller's pid namespace ("pid:[4026531836]"), or
-// "" when it cannot be read. Pids from another namespace cannot be checked.
-func pidNamespace() string {
-	buf := make([]byte, 64)
-	n, err := unix.Readlink("/proc/self/ns/pid", buf)
-	if err != nil {
-		return ""
-	}
-	return string(buf[:n])
-}
-
 var errTooBig = errors.New("file too large")
 
 // readSmallFile reads at most limit bytes of the file name (relative to

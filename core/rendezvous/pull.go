@@ -16,7 +16,8 @@ import (
 //
 //	0..15   the record's nonce
 //	16..23  the puller's start time (/proc/PID/stat field 22), little endian
-//	24..    the path of the puller's rendezvous socket
+//	24..31  the inode of the puller's pid namespace (0: unknown), little endian
+//	32..    the path of the puller's rendezvous socket
 //
 // The connector answers after its OnPull returned: kind answer (no data,
 // no files: the offer went to the puller's server and was committed) or a
@@ -50,7 +51,7 @@ type PullHandler func(req PullRequest) error
 // (about a second), and the round trips.
 const PullWait = 2 * time.Second
 
-const pullFixedLen = 24
+const pullFixedLen = 32
 
 // Serve starts the rendezvous server if none runs (a process without a
 // listener needs one to receive the offers of connections it pulls) and
@@ -127,12 +128,13 @@ func (n *Node) pull(rec Record, local, remote netip.AddrPort, deadline time.Time
 		return Match{}, &FallbackError{ReasonPeerGone, fmt.Errorf("pull: SO_PEERCRED: %w", err)}
 	case !n.allowed(cred.Uid):
 		return Match{}, &FallbackError{ReasonRefused, fmt.Errorf("pull: connector uid %d: %w", cred.Uid, ErrUIDNotAllowed)}
-	case int(cred.Pid) != rec.PID:
+	case sameNamespace(rec.pidns, n.pidns) && int(cred.Pid) != rec.PID:
 		return Match{}, &FallbackError{ReasonRefused, fmt.Errorf("pull: socket %s served by pid %d, record says %d", rec.Socket, cred.Pid, rec.PID)}
 	}
 	data := make([]byte, pullFixedLen+len(path))
 	copy(data, rec.Nonce[:])
 	binary.LittleEndian.PutUint64(data[16:], n.start)
+	binary.LittleEndian.PutUint64(data[24:], n.nsID)
 	copy(data[pullFixedLen:], path)
 	msg := message{kind: kindPull, tuple: Tuple{Client: remote, Server: local}, pid: uint32(n.pid), data: data}
 	if err := sendFrame(fd, msg.encode(), nil, deadline); err != nil {
@@ -201,7 +203,9 @@ func (n *Node) pullRequest(m message, cred *unix.Ucred) (PullRequest, error) {
 		return PullRequest{}, fmt.Errorf("pull tuple %s: %w", m.tuple, errMessage)
 	case len(m.data) <= pullFixedLen || len(m.data) > pullFixedLen+maxSockPath:
 		return PullRequest{}, fmt.Errorf("pull data of %d bytes: %w", len(m.data), errMessage)
-	case int(cred.Pid) != int(m.pid):
+	case n.samePIDNSID(binary.LittleEndian.Uint64(m.data[24:])) && int(cred.Pid) != int(m.pid):
+		// SO_PEERCRED gives a pid of this namespace: only here must it
+		// be the one the puller names.
 		return PullRequest{}, fmt.Errorf("pull from pid %d names pid %d: %w", cred.Pid, m.pid, errMessage)
 	}
 	path := string(m.data[pullFixedLen:])

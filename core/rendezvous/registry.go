@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"slices"
 
 	"golang.org/x/sys/unix"
@@ -88,7 +89,7 @@ func (n *Node) Unregister(addr netip.AddrPort) error {
 	delete(n.regs, addr.Port())
 	delete(n.groups, addr.Port())
 	return n.withRunDir(false, func(dirfd int) error {
-		if err := unix.Unlinkat(dirfd, entryName(addr.Port(), n.pid, n.start), 0); err != nil && err != unix.ENOENT {
+		if err := unix.Unlinkat(dirfd, n.entryName(addr.Port()), 0); err != nil && err != unix.ENOENT {
 			return fmt.Errorf("rendezvous: remove entry: %w", err)
 		}
 		return nil
@@ -130,13 +131,16 @@ func (n *Node) IsGroup(addr netip.AddrPort) bool {
 // writeEntry replaces the entry file of port with addrs (write a temporary
 // file, then rename over the old one). n.mu held.
 func (n *Node) writeEntry(port uint16, addrs map[netip.AddrPort]int) error {
-	e := entryFile{owner: n.self(), port: port, group: n.groups[port]}
+	e := entryFile{owner: n.self(), port: port, group: n.groups[port], addrs: namespaceAddrs()}
 	for a := range addrs {
 		e.listens = append(e.listens, a)
 	}
 	slices.SortFunc(e.listens, netip.AddrPort.Compare)
-	return n.writeFile(entryName(port, n.pid, n.start), e.encode())
+	return n.writeFile(n.entryName(port), e.encode())
 }
+
+// entryName is the name of this node's entry file for port.
+func (n *Node) entryName(port uint16) string { return entryName(port, n.pid, n.start, n.nsID) }
 
 func writeAll(fd int, b []byte) error {
 	for len(b) > 0 {
@@ -195,7 +199,7 @@ func (n *Node) lookup(dst netip.AddrPort) ([]Entry, error) {
 		return local
 	}
 	var out []Entry
-	exact := map[int]bool{}
+	exact := map[string]bool{} // by socket: pids repeat across namespaces
 	err := n.withRunDir(false, func(dirfd int) error {
 		names, err := readDirNames(dirfd)
 		if err != nil {
@@ -211,9 +215,10 @@ func (n *Node) lookup(dst netip.AddrPort) ([]Entry, error) {
 				continue
 			}
 			for _, l := range e.listens {
-				if listenMatches(l, dst, isLocal) {
-					out = append(out, Entry{Listen: l, PID: e.pid, Start: e.start, UID: e.uid, Socket: e.socket, Group: e.group})
-					exact[e.pid] = l.Addr() == dst.Addr()
+				if n.reaches(&e, l, dst, isLocal) {
+					out = append(out, Entry{Listen: l, PID: e.pid, Start: e.start, UID: e.uid, Socket: e.socket, Group: e.group,
+						OtherNetns: !sameNamespace(e.netns, n.netns), name: name, owned: e.uid == n.euid})
+					exact[e.socket] = l.Addr() == dst.Addr()
 					break
 				}
 			}
@@ -224,8 +229,14 @@ func (n *Node) lookup(dst netip.AddrPort) ([]Entry, error) {
 		return nil, nil
 	}
 	slices.SortFunc(out, func(a, b Entry) int {
-		if exact[a.PID] != exact[b.PID] {
-			if exact[a.PID] {
+		if a.OtherNetns != b.OtherNetns { // this namespace's listener first
+			if b.OtherNetns {
+				return -1
+			}
+			return 1
+		}
+		if exact[a.Socket] != exact[b.Socket] {
+			if exact[a.Socket] {
 				return -1
 			}
 			return 1
@@ -236,24 +247,34 @@ func (n *Node) lookup(dst netip.AddrPort) ([]Entry, error) {
 }
 
 // checkEntry reads and checks the entry file name, removing it when it is
-// garbage or its process is gone. ok means a live, checkable entry.
+// garbage or its process is gone. ok means a live, checkable entry. An
+// entry written by another uid counts only when that uid is allowed (a
+// shared run directory, rundir.go); only this uid's files are removed
+// (a shared directory's sticky bit forbids the rest). An entry of another
+// pid namespace cannot be judged by its pid: it counts until its socket
+// refuses (Offer and the sweep find that out).
 func (n *Node) checkEntry(dirfd int, name string) (e entryFile, ok bool) {
 	b, owner, err := readEntryFile(dirfd, name)
 	switch {
 	case err == unix.ENOENT:
 		return e, false // removed meanwhile
-	case err == nil && owner != n.euid:
-		return e, false // not ours to judge or remove (root wrote it)
+	case err == nil && owner != n.euid && !n.allowed(owner):
+		return e, false // not a uid this process trusts
 	case err == nil:
 		e, err = parseEntryFile(n.cfg.RunDir, name, b)
+		if err == nil && e.uid != owner {
+			err = fmt.Errorf("entry %s: names uid %d, written by %d", name, e.uid, owner)
+		}
 	}
 	if err != nil {
-		n.stats.garbageEntries.Add(1)
-		unix.Unlinkat(dirfd, name, 0)
+		if owner == n.euid {
+			n.stats.garbageEntries.Add(1)
+			unix.Unlinkat(dirfd, name, 0)
+		}
 		return e, false
 	}
-	if e.pidns != n.pidns {
-		return e, false // pids of another namespace cannot be checked
+	if !n.samePIDNS(e.owner) {
+		return e, true
 	}
 	switch st, start := processStart(e.pid); {
 	case st == procUnknown:
@@ -267,6 +288,41 @@ func (n *Node) checkEntry(dirfd int, name string) (e entryFile, ok bool) {
 		return e, false
 	}
 	return e, true
+}
+
+// reaches reports whether a connection to dst (canonical) reaches the
+// listener address l of entry e: in this network namespace as
+// listenMatches says; in another (a pod's), when dst is l itself or, for
+// a wildcard l of dst's family, one of the addresses e lists for its
+// namespace. Loopback never reaches another namespace.
+func (n *Node) reaches(e *entryFile, l, dst netip.AddrPort, local func() bool) bool {
+	if sameNamespace(e.netns, n.netns) {
+		return listenMatches(l, dst, local)
+	}
+	la, da := l.Addr().Unmap(), dst.Addr()
+	switch {
+	case l.Port() != dst.Port() || da.IsLoopback() || da.IsUnspecified():
+		return false
+	case !la.IsUnspecified():
+		return la == da
+	case la.Is4() && !da.Is4():
+		return false
+	}
+	return slices.Contains(e.addrs, da)
+}
+
+// forget removes the entry e names after its socket refused (its process
+// died, in a pid namespace where its pid could not be checked), when it
+// is this uid's to remove.
+func (n *Node) forget(e Entry) {
+	if e.name == "" || !e.owned {
+		return
+	}
+	n.withRunDir(false, func(dirfd int) error {
+		n.stats.staleEntries.Add(1)
+		unix.Unlinkat(dirfd, e.name, 0)
+		return nil
+	})
 }
 
 // pidLive reports whether pid runs (any process, maybe a reused pid).
@@ -301,28 +357,37 @@ func readEntryFile(dirfd int, name string) ([]byte, uint32, error) {
 	return b, st.Uid, err
 }
 
-// sweep removes leftovers of dead processes from the run directory: entry
-// files, temporary files and rendezvous sockets named for pids that no
-// longer run. Called once when the server starts.
+// sweep removes leftovers of dead processes from the run directory:
+// entry and record files, temporary files and rendezvous sockets. Pids
+// repeat across pid namespaces, so a socket is judged by itself (one
+// that refuses connections has no server: probeSocket) and a temporary
+// file by its age. Called once when the server starts; the node agent
+// calls Sweep.
 func (n *Node) sweep(dirfd int) {
 	names, err := readDirNames(dirfd)
 	if err != nil {
 		return
 	}
 	for _, name := range names {
-		if _, _, _, ok := parseEntryName(name); ok {
-			n.checkEntry(dirfd, name)
+		if _, _, _, _, ok := parseEntryName(name); ok {
+			if e, ok := n.checkEntry(dirfd, name); ok && !n.samePIDNS(e.owner) && e.uid == n.euid &&
+				probeSocket(e.socket) == socketDead {
+				n.stats.staleEntries.Add(1)
+				unix.Unlinkat(dirfd, name, 0)
+			}
 			continue
 		}
 		if _, ok := parseRecordName(name); ok {
 			n.checkRecord(dirfd, name)
 			continue
 		}
-		pid, ok := parseTempName(name)
-		if !ok {
-			pid, ok = parseSockName(name)
+		if _, ok := parseTempName(name); ok {
+			if fileAge(dirfd, name) > staleTempAge {
+				unix.Unlinkat(dirfd, name, 0)
+			}
+			continue
 		}
-		if ok && !n.pidLive(pid) {
+		if _, ok := parseSockName(name); ok && probeSocket(filepath.Join(n.cfg.RunDir, name)) == socketDead {
 			unix.Unlinkat(dirfd, name, 0)
 		}
 	}

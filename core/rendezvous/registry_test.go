@@ -183,7 +183,7 @@ func TestLookupRemovesStaleEntries(t *testing.T) {
 		{port: 4102, owner: owner{pid: os.Getpid(), start: myStart + 1, uid: uint32(os.Geteuid()), pidns: n.pidns,
 			socket: filepath.Join(dir, sockName(os.Getpid(), 2))}, listens: []netip.AddrPort{ap("127.0.0.1:4102")}},
 	} {
-		writeFile(t, filepath.Join(dir, entryName(e.port, e.pid, e.start)), string(e.encode()))
+		writeFile(t, filepath.Join(dir, entryName(e.port, e.pid, e.start, n.nsID)), string(e.encode()))
 	}
 	writeFile(t, filepath.Join(dir, sockName(deadPID, 1)), "") // its socket's leftover
 	_, err = n.Lookup(ap("127.0.0.1:4102"))
@@ -203,9 +203,9 @@ func TestLookupRemovesStaleEntries(t *testing.T) {
 	outside.socket = "/tmp/" + sockName(os.Getpid(), 3)
 	garbage := map[string]string{
 		"l4103-1-1":                             "GET / HTTP/1.1\r\n\r\n",
-		entryName(4103, os.Getpid(), myStart+5): string(good.encode()),
+		entryName(4103, os.Getpid(), myStart+5, n.nsID): string(good.encode()),
 		"l4103-2-2":                             "sdpshim-rendezvous 1\n" + string(make([]byte, maxEntryFile)),
-		entryName(4103, os.Getpid(), myStart):   string(outside.encode()),
+		entryName(4103, os.Getpid(), myStart, n.nsID):   string(outside.encode()),
 	}
 	for name, content := range garbage {
 		writeFile(t, filepath.Join(dir, name), content)

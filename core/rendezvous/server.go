@@ -39,8 +39,12 @@ func startServer(n *Node) (*server, error) {
 		}
 		core.NoteFDs(fd) // long-lived: kept from the host (core.FDHook)
 		// The socket inode's mode becomes the file's mode at bind (less
-		// the umask), so no moment exists where others may connect.
-		unix.Fchmod(fd, 0o600)
+		// the umask), so no moment exists where others may connect. The
+		// group may: in a shared run directory (rundir.go) its members are
+		// the uids that may reach this process; in a private one nobody
+		// else enters. SO_PEERCRED decides either way.
+		_, sockMode := modes(dirfd)
+		unix.Fchmod(fd, sockMode)
 		for try := 0; ; try++ {
 			path := filepath.Join(n.cfg.RunDir, sockName(n.pid, random32()))
 			err = unix.Bind(fd, &unix.SockaddrUnix{Name: path})
@@ -53,7 +57,7 @@ func startServer(n *Node) (*server, error) {
 			break
 		}
 		if err == nil {
-			if err = unix.Chmod(srv.path, 0o600); err == nil {
+			if err = unix.Chmod(srv.path, sockMode); err == nil {
 				err = unix.Listen(fd, 128)
 			}
 			if err != nil {
@@ -147,9 +151,11 @@ func (s *server) serve(fd int) {
 		req, err = requestOf(m, files, err)
 	}
 	if err != nil {
-		if errors.Is(err, errTimeout) {
-			n.stats.readTimeouts.Add(1)
-			unix.Close(fd)
+		if errors.Is(err, errTimeout) || errors.Is(err, errClosedIdle) {
+			if errors.Is(err, errTimeout) {
+				n.stats.readTimeouts.Add(1)
+			}
+			unix.Close(fd) // a timeout, or a liveness probe (probeSocket)
 			return
 		}
 		n.stats.badRequests.Add(1)

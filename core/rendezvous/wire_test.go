@@ -56,7 +56,7 @@ func FuzzParseEntryFile(f *testing.F) {
 	f.Add(string(good.encode()))
 	f.Add("sdpshim-rendezvous 1\npid 12\n")
 	f.Fuzz(func(t *testing.T, s string) {
-		e, err := parseEntryFile("/rd", entryName(80, 12, 34), []byte(s))
+		e, err := parseEntryFile("/rd", entryName(80, 12, 34, 1), []byte(s))
 		if err != nil {
 			return
 		}

@@ -98,13 +98,11 @@ func (p *Process) Connect(fd int, raw []byte) int64 {
 	}
 	entries, err := node.Lookup(dst)
 	if err != nil {
+		if rendezvous.ReasonOf(err) == rendezvous.ReasonNotShimmed && p.cfg.Services.Match(dst.Addr(), dst.Port()) {
+			return s.connectServiceLocked(fd, node, dst, raw, fields) // crossns.go
+		}
 		return plain(rendezvous.ReasonOf(err), err)
 	}
-	local, err := bindEphemeral(fd, s.family)
-	if err != nil {
-		return plain(rendezvous.ReasonUnsupportedOption, err)
-	}
-	tuple := rendezvous.Tuple{Client: local, Server: dst}
 	entry := entries[0]
 	for _, e := range entries {
 		if !e.Group { // a process that answers for its own listener
@@ -112,8 +110,19 @@ func (p *Process) Connect(fd int, raw []byte) int64 {
 			break
 		}
 	}
+	bind := bindEphemeral
+	if entry.OtherNetns {
+		// Another pod: a specific source address names this side of the
+		// 4-tuple, since ports repeat across namespaces (crossns.go).
+		bind = func(fd, family int) (netip.AddrPort, error) { return bindSource(fd, family, dst) }
+	}
+	local, err := bind(fd, s.family)
+	if err != nil {
+		return plain(rendezvous.ReasonUnsupportedOption, err)
+	}
+	tuple := rendezvous.Tuple{Client: local, Server: dst}
 	if entry.Group {
-		return s.connectDeferredLocked(fd, node, tuple, raw, fields)
+		return s.connectDeferredLocked(fd, node, tuple, raw, fields, false)
 	}
 	entries[0] = entry
 	if s.nonblock.Load() {

@@ -70,7 +70,9 @@ type deferral struct {
 }
 
 // deferKey finds a deferred socket from a PULL: the connector's port and
-// the destination (the puller's local address).
+// the destination (the puller's local address); for a deferral through a
+// NAT (crossns.go) the port alone, server left zero: the puller's address
+// is not the one dialled, and the port is unique to this bound socket.
 type deferKey struct {
 	port   uint16
 	server netip.AddrPort
@@ -88,20 +90,26 @@ var (
 )
 
 // connectDeferredLocked connects fd to a group listener (t: its bound
-// local address and the destination) with the deferral set up first. It
+// local address and the destination) with the deferral set up first; nat:
+// to a service address, the record filed by the source alone (crossns.go).
+// It
 // returns what Connect returns: 0, -EINPROGRESS, or the kernel's -errno
 // (the socket then plain); Pass when the record cannot be written.
 //
 // +checklocks:s.mu
-func (s *Socket) connectDeferredLocked(fd int, node *rendezvous.Node, t rendezvous.Tuple, raw []byte, fields logrus.Fields) int64 {
+func (s *Socket) connectDeferredLocked(fd int, node *rendezvous.Node, t rendezvous.Tuple, raw []byte, fields logrus.Fields, nat bool) int64 {
 	p := s.p
-	rec, err := node.Defer(t)
+	deferAs, key := node.Defer, deferKeyOf(t.Client, t.Server)
+	if nat {
+		deferAs, key = node.DeferNAT, deferKey{port: t.Client.Port()} // crossns.go
+	}
+	rec, err := deferAs(t)
 	if err != nil {
 		p.fallback(rendezvous.ReasonOf(err), fd, fields, err)
 		s.fallBackLocked()
 		return Pass
 	}
-	def := &deferral{rec: rec, key: deferKeyOf(t.Client, t.Server), done: make(chan struct{})}
+	def := &deferral{rec: rec, key: key, done: make(chan struct{})}
 	p.mu.Lock()
 	p.deferred[def.key] = s
 	p.mu.Unlock()
@@ -220,6 +228,10 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 	key := deferKeyOf(req.Tuple.Client, req.Tuple.Server)
 	p.mu.Lock()
 	s := p.deferred[key]
+	if s == nil {
+		key = deferKey{port: req.Tuple.Client.Port()}
+		s = p.deferred[key]
+	}
 	node := p.node
 	p.mu.Unlock()
 	if s == nil || node == nil {
@@ -234,6 +246,9 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 	fd := s.fds[0]
 	local, err := sockName(fd)
 	t := rendezvous.Tuple{Client: local, Server: pc.dst}
+	if pc.def.rec.NAT {
+		t.Server = req.Tuple.Server // where the NAT took the connection
+	}
 	if err != nil || subtle.ConstantTimeCompare(req.Nonce[:], pc.def.rec.Nonce[:]) != 1 ||
 		local.Addr().Unmap() != req.Tuple.Client.Addr().Unmap() || local.Port() != req.Tuple.Client.Port() {
 		s.mu.Unlock()

@@ -255,9 +255,10 @@ func (p *Process) Accept(lfd, fd int, peer netip.AddrPort, flags int) FDState {
 		return FDUnmanaged
 	}
 	m, ok := node.Claim(local, peer)
-	if !ok && group {
-		// Shared with fork children: the first process to use the
-		// connection claims it (deferred_accept.go).
+	if !ok && (group || node.HasNATRecord(peer)) {
+		// Shared with fork children, or a connector behind a NAT
+		// (crossns.go): the first process to use the connection
+		// claims it (deferred_accept.go).
 		return p.acceptDeferred(ls, fd, local, peer, flags)
 	}
 	if !ok {

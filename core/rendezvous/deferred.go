@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -333,4 +334,41 @@ func (n *Node) writeFile(name string, data []byte) error {
 		}
 		return nil
 	})
+}
+
+// HasNATRecord reports whether a connector filed a NAT record for client
+// (DeferNAT): the accepted connection from client is then to be pulled.
+// One system call; false for a wildcard client or on any error.
+func (n *Node) HasNATRecord(client netip.AddrPort) bool {
+	if client.Addr().IsUnspecified() || !client.IsValid() {
+		return false
+	}
+	var st unix.Stat_t
+	name := filepath.Join(n.cfg.RunDir, natRecordName(client))
+	return unix.Lstat(name, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG
+}
+
+// ListenersElsewhere reports whether a listener of another network
+// namespace is registered in the run directory (a pod on this host that
+// a NAT may forward to). It lists the directory: call it only for
+// destinations that may be behind a NAT (SDPSHIM_SERVICES).
+func (n *Node) ListenersElsewhere() bool {
+	found := false
+	n.withRunDir(false, func(dirfd int) error {
+		names, err := readDirNames(dirfd)
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			if _, _, _, _, ok := parseEntryName(name); !ok {
+				continue
+			}
+			if e, ok := n.checkEntry(dirfd, name); ok && !sameNamespace(e.netns, n.netns) {
+				found = true
+				return nil
+			}
+		}
+		return nil
+	})
+	return found
 }

@@ -59,6 +59,10 @@ type Config struct {
 	// Rules is SDPSHIM_INCLUDE and SDPSHIM_EXCLUDE: which remote endpoints
 	// may be accelerated.
 	Rules RuleSet
+	// Services is SDPSHIM_SERVICES: destinations a NAT may forward to
+	// another network namespace of this host (a Kubernetes service
+	// range). Empty by default.
+	Services Rules
 	// RunDir is SDPSHIM_RUNDIR, or the derived default: where listeners
 	// register and stats sockets live. Not created by Load.
 	RunDir string

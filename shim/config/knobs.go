@@ -198,9 +198,17 @@ var knobs = []Knob{
 		},
 	},
 	{
+		Name: "SDPSHIM_SERVICES", Default: "", Expected: expectRules,
+		Meaning: "destinations that a NAT on this host may forward to another network namespace, e.g. a Kubernetes service range " +
+			"10.96.0.0/12; a connection to one is matched by its source address, the acceptor claiming it (docs/kubernetes.md)",
+		set: func(c *Config, v string, _ *loader) error {
+			return store(&c.Services)(ParseRules(v))
+		},
+	},
+	{
 		Name: "SDPSHIM_RUNDIR", DefaultText: "$XDG_RUNTIME_DIR/sdpshim",
 		Expected: "an absolute path of at most 80 bytes",
-		Meaning: "directory of listener registrations and stats sockets, created 0700; both ends must use the same one; " +
+		Meaning: "directory of listener registrations and stats sockets, created 0700 (or shared: mode 3770, docs/kubernetes.md); both ends must use the same one; " +
 			"default /run/sdpshim for root, else $XDG_RUNTIME_DIR/sdpshim when set, else /tmp/sdpshim-UID",
 		set: func(c *Config, v string, l *loader) error {
 			if v == "" {

@@ -15,8 +15,11 @@ import (
 
 // Endpoint is one process's stats socket.
 type Endpoint struct {
-	PID  int
-	Path string
+	// PID is the process's pid in its own pid namespace, PIDNS that
+	// namespace's inode (sockname.go).
+	PID   int
+	PIDNS uint64
+	Path  string
 }
 
 // List returns the stats sockets in rundir of processes that still
@@ -33,11 +36,12 @@ func List(rundir string) ([]Endpoint, error) {
 	}
 	var out []Endpoint
 	for _, e := range ents {
-		pid, ok := pidOf(e.Name())
-		if !ok || e.Type()&os.ModeSocket == 0 || !alive(pid) {
+		pid, ns, ok := parseSockName(e.Name())
+		path := filepath.Join(rundir, e.Name())
+		if !ok || e.Type()&os.ModeSocket == 0 || !live(path, pid, ns) {
 			continue
 		}
-		out = append(out, Endpoint{PID: pid, Path: filepath.Join(rundir, e.Name())})
+		out = append(out, Endpoint{PID: pid, PIDNS: ns, Path: path})
 	}
 	slices.SortFunc(out, func(a, b Endpoint) int { return a.PID - b.PID })
 	return out, nil

@@ -17,7 +17,7 @@ import (
 )
 
 // Server serves a Registry's snapshots on the unix socket
-// <RunDir>/stats-<pid>.sock: one JSON Snapshot per connection, then
+// <RunDir>/stats-<pid>.sock (sockname.go): one JSON Snapshot per connection, then
 // close. Clients are checked by SO_PEERCRED: root, the process's own uid
 // and the uids in Allow are served; others are refused with a log line.
 // Serving runs on the server's own goroutines; the data path never waits
@@ -46,9 +46,6 @@ func Serve(rundir string, allow []uint32, reg *Registry) (stop func(), err error
 	return (&Server{RunDir: rundir, Allow: allow, Registry: reg}).Start()
 }
 
-// SockName is the stats socket's file name for pid.
-func SockName(pid int) string { return fmt.Sprintf("stats-%d.sock", pid) }
-
 // Start is Serve with the server's settings.
 func (s *Server) Start() (stop func(), err error) {
 	if s.Registry == nil {
@@ -62,7 +59,7 @@ func (s *Server) Start() (stop func(), err error) {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
 	sweepStale(s.RunDir)
-	path := filepath.Join(s.RunDir, SockName(os.Getpid()))
+	path := filepath.Join(s.RunDir, ownSockName())
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("stats: remove old socket: %w", err)
 	}
@@ -70,7 +67,7 @@ func (s *Server) Start() (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
+	if err := os.Chmod(path, socketMode(s.RunDir)); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("stats: %w", err)
 	}

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -18,29 +16,10 @@ import (
 func sweepStale(dir string) {
 	names, _ := filepath.Glob(filepath.Join(dir, "stats-*.sock"))
 	for _, p := range names {
-		if pid, ok := pidOf(filepath.Base(p)); ok && !alive(pid) {
+		if pid, ns, ok := parseSockName(filepath.Base(p)); ok && !live(p, pid, ns) {
 			os.Remove(p)
 		}
 	}
-}
-
-// pidOf parses a stats socket name.
-func pidOf(name string) (int, bool) {
-	s, ok := strings.CutPrefix(name, "stats-")
-	if !ok {
-		return 0, false
-	}
-	s, ok = strings.CutSuffix(s, ".sock")
-	if !ok {
-		return 0, false
-	}
-	pid, err := strconv.Atoi(s)
-	return pid, err == nil && pid > 0 && strconv.Itoa(pid) == s
-}
-
-// alive reports whether pid exists (a process of another user counts).
-func alive(pid int) bool {
-	return unix.Kill(pid, 0) != unix.ESRCH
 }
 
 // rawConn is what net's unix listener and connections share.

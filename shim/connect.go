@@ -69,9 +69,12 @@ func (p *Process) Connect(fd int, raw []byte) int64 {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.getState() == sockConnecting && s.pend != nil && s.pend.answer == nil {
+	if s.getState() == sockConnecting && s.pend != nil && s.pend.answer == nil && s.pend.def == nil {
 		return negErrno(unix.EALREADY) // the offer is still being made
 	}
+	// A deferred connection (deferred.go) made its kernel connect: the
+	// kernel answers a second one (EISCONN once connected), as hiredis
+	// asks to learn that its nonblocking connect completed.
 	if s.getState() != sockCreated {
 		return Pass // connecting again, listening, ...: the kernel answers
 	}

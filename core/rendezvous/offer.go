@@ -86,6 +86,9 @@ func (n *Node) exchange(fd int, e Entry, t Tuple, offer Payload, deadline time.T
 	}
 	m := message{kind: kindOffer, nfiles: len(offer.Files), tuple: t, pid: uint32(n.pid), data: offer.Data}
 	if err := sendFrame(fd, m.encode(), offer.Files, deadline); err != nil {
+		if r := refusalQueued(fd); r != nil {
+			return nil, r // refused before it read the offer (our uid)
+		}
 		return nil, ioFallback("send offer", err)
 	}
 	body, files, err := recvFrame(fd, deadline)
@@ -121,4 +124,21 @@ func ioFallback(what string, err error) error {
 		return &FallbackError{ReasonProtocol, err}
 	}
 	return &FallbackError{ReasonPeerGone, err} // EOF, EPIPE, ECONNRESET
+}
+
+// refusalQueued returns the refusal a server queued before closing the
+// connection, when a send to it failed: a server refuses a uid it does not
+// allow before it reads the offer, so the offer's send may meet a closed
+// socket (EPIPE) while the reason waits to be read. nil when there is none.
+func refusalQueued(fd int) error {
+	body, files, err := recvFrame(fd, time.Now().Add(10*time.Millisecond))
+	closeFiles(files)
+	if err != nil {
+		return nil
+	}
+	r, err := decodeMessage(body)
+	if err != nil || r.kind != kindRefusal {
+		return nil
+	}
+	return &FallbackError{r.reason, &RefusedError{Reason: r.reason, Text: string(r.data)}}
 }

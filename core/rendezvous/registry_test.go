@@ -202,10 +202,10 @@ func TestLookupRemovesStaleEntries(t *testing.T) {
 	outside := good
 	outside.socket = "/tmp/" + sockName(os.Getpid(), 3)
 	garbage := map[string]string{
-		"l4103-1-1":                             "GET / HTTP/1.1\r\n\r\n",
+		"l4103-1-1": "GET / HTTP/1.1\r\n\r\n",
 		entryName(4103, os.Getpid(), myStart+5, n.nsID): string(good.encode()),
-		"l4103-2-2":                             "sdpshim-rendezvous 1\n" + string(make([]byte, maxEntryFile)),
-		entryName(4103, os.Getpid(), myStart, n.nsID):   string(outside.encode()),
+		"l4103-2-2": "sdpshim-rendezvous 1\n" + string(make([]byte, maxEntryFile)),
+		entryName(4103, os.Getpid(), myStart, n.nsID): string(outside.encode()),
 	}
 	for name, content := range garbage {
 		writeFile(t, filepath.Join(dir, name), content)

@@ -31,6 +31,11 @@ var costShapes = []costShape{
 	{key: "ppev", label: "ping-pong 64 B, SDPSHIM_POLL=event", mode: "pp", msgs: [2]int{20000, 2000}, env: []string{"SDPSHIM_POLL=event"}},
 	{key: "stream", label: "stream of 64 KiB writes", mode: "stream", msgs: [2]int{20000, 2000}},
 	{key: "epoll", label: "epoll server, 64 connections, 64 B requests", mode: "epoll", msgs: [2]int{64000, 6400}, conns: 64},
+	// One connection: every epoll_wait sleeps (postgres's backends, a
+	// quiet event loop), and the same in a fork child, which runs a core
+	// of its own (pre-fork servers: nginx's workers, postgres).
+	{key: "epoll1", label: "epoll server, 1 connection (every wait sleeps)", mode: "epoll", msgs: [2]int{20000, 2000}, conns: 1},
+	{key: "forkepoll", label: "epoll server in a fork child, 1 connection", mode: "forkepoll", msgs: [2]int{20000, 2000}, conns: 1},
 }
 
 // costMetrics are perf's events and the keys they are recorded under.

@@ -1,12 +1,14 @@
 /* costpair - the programs the cost table measures, written as ordinary
  * sockets programs (no knowledge of sdpshim).
  *
- *   costpair server PORT pp|stream|epoll
+ *   costpair server PORT pp|stream|epoll|forkepoll
  *       pp      accepts one connection, echoes 64-byte messages until EOF
  *       stream  accepts one connection, reads until EOF
  *       epoll   an epoll loop: accepts connections and echoes each 64-byte
  *               message, until every connection it accepted has closed
- *   costpair client PORT pp|stream|epoll N [CONNS]
+ *       forkepoll  the epoll loop run by a fork child of the listening
+ *               process (a pre-fork server), which waits for it
+ *   costpair client PORT pp|stream|epoll|forkepoll N [CONNS]
  *       pp      N ping-pong round trips of 64 bytes
  *       stream  N writes of 64 KiB
  *       epoll   CONNS connections, each with one 64-byte request in
@@ -25,6 +27,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MSG 64
@@ -108,6 +111,17 @@ static int server(int port, const char *mode)
 		die("listen");
 	if (strcmp(mode, "epoll") == 0)
 		return serve_epoll(l);
+	if (strcmp(mode, "forkepoll") == 0) {
+		pid_t pid = fork();
+		if (pid < 0)
+			die("fork");
+		if (pid == 0)
+			_exit(serve_epoll(l));
+		int st;
+		if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+			die("the serving child");
+		return WEXITSTATUS(st);
+	}
 	int c = accept(l, NULL, NULL);
 	if (c < 0)
 		die("accept");
@@ -151,7 +165,7 @@ static int client(int port, const char *mode, long n, int conns)
 		close(s);
 	} else {
 		if (strcmp(mode, "pp") == 0)
-			conns = 1;
+			conns = 1; /* the others: one request in flight per connection */
 		int *fd = calloc((size_t)conns, sizeof *fd);
 		for (int k = 0; k < conns; k++)
 			fd[k] = dial(port);
@@ -191,6 +205,6 @@ int main(int argc, char **argv)
 		return server(atoi(argv[2]), argv[3]);
 	if (argc >= 5 && strcmp(argv[1], "client") == 0)
 		return client(atoi(argv[2]), argv[3], atol(argv[4]), argc > 5 ? atoi(argv[5]) : 1);
-	fprintf(stderr, "usage: costpair server PORT pp|stream|epoll | client PORT MODE N [CONNS]\n");
+	fprintf(stderr, "usage: costpair server PORT pp|stream|epoll|forkepoll | client PORT MODE N [CONNS]\n");
 	return 2;
 }

@@ -67,10 +67,22 @@ type proc struct {
 	out    *lockedBuffer
 	errb   *lockedBuffer
 	done   chan error
+	in     io.WriteCloser // its stdin (startPiped), else nil
 }
 
 // start starts a program that must end within limit.
 func start(t *testing.T, env []string, limit time.Duration, name string, args ...string) *proc {
+	t.Helper()
+	return startCmd(t, env, limit, false, name, args...)
+}
+
+// startPiped is start with a pipe to the program's stdin (p.in).
+func startPiped(t *testing.T, env []string, limit time.Duration, name string, args ...string) *proc {
+	t.Helper()
+	return startCmd(t, env, limit, true, name, args...)
+}
+
+func startCmd(t *testing.T, env []string, limit time.Duration, piped bool, name string, args ...string) *proc {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	cmd := exec.CommandContext(ctx, name, args...)
@@ -80,6 +92,14 @@ func start(t *testing.T, env []string, limit time.Duration, name string, args ..
 	cmd.WaitDelay = 5 * time.Second
 	p := &proc{cmd: cmd, cancel: cancel, out: new(lockedBuffer), errb: new(lockedBuffer), done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = p.out, p.errb
+	if piped {
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		p.in = in
+	}
 	cmd.Cancel = func() error {
 		if ctx.Err() == context.DeadlineExceeded {
 			t.Logf("%s ran past its limit of %v; before it is killed:\n%s", name, limit, shimState(env))

@@ -3,15 +3,27 @@ package shim
 import (
 	"time"
 
+	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
 
 // Early data. A connected socket whose acceptor has not claimed the
 // connection yet (the verdict comes at its accept) takes writes as the
-// kernel's socket would: into a small buffer of the socket, up to
-// earlyMax bytes, so that a program that writes before the peer accepts
-// (one thread doing both, or a client sending its request at once) neither
-// blocks nor sees EAGAIN. The bytes go first on the stream once the
+// kernel's socket would, up to earlyMax bytes, so that a program that
+// writes before the peer accepts (one thread doing both, or a client
+// sending its request at once) neither blocks nor sees EAGAIN.
+//
+// On the direct path the offer's area exists already and the acceptor's
+// process holds its memfd: the bytes go into the area at once
+// (sendEarlyDirectLocked), so they outlive this process as a kernel
+// socket's queue does; the acceptor that claims the connection reads them
+// first, even when this process died meanwhile. When it does not claim it,
+// they are taken back out of the area (takeBackEarlyLocked) and go onto the
+// kernel socket before anything else. Only writes beyond the area's blocks
+// (more small writes than it has blocks) wait in the socket's buffer.
+//
+// Otherwise (deferred acceptance, the channel modes) they wait in a small
+// buffer of the socket (s.early) and go first on the stream once the
 // connection is accelerated (flushEarly, before any later write), or onto
 // the kernel socket, before anything else, when it falls back.
 
@@ -32,7 +44,12 @@ func (s *Socket) sendEarly(bufs [][]byte) (n int64, ok bool) {
 	if s.shutWR.Load() || s.pendShut.Load()&2 != 0 {
 		return negErrno(unix.EPIPE), true
 	}
-	room := earlyMax - len(s.early)
+	if ds := s.pend.direct; ds != nil && s.pend.answer != nil && len(s.early) == 0 {
+		if n, ok := s.sendEarlyDirectLocked(ds, bufs); ok {
+			return n, true
+		}
+	}
+	room := earlyMax - s.earlyArea - len(s.early)
 	if room <= 0 {
 		return 0, false
 	}
@@ -51,6 +68,54 @@ func (s *Socket) sendEarly(bufs [][]byte) (n int64, ok bool) {
 		go s.pushEarly(s.pend.answer.Fd())
 	}
 	return int64(total), true
+}
+
+// sendEarlyDirectLocked is sendEarly on the direct path: the bytes go
+// into the offer's area, as a nonblocking send, up to earlyMax in all.
+// When the area has no free block (many small writes: one block each),
+// ok is false and the rest waits in the socket's buffer, behind them.
+//
+// +checklocks:s.mu
+func (s *Socket) sendEarlyDirectLocked(ds *directStream, bufs [][]byte) (n int64, ok bool) {
+	room := earlyMax - s.earlyArea
+	total := 0
+	for _, b := range bufs {
+		if total == room {
+			break
+		}
+		take := min(len(b), room-total)
+		if take == 0 {
+			continue
+		}
+		m, _, err := ds.conn.Send(b[:take], false)
+		total += m
+		if err != nil || m < take {
+			break
+		}
+	}
+	if total == 0 {
+		return 0, false // full: the caller waits for the verdict
+	}
+	s.earlyArea += total
+	return int64(total), true
+}
+
+// takeBackEarlyLocked moves the bytes that sendEarlyDirectLocked put into
+// the area of pc, a connection the acceptor did not claim, to the front
+// of the early buffer, for the kernel socket (fallBackLocked).
+//
+// +checklocks:s.mu
+func (s *Socket) takeBackEarlyLocked(pc *pendingConnect) {
+	if pc.direct == nil || s.earlyArea == 0 {
+		return
+	}
+	back := pc.direct.conn.TakeBack(s.earlyArea)
+	if len(back) != s.earlyArea {
+		s.p.log.WithFields(logrus.Fields{"written": s.earlyArea, "back": len(back)}).Warn("early bytes lost at fallback: the area held fewer")
+	}
+	s.early = append(back, s.early...)
+	s.earlyN.Store(int32(len(s.early)))
+	s.earlyArea = 0
 }
 
 // pushEarly delivers the early bytes without waiting for the program's

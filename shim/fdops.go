@@ -104,6 +104,7 @@ func (s *Socket) finishClose(kfd, answerFD int) {
 		if pc := s.pend; s.getState() == sockConnecting && pc != nil && pc.answer != nil {
 			// Never claimed: the bytes go to the kernel socket.
 			s.pend = nil
+			s.takeBackEarlyLocked(pc)
 			pc.abandon()
 			s.fallBackLocked()
 		}

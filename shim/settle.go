@@ -144,6 +144,7 @@ func (s *Socket) settleLocked() settleResult {
 	case rendezvous.VerdictPending:
 		return settleResult{waitFD: pc.answer.Fd(), waitEvents: unix.POLLIN}
 	case rendezvous.VerdictDeclined:
+		s.takeBackEarlyLocked(pc)
 		pc.abandon()
 		s.pend = nil
 		p.fallback(rendezvous.ReasonRefused, fd, logrus.Fields{"remote": pc.dst}, errDeclined)

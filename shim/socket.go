@@ -79,6 +79,7 @@ type Socket struct {
 	early      []byte                 // +checklocks:mu; written before the verdict (early.go)
 	earlyN     atomic.Int32           // len(early), read without the lock
 	earlyPush  bool                   // +checklocks:mu; pushEarly started
+	earlyArea  int                    // +checklocks:mu; written before the verdict into a direct offer's area (early.go)
 	group      bool                   // +checklocks:mu; registered as a group listener (deferred acceptance)
 	acc        *acceptedConn          // +checklocks:mu; adopted: the connection to resolve at first use
 }

@@ -467,6 +467,36 @@ func (c *Conn) PrepareSleep(write bool) *Sleep {
 	return &Sleep{Word: (*uint32)(unsafe.Pointer(sl.word)), Val: uint32(sl.val), What: int32(sl.what)}
 }
 
+// TakeBack reads back, as the peer would, up to max of the bytes this
+// side published that the peer has not consumed, and consumes them: for a
+// connection the peer never claimed (the bytes then go another way). The
+// caller guarantees that the peer does not read the area.
+func (c *Conn) TakeBack(max int) []byte {
+	h := c.hold()
+	if h == nil || max <= 0 {
+		return nil
+	}
+	defer c.done()
+	peer := (*C.struct_sdp_dconn)(C.calloc(1, C.size_t(unsafe.Sizeof(C.struct_sdp_dconn{}))))
+	if peer == nil {
+		return nil
+	}
+	defer C.free(unsafe.Pointer(peer))
+	if C.sdp_dconn_open(peer, unsafe.Pointer(h.a), h.size, 1-h.side, -1, -1) != 0 {
+		return nil
+	}
+	buf := make([]byte, max)
+	n := 0
+	for n < max {
+		d := C.go_recv(peer, unsafe.Pointer(&buf[n]), C.size_t(max-n), C.SDP_D_NONBLOCK)
+		if d.r <= 0 {
+			break
+		}
+		n += int(d.r)
+	}
+	return buf[:n]
+}
+
 // PeerGone ends the connection from outside: the peer process is gone.
 func (c *Conn) PeerGone() {
 	if h := c.hold(); h != nil {

@@ -273,7 +273,7 @@ func (n *Node) checkRecord(dirfd int, name string) (recordFile, error) {
 	switch {
 	case err == unix.ENOENT:
 		return r, &FallbackError{ReasonNotShimmed, ErrNoEntry}
-	case err == nil && owner != n.euid && !n.allowed(owner):
+	case err == nil && !n.removable(owner) && !n.allowed(owner):
 		return r, &FallbackError{ReasonRefused, fmt.Errorf("record %s owned by uid %d: %w", name, owner, ErrUIDNotAllowed)}
 	case err == nil:
 		r, err = parseRecordFile(n.cfg.RunDir, name, b)
@@ -282,9 +282,9 @@ func (n *Node) checkRecord(dirfd int, name string) (recordFile, error) {
 		}
 	}
 	if err != nil {
-		if owner == n.euid {
+		if n.removable(owner) {
 			n.stats.garbageEntries.Add(1)
-			unix.Unlinkat(dirfd, name, 0)
+			n.remove(dirfd, name)
 		}
 		return r, &FallbackError{ReasonProtocol, err}
 	}
@@ -299,9 +299,9 @@ func (n *Node) checkRecord(dirfd int, name string) (recordFile, error) {
 		dead = probeSocket(r.socket) == socketDead
 	}
 	if dead {
-		if owner == n.euid {
+		if n.removable(owner) {
 			n.stats.staleEntries.Add(1)
-			unix.Unlinkat(dirfd, name, 0)
+			n.remove(dirfd, name)
 		}
 		return r, &FallbackError{ReasonPeerGone, fmt.Errorf("record %s: process %d gone", name, r.pid)}
 	}

@@ -63,8 +63,10 @@ type Node struct {
 	pidns string // namespace.go
 	netns string
 	nsID  uint64 // pidns's inode, in entry names
-	stats counters
-	pend  pendingTable
+	// sweeper: removes every uid's leftovers, not only its own (Sweep).
+	sweeper bool
+	stats   counters
+	pend    pendingTable
 
 	mu     sync.Mutex
 	closed bool

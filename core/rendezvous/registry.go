@@ -258,7 +258,7 @@ func (n *Node) checkEntry(dirfd int, name string) (e entryFile, ok bool) {
 	switch {
 	case err == unix.ENOENT:
 		return e, false // removed meanwhile
-	case err == nil && owner != n.euid && !n.allowed(owner):
+	case err == nil && !n.removable(owner) && !n.allowed(owner):
 		return e, false // not a uid this process trusts
 	case err == nil:
 		e, err = parseEntryFile(n.cfg.RunDir, name, b)
@@ -267,9 +267,9 @@ func (n *Node) checkEntry(dirfd int, name string) (e entryFile, ok bool) {
 		}
 	}
 	if err != nil {
-		if owner == n.euid {
+		if n.removable(owner) {
 			n.stats.garbageEntries.Add(1)
-			unix.Unlinkat(dirfd, name, 0)
+			n.remove(dirfd, name)
 		}
 		return e, false
 	}
@@ -281,9 +281,9 @@ func (n *Node) checkEntry(dirfd int, name string) (e entryFile, ok bool) {
 		return e, false
 	case st == procDead || start != e.start:
 		n.stats.staleEntries.Add(1)
-		unix.Unlinkat(dirfd, name, 0)
+		n.remove(dirfd, name)
 		if _, base := splitSock(e.socket); base != "" && !n.pidLive(e.pid) {
-			unix.Unlinkat(dirfd, base, 0)
+			n.remove(dirfd, base)
 		}
 		return e, false
 	}
@@ -362,7 +362,7 @@ func readEntryFile(dirfd int, name string) ([]byte, uint32, error) {
 // repeat across pid namespaces, so a socket is judged by itself (one
 // that refuses connections has no server: probeSocket) and a temporary
 // file by its age. Called once when the server starts; the node agent
-// calls Sweep.
+// calls Sweep (sweep.go).
 func (n *Node) sweep(dirfd int) {
 	names, err := readDirNames(dirfd)
 	if err != nil {
@@ -370,10 +370,10 @@ func (n *Node) sweep(dirfd int) {
 	}
 	for _, name := range names {
 		if _, _, _, _, ok := parseEntryName(name); ok {
-			if e, ok := n.checkEntry(dirfd, name); ok && !n.samePIDNS(e.owner) && e.uid == n.euid &&
+			if e, ok := n.checkEntry(dirfd, name); ok && !n.samePIDNS(e.owner) && n.removable(e.uid) &&
 				probeSocket(e.socket) == socketDead {
 				n.stats.staleEntries.Add(1)
-				unix.Unlinkat(dirfd, name, 0)
+				n.remove(dirfd, name)
 			}
 			continue
 		}
@@ -383,12 +383,12 @@ func (n *Node) sweep(dirfd int) {
 		}
 		if _, ok := parseTempName(name); ok {
 			if fileAge(dirfd, name) > staleTempAge {
-				unix.Unlinkat(dirfd, name, 0)
+				n.remove(dirfd, name)
 			}
 			continue
 		}
 		if _, ok := parseSockName(name); ok && probeSocket(filepath.Join(n.cfg.RunDir, name)) == socketDead {
-			unix.Unlinkat(dirfd, name, 0)
+			n.remove(dirfd, name)
 		}
 	}
 }

@@ -67,7 +67,8 @@ func openRunDir(dir string, create bool) (int, error) {
 // each other (containers of different uids on one host; the node agent
 // prepares it): owned by root or the effective uid, nothing for others,
 // the sticky bit set (so no member can remove or replace another's files)
-// and its group one of the process's groups. Only members of that group
+// and its group one of the process's groups (or the process is root:
+// the node agent, `sdpshim stats`). Only members of that group
 // reach what is inside; SDPSHIM_ALLOW_UIDS (SO_PEERCRED) still decides
 // who may rendezvous or read stats.
 func checkRunDirFD(fd int, dir string) error {
@@ -87,7 +88,7 @@ func checkRunDirFD(fd int, dir string) error {
 		err = fmt.Errorf("run directory %s has mode %04o, want 0700, or 3770 when shared (no access for others)", dir, perm)
 	case perm&unix.S_ISVTX == 0:
 		err = fmt.Errorf("run directory %s has mode %04o: shared with its group without the sticky bit (want 3770)", dir, perm)
-	case !inGroup(st.Gid):
+	case !inGroup(st.Gid) && euid != 0: // root enters any directory
 		err = fmt.Errorf("run directory %s is shared with group %d, not one of this process's groups", dir, st.Gid)
 	default:
 		return nil // shared

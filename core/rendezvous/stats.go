@@ -7,6 +7,7 @@ type Stats struct {
 	// Lookup.
 	StaleEntries   uint64 // entries of dead or reused pids, removed
 	GarbageEntries uint64 // unparseable entry files, removed
+	Removed        uint64 // files of dead processes removed (entries, records, sockets, temporaries)
 	// Connector side.
 	Offers         uint64 // Offer calls
 	OffersAnswered uint64 // positive answers received
@@ -39,7 +40,7 @@ func (s *Stats) Fallback(r Reason) uint64 {
 }
 
 type counters struct {
-	staleEntries, garbageEntries                   atomic.Uint64
+	staleEntries, garbageEntries, removed          atomic.Uint64
 	offers, offersAnswered                         atomic.Uint64
 	fallbacks                                      [numReasons]atomic.Uint64
 	conns, overloaded, uidRejected, badRequests    atomic.Uint64
@@ -59,6 +60,7 @@ func (c *counters) snapshot() Stats {
 	s := Stats{
 		StaleEntries:   c.staleEntries.Load(),
 		GarbageEntries: c.garbageEntries.Load(),
+		Removed:        c.removed.Load(),
 		Offers:         c.offers.Load(),
 		OffersAnswered: c.offersAnswered.Load(),
 		Conns:          c.conns.Load(),

@@ -1,0 +1,81 @@
+package rendezvous
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// Sweep removes from the run directory dir what dead processes left
+// there, by the rule every Node's server applies when it starts (sweep):
+// entry and record files of dead processes, abandoned temporary files and
+// rendezvous sockets nobody serves, whatever pid namespace wrote them.
+// Unlike a Node, which removes only its own uid's files, Sweep removes
+// the leftovers of every uid the caller may unlink: for root (the node
+// agent) that is all of them. It returns how many files it removed. A
+// missing dir is no error (nothing was left).
+func Sweep(dir string) (removed uint64, err error) {
+	n, err := New(Config{RunDir: dir})
+	if err != nil {
+		return 0, err
+	}
+	n.sweeper = true
+	err = n.withRunDir(false, func(dirfd int) error {
+		n.sweep(dirfd)
+		return nil
+	})
+	if ReasonOf(err) == ReasonNotShimmed {
+		err = nil // errNoRunDir
+	}
+	return n.stats.removed.Load(), err
+}
+
+// removable reports whether this Node removes the leftovers of uid: its
+// own, or every uid's for Sweep.
+func (n *Node) removable(uid uint32) bool { return uid == n.euid || n.sweeper }
+
+// remove unlinks name in the run directory, counting it.
+func (n *Node) remove(dirfd int, name string) {
+	if unix.Unlinkat(dirfd, name, 0) == nil {
+		n.stats.removed.Add(1)
+	}
+}
+
+// PrepareRunDir makes dir a run directory by the rule of checkRunDirFD,
+// creating it (and missing parents, mode 0755) when needed, and returns
+// it checked. With gid < 0 it is private to the caller (mode 0700); else
+// it is shared with group gid: owned by the caller (root, for the node
+// agent), mode 3770 (setgid, sticky, nothing for others), so that
+// processes of any uid that have gid among their groups can use it and
+// none can remove another's files. An existing directory is changed to
+// that; a symlink is refused. Errors carry ReasonRunDir.
+func PrepareRunDir(dir string, gid int) error {
+	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
+		return &FallbackError{ReasonRunDir, fmt.Errorf("run directory %q: not a clean absolute path", dir)}
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return &FallbackError{ReasonRunDir, fmt.Errorf("create %s: %w", filepath.Dir(dir), err)}
+	}
+	if err := unix.Mkdir(dir, 0o700); err != nil && err != unix.EEXIST {
+		return &FallbackError{ReasonRunDir, fmt.Errorf("create run directory %s: %w", dir, err)}
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &FallbackError{ReasonRunDir, fmt.Errorf("open run directory %s: %w", dir, err)}
+	}
+	defer unix.Close(fd)
+	mode, group := uint32(0o700), -1
+	if gid >= 0 {
+		mode, group = 0o700|0o070|unix.S_ISGID|unix.S_ISVTX, gid
+	}
+	// Owner and group first: a chown clears the setgid bit.
+	if err := unix.Fchown(fd, unix.Geteuid(), group); err != nil {
+		return &FallbackError{ReasonRunDir, fmt.Errorf("chown run directory %s: %w", dir, err)}
+	}
+	if err := unix.Fchmod(fd, mode); err != nil {
+		return &FallbackError{ReasonRunDir, fmt.Errorf("chmod run directory %s: %w", dir, err)}
+	}
+	return checkRunDirFD(fd, dir)
+}

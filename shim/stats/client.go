@@ -58,14 +58,32 @@ const maxSnapshot = 64 << 20
 // A refused client (SO_PEERCRED, or too many clients at once) sees the
 // server close without a byte: an error saying so.
 func Fetch(path string, timeout time.Duration) (*Snapshot, error) {
+	s, _, err := FetchPID(path, timeout)
+	return s, err
+}
+
+// FetchPID is Fetch that also returns the serving process's pid as the
+// caller's pid namespace sees it (SO_PEERCRED), which differs from the
+// snapshot's own pid for a process of a nested pid namespace (a
+// container's); 0 when the caller cannot see that process's namespace.
+func FetchPID(path string, timeout time.Duration) (*Snapshot, int, error) {
 	c, err := net.DialTimeout("unix", path, timeout)
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
-			return nil, fmt.Errorf("%s: %w", path, ErrStale)
+			return nil, 0, fmt.Errorf("%s: %w", path, ErrStale)
 		}
-		return nil, err
+		return nil, 0, err
 	}
 	defer c.Close()
+	pid := 0
+	if cred, err := peerCred(c.(*net.UnixConn)); err == nil {
+		pid = int(cred.Pid)
+	}
+	s, err := readSnapshot(c, path, timeout)
+	return s, pid, err
+}
+
+func readSnapshot(c net.Conn, path string, timeout time.Duration) (*Snapshot, error) {
 	c.SetReadDeadline(time.Now().Add(timeout))
 	b, err := io.ReadAll(io.LimitReader(c, maxSnapshot))
 	if err != nil {

@@ -58,7 +58,7 @@ func (s *Server) Start() (stop func(), err error) {
 	if err := rendezvous.EnsureRunDir(s.RunDir); err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
-	sweepStale(s.RunDir)
+	SweepStale(s.RunDir)
 	path := filepath.Join(s.RunDir, ownSockName())
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("stats: remove old socket: %w", err)

@@ -12,14 +12,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sweepStale removes the stats sockets of processes that no longer exist.
-func sweepStale(dir string) {
+// SweepStale removes the stats sockets in dir of processes that no
+// longer exist (a server does it when it starts; the node agent does it
+// for the whole node) and returns how many it removed.
+func SweepStale(dir string) int {
 	names, _ := filepath.Glob(filepath.Join(dir, "stats-*.sock"))
+	removed := 0
 	for _, p := range names {
-		if pid, ns, ok := parseSockName(filepath.Base(p)); ok && !live(p, pid, ns) {
-			os.Remove(p)
+		if pid, ns, ok := parseSockName(filepath.Base(p)); ok && !live(p, pid, ns) && os.Remove(p) == nil {
+			removed++
 		}
 	}
+	return removed
 }
 
 // rawConn is what net's unix listener and connections share.

@@ -186,6 +186,7 @@ func (ds *directStream) release() {
 		return
 	}
 	ds.attachMu.Unlock()
+	ds.noteViolations()
 	ds.detachAll()
 	ds.conn.Detach(0) // from now on the interposer's calls go to the core; sleepers wake
 	go func() {

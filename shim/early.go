@@ -37,6 +37,18 @@ const earlyMax = 64 << 10
 func (s *Socket) sendEarly(bufs [][]byte) (n int64, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	n, ok = s.sendEarlyLocked(bufs)
+	if n > 0 {
+		// Counted in the connection's stats when it is accelerated
+		// (openStatsLocked): it is not registered yet.
+		s.earlySent.bytes += uint64(n)
+		s.earlySent.msgs++
+	}
+	return n, ok
+}
+
+// +checklocks:s.mu
+func (s *Socket) sendEarlyLocked(bufs [][]byte) (n int64, ok bool) {
 	r := s.settleLocked()
 	if r.stream != nil || r.fallback || s.pend == nil || !s.pend.kernelDone {
 		return 0, false

@@ -15,20 +15,9 @@ import (
 // program writes next, each byte once.
 func TestEarlyDirectUnclaimed(t *testing.T) {
 	p, h := newProcess(t)
-	lfd := tcpSocket(t, p, h)
+	lfd, cfd := listenConnect(t, p, h)
 	defer unix.Close(lfd)
-	if err := unix.Bind(lfd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if r := p.Listen(lfd, 8); r != 0 {
-		t.Fatalf("listen: %d", r)
-	}
-	addr, _ := sockName(lfd)
-	cfd := tcpSocket(t, p, h)
 	defer unix.Close(cfd)
-	if r := p.Connect(cfd, rawSockaddr4(addr)); r != 0 {
-		t.Fatalf("connect: %d", r)
-	}
 	early := bytes.Repeat([]byte("early bytes, "), 400)
 	if n := call(t, func(done int, w *Wait) int64 { return p.Send(cfd, early[done:], 0, w) }); n != int64(len(early)) {
 		t.Fatalf("early send: %d", n)
@@ -88,5 +77,45 @@ func TestEarlyDirectUnclaimed(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("the acceptor read %d bytes, not the %d early bytes then the later ones", len(got), len(want))
+	}
+}
+
+// Bytes written before the acceptor accepted are counted as sent by the
+// connector and received by the acceptor, those that went into the area
+// and those past its blocks (many small writes) alike.
+func TestEarlyBytesCounted(t *testing.T) {
+	p, h := newProcess(t)
+	lfd, cfd := listenConnect(t, p, h)
+	send := func(b []byte) {
+		if n := call(t, func(done int, w *Wait) int64 { return p.Send(cfd, b[done:], 0, w) }); n != int64(len(b)) {
+			t.Fatalf("early send: %d of %d", n, len(b))
+		}
+	}
+	total := 0
+	for range 16 {
+		send(bytes.Repeat([]byte("k"), 1000))
+		total += 1000
+	}
+	for range 100 { // more writes than the area has blocks
+		send([]byte("0123456789"))
+		total += 10
+	}
+	afd := acceptOne(t, p, h, lfd)
+	t.Cleanup(func() {
+		for _, fd := range []int{lfd, cfd, afd} {
+			if h.FDState(fd) != FDUnmanaged {
+				p.Close(fd)
+			}
+			unix.Close(fd)
+		}
+	})
+	got := make([]byte, total)
+	if n := call(t, func(done int, w *Wait) int64 { return p.Recv(afd, got[done:], unix.MSG_WAITALL, w) }); n != int64(total) {
+		t.Fatalf("the acceptor read %d of %d", n, total)
+	}
+	for _, cs := range p.Stats().Snapshot().Connections {
+		if cs.FD == cfd && cs.BytesSent != uint64(total) || cs.FD == afd && cs.BytesReceived != uint64(total) {
+			t.Errorf("connection of fd %d counts %d sent, %d received; %d were written early", cs.FD, cs.BytesSent, cs.BytesReceived, total)
+		}
 	}
 }

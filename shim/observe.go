@@ -154,6 +154,8 @@ func (s *Socket) openStatsLocked(e *channelEnd, st dataStream) {
 	if ds != nil {
 		c.SetExtra(ds.counts)
 	}
+	c.AddSent(s.earlySent.bytes, s.earlySent.msgs) // written before the verdict
+	s.earlySent.bytes, s.earlySent.msgs = 0, 0
 	o := &connObs{Conn: c}
 	name := "conn" + strconv.FormatUint(c.ID(), 10)
 	o.removes[0] = p.stats.AddWaiter(name+".read", s.rdWait.Stats)

@@ -84,31 +84,8 @@ func call(t *testing.T, hook func(done int, w *Wait) int64) int64 {
 // pair makes an accelerated connection of p to itself.
 func pair(t *testing.T, p *Process, h *fakeHost) (cfd, afd int) {
 	t.Helper()
-	lfd := tcpSocket(t, p, h)
-	if err := unix.Bind(lfd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if r := p.Listen(lfd, 8); r != 0 {
-		t.Fatalf("listen: %d", r)
-	}
-	addr, _ := sockName(lfd)
-	cfd = tcpSocket(t, p, h)
-	raw := rawSockaddr4(addr)
-	if r := p.Connect(cfd, raw); r != 0 {
-		t.Fatalf("connect: %d", r)
-	}
-	if h.FDState(cfd) != FDManaged {
-		t.Fatalf("connected socket is %d, want MANAGED", h.FDState(cfd))
-	}
-	afd, sa, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer, _ := addrPortOf(sa)
-	if st := p.Accept(lfd, afd, peer, 0); st != FDManaged {
-		t.Fatalf("accept: state %d, want MANAGED", st)
-	}
-	h.SetFDState(afd, FDManaged)
+	lfd, cfd := listenConnect(t, p, h)
+	afd = acceptOne(t, p, h, lfd)
 	t.Cleanup(func() {
 		for _, fd := range []int{lfd, cfd, afd} {
 			if h.FDState(fd) != FDUnmanaged {
@@ -118,6 +95,43 @@ func pair(t *testing.T, p *Process, h *fakeHost) (cfd, afd int) {
 		}
 	})
 	return cfd, afd
+}
+
+// listenConnect makes a registered listener of p and connects to it; the
+// connection's verdict is pending until acceptOne (the caller closes both).
+func listenConnect(t *testing.T, p *Process, h *fakeHost) (lfd, cfd int) {
+	t.Helper()
+	lfd = tcpSocket(t, p, h)
+	if err := unix.Bind(lfd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := p.Listen(lfd, 8); r != 0 {
+		t.Fatalf("listen: %d", r)
+	}
+	addr, _ := sockName(lfd)
+	cfd = tcpSocket(t, p, h)
+	if r := p.Connect(cfd, rawSockaddr4(addr)); r != 0 {
+		t.Fatalf("connect: %d", r)
+	}
+	if h.FDState(cfd) != FDManaged {
+		t.Fatalf("connected socket is %d, want MANAGED", h.FDState(cfd))
+	}
+	return lfd, cfd
+}
+
+// acceptOne accepts the next connection on lfd and claims it.
+func acceptOne(t *testing.T, p *Process, h *fakeHost, lfd int) int {
+	t.Helper()
+	afd, sa, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, _ := addrPortOf(sa)
+	if st := p.Accept(lfd, afd, peer, 0); st != FDManaged {
+		t.Fatalf("accept: state %d, want MANAGED", st)
+	}
+	h.SetFDState(afd, FDManaged)
+	return afd
 }
 
 func tcpSocket(t *testing.T, p *Process, h *fakeHost) int {

@@ -69,19 +69,20 @@ type Socket struct {
 	swFork  atomic.Bool             // a fork waits for the switch: this end returns its unread bytes
 
 	mu         sync.Mutex
-	fds        []int                  // +checklocks:mu; fds naming the socket
-	listenAddr netip.AddrPort         // +checklocks:mu; registered address
-	registered bool                   // +checklocks:mu
-	unlisted   rendezvous.Reason      // +checklocks:mu; listening but not registered: why (its accepts fall back with it)
-	pend       *pendingConnect        // +checklocks:mu; connecting: what the verdict decides
-	end        *channelEnd            // +checklocks:mu; accelerated: the channel end
-	epolls     map[*epollSet]struct{} // +checklocks:mu; emulated epoll sets holding it
-	early      []byte                 // +checklocks:mu; written before the verdict (early.go)
-	earlyN     atomic.Int32           // len(early), read without the lock
-	earlyPush  bool                   // +checklocks:mu; pushEarly started
-	earlyArea  int                    // +checklocks:mu; written before the verdict into a direct offer's area (early.go)
-	group      bool                   // +checklocks:mu; registered as a group listener (deferred acceptance)
-	acc        *acceptedConn          // +checklocks:mu; adopted: the connection to resolve at first use
+	fds        []int                        // +checklocks:mu; fds naming the socket
+	listenAddr netip.AddrPort               // +checklocks:mu; registered address
+	registered bool                         // +checklocks:mu
+	unlisted   rendezvous.Reason            // +checklocks:mu; listening but not registered: why (its accepts fall back with it)
+	pend       *pendingConnect              // +checklocks:mu; connecting: what the verdict decides
+	end        *channelEnd                  // +checklocks:mu; accelerated: the channel end
+	epolls     map[*epollSet]struct{}       // +checklocks:mu; emulated epoll sets holding it
+	early      []byte                       // +checklocks:mu; written before the verdict (early.go)
+	earlyN     atomic.Int32                 // len(early), read without the lock
+	earlyPush  bool                         // +checklocks:mu; pushEarly started
+	earlyArea  int                          // +checklocks:mu; written before the verdict into a direct offer's area (early.go)
+	earlySent  struct{ bytes, msgs uint64 } // +checklocks:mu; sends taken before the verdict, for the stats
+	group      bool                         // +checklocks:mu; registered as a group listener (deferred acceptance)
+	acc        *acceptedConn                // +checklocks:mu; adopted: the connection to resolve at first use
 }
 
 // sockState is a Socket's place in its state machine.

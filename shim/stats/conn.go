@@ -109,6 +109,13 @@ func (c *Conn) Sent(n int) {
 	c.tx.msgs.Add(1) // after the bytes: a snapshot never sees a message without them
 }
 
+// AddSent counts bytes and messages sent before the connection was
+// registered (written while its acceptor had not accepted yet).
+func (c *Conn) AddSent(bytes, msgs uint64) {
+	c.tx.bytes.Add(bytes)
+	c.tx.msgs.Add(msgs)
+}
+
 // SentBytes counts n bytes sent by a call that is not over yet (a
 // blocking send that moved part of its bytes before it had to sleep):
 // bytes without a message; the call's end counts its rest with Sent.

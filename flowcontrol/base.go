@@ -3,7 +3,7 @@ package flowcontrol
 import (
 	"sync/atomic"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // base is the accounting every controller shares. The counters are atomics
@@ -85,7 +85,7 @@ func (b *base) countConsumed(n int) {
 }
 
 // emit accounts a record returned to the stream for the peer.
-func (b *base) emit(rec core.ControlRecord) (core.ControlRecord, bool) {
+func (b *base) emit(rec wire.ControlRecord) (wire.ControlRecord, bool) {
 	b.controlSent.Add(1)
 	return rec, true
 }

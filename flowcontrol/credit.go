@@ -1,6 +1,6 @@
 package flowcontrol
 
-import "github.com/sdpshim/sdpshim/core"
+import "github.com/sdpshim/sdpshim/core/wire"
 
 // credit is the credit-based scheme: the receiver's memory is counted in
 // blocks, each block carries at most one write's bytes (a small write
@@ -24,7 +24,7 @@ type credit struct {
 }
 
 var (
-	_ core.FlowController = (*credit)(nil)
+	_ wire.FlowController = (*credit)(nil)
 	_ StatsSource         = (*credit)(nil)
 )
 
@@ -63,20 +63,20 @@ func (c *credit) Buffered() bool { return false }
 func (c *credit) AsyncFlush() bool { return false }
 
 // Open returns nothing: both ends start knowing the sender holds K credits.
-func (c *credit) Open() []core.ControlRecord { return nil }
+func (c *credit) Open() []wire.ControlRecord { return nil }
 
 // Consumed counts a consumed block and returns the credits of the blocks
 // consumed so far once they reach half of K.
-func (c *credit) Consumed(n int) (core.ControlRecord, bool) {
+func (c *credit) Consumed(n int) (wire.ControlRecord, bool) {
 	if n <= 0 {
-		return core.ControlRecord{}, false
+		return wire.ControlRecord{}, false
 	}
 	c.countConsumed(n)
 	c.unreturned++
 	if c.unreturned < c.threshold {
-		return core.ControlRecord{}, false
+		return wire.ControlRecord{}, false
 	}
-	rec := core.ControlRecord{Kind: core.ControlCredit, Value: uint32(c.unreturned)}
+	rec := wire.ControlRecord{Kind: wire.ControlCredit, Value: uint32(c.unreturned)}
 	c.returned += uint64(c.unreturned)
 	c.unreturned = 0
 	return c.emit(rec)
@@ -84,9 +84,9 @@ func (c *credit) Consumed(n int) (core.ControlRecord, bool) {
 
 // OnControl takes back returned credits; returning none, or more than are
 // outstanding, is a protocol violation.
-func (c *credit) OnControl(rec core.ControlRecord) error {
-	if rec.Kind != core.ControlCredit {
-		return protocolError(c.name, "control record of kind %d, want credit (%d)", rec.Kind, core.ControlCredit)
+func (c *credit) OnControl(rec wire.ControlRecord) error {
+	if rec.Kind != wire.ControlCredit {
+		return protocolError(c.name, "control record of kind %d, want credit (%d)", rec.Kind, wire.ControlCredit)
 	}
 	if rec.Value == 0 || uint64(rec.Value) > uint64(c.outstanding) {
 		return protocolError(c.name, "%d credits returned, %d outstanding", rec.Value, c.outstanding)

@@ -4,11 +4,11 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wire"
 	"github.com/sdpshim/sdpshim/flowcontrol"
 )
 
-func newController(t testing.TB, name string, p flowcontrol.Params) core.FlowController {
+func newController(t testing.TB, name string, p flowcontrol.Params) wire.FlowController {
 	t.Helper()
 	mk, err := flowcontrol.New(name, p)
 	if err != nil {
@@ -45,7 +45,7 @@ func TestCreditStallsWithoutCredits(t *testing.T) {
 			t.Fatalf("NextSegment with no credit = %d", n)
 		}
 	}
-	if err := c.OnControl(core.ControlRecord{Kind: core.ControlCredit, Value: 4}); err != nil {
+	if err := c.OnControl(wire.ControlRecord{Kind: wire.ControlCredit, Value: 4}); err != nil {
 		t.Fatal(err)
 	}
 	if n := c.NextSegment(1, 1, 64); n != 1 {
@@ -72,7 +72,7 @@ func TestCreditDelayedReturn(t *testing.T) {
 		t.Fatalf("record %+v for an empty block", rec)
 	}
 	rec, ok := r.Consumed(10)
-	if want := (core.ControlRecord{Kind: core.ControlCredit, Value: 4}); !ok || rec != want {
+	if want := (wire.ControlRecord{Kind: wire.ControlCredit, Value: 4}); !ok || rec != want {
 		t.Fatalf("Consumed = %+v %v, want %+v", rec, ok, want)
 	}
 }
@@ -82,22 +82,22 @@ func TestCreditHostileRecords(t *testing.T) {
 	for range 3 {
 		c.Sent(c.NextSegment(1, 1, 64))
 	}
-	for _, rec := range []core.ControlRecord{
-		{Kind: core.ControlCredit, Value: 0},
-		{Kind: core.ControlCredit, Value: 4},
-		{Kind: core.ControlCredit, Value: ^uint32(0)},
-		{Kind: core.ControlWindow, Value: 1},
+	for _, rec := range []wire.ControlRecord{
+		{Kind: wire.ControlCredit, Value: 0},
+		{Kind: wire.ControlCredit, Value: 4},
+		{Kind: wire.ControlCredit, Value: ^uint32(0)},
+		{Kind: wire.ControlWindow, Value: 1},
 		{Kind: 0, Value: 1},
 		{Kind: 200, Value: 1},
 	} {
-		if err := c.OnControl(rec); !errors.Is(err, core.ErrProtocol) {
+		if err := c.OnControl(rec); !errors.Is(err, wire.ErrProtocol) {
 			t.Errorf("OnControl(%+v) = %v, want ErrProtocol", rec, err)
 		}
 	}
-	if err := c.OnControl(core.ControlRecord{Kind: core.ControlCredit, Value: 3}); err != nil {
+	if err := c.OnControl(wire.ControlRecord{Kind: wire.ControlCredit, Value: 3}); err != nil {
 		t.Fatalf("a valid return after rejected ones: %v", err)
 	}
-	if err := c.OnControl(core.ControlRecord{Kind: core.ControlCredit, Value: 1}); !errors.Is(err, core.ErrProtocol) {
+	if err := c.OnControl(wire.ControlRecord{Kind: wire.ControlCredit, Value: 1}); !errors.Is(err, wire.ErrProtocol) {
 		t.Fatalf("a return with nothing outstanding: %v", err)
 	}
 }
@@ -109,7 +109,7 @@ func TestCreditArrivalBeyondCredits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := r.Arrived(1); !errors.Is(err, core.ErrProtocol) {
+	if err := r.Arrived(1); !errors.Is(err, wire.ErrProtocol) {
 		t.Fatalf("ninth block with K=8: %v", err)
 	}
 	if _, ok := r.Consumed(1); ok {

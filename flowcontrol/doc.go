@@ -1,6 +1,6 @@
 // Package flowcontrol holds sdpshim's per-stream flow controllers (seed 001,
 // Balaji et al.: three ways to keep a sender from overrunning the
-// receiver's buffers), one file per algorithm behind core.FlowController:
+// receiver's buffers), one file per algorithm behind wire.FlowController:
 //
 //   - credit (credit.go): one write per block, K credits per stream, credits
 //     returned in ControlCredit records once half of K are used; the writer
@@ -16,7 +16,7 @@
 //
 // New picks an algorithm by name and validates its Params; it returns a
 // factory the stream calls once per stream end. The stream owns the
-// controller and calls every core.FlowController method under the stream's
+// controller and calls every wire.FlowController method under the stream's
 // lock; controllers keep no lock of their own. Both ends of a stream must
 // be built from the same Params: a sending end validates the peer's control
 // records against them, a receiving end the blocks that arrive (Arrived).

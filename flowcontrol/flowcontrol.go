@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // Algorithm names, as SDPSHIM_FLOW spells them.
@@ -23,26 +23,26 @@ func Names() []string { return []string{NameCredit, NamePacked, NameNICAssist} }
 // New validates p for the named algorithm and returns a factory that makes
 // one controller per stream end. An error is a *ParamError naming the bad
 // field, or wraps ErrUnknownAlgorithm.
-func New(name string, p Params) (func() core.FlowController, error) {
-	var mk func(Params) core.FlowController
+func New(name string, p Params) (func() wire.FlowController, error) {
+	var mk func(Params) wire.FlowController
 	switch name {
 	case NameCredit:
-		mk = func(p Params) core.FlowController { return newCredit(p) }
+		mk = func(p Params) wire.FlowController { return newCredit(p) }
 	case NamePacked:
-		mk = func(p Params) core.FlowController { return newPacked(p) }
+		mk = func(p Params) wire.FlowController { return newPacked(p) }
 	case NameNICAssist:
-		mk = func(p Params) core.FlowController { return newNICAssist(p) }
+		mk = func(p Params) wire.FlowController { return newNICAssist(p) }
 	default:
 		return nil, fmt.Errorf("flowcontrol: %w %q (want one of %v)", ErrUnknownAlgorithm, name, Names())
 	}
 	if err := p.validate(name); err != nil {
 		return nil, err
 	}
-	return func() core.FlowController { return mk(p) }, nil
+	return func() wire.FlowController { return mk(p) }, nil
 }
 
 // protocolError reports a control record or arrival the algorithm rejects:
 // the peer is hostile or broken.
 func protocolError(name, format string, args ...any) error {
-	return fmt.Errorf("flowcontrol %s: %w: %s", name, core.ErrProtocol, fmt.Sprintf(format, args...))
+	return fmt.Errorf("flowcontrol %s: %w: %s", name, wire.ErrProtocol, fmt.Sprintf(format, args...))
 }

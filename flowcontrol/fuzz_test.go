@@ -3,7 +3,7 @@ package flowcontrol_test
 import (
 	"testing"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wire"
 	"github.com/sdpshim/sdpshim/flowcontrol"
 )
 
@@ -47,9 +47,9 @@ func FuzzController(f *testing.F) {
 			case 3:
 				l.deliver()
 			case 4:
-				kind := core.ControlKind(next() % 4)
+				kind := wire.ControlKind(next() % 4)
 				v := uint32(next())<<24 | uint32(next())<<16 | uint32(next())<<8 | uint32(next())
-				l.hostile(core.ControlRecord{Kind: kind, Value: v})
+				l.hostile(wire.ControlRecord{Kind: kind, Value: v})
 			}
 		}
 		l.drain()

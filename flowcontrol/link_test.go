@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wire"
 	"github.com/sdpshim/sdpshim/flowcontrol"
 )
 
@@ -20,13 +20,13 @@ type link struct {
 	p        flowcontrol.Params
 	slots    int // channel blocks
 	sendBuf  int // bytes a Buffered stream may hold
-	snd, rcv core.FlowController
+	snd, rcv wire.FlowController
 
 	written   []byte // every byte the application wrote
 	queued    int    // bytes of written not yet in blocks (its tail)
 	writes    []int  // lengths of the queued writes, oldest first
 	channel   [][]byte
-	records   []core.ControlRecord
+	records   []wire.ControlRecord
 	delivered []byte
 
 	// The model's accounting.
@@ -43,7 +43,7 @@ func newLink(tb testing.TB, name string, p flowcontrol.Params, slots int) *link 
 		tb.Fatalf("New(%q, %+v): %v", name, p, err)
 	}
 	l := &link{tb: tb, name: name, p: p, slots: slots, sendBuf: 4 * p.ReceiveCapacity, snd: mk(), rcv: mk()}
-	for _, c := range []core.FlowController{l.snd, l.rcv} {
+	for _, c := range []wire.FlowController{l.snd, l.rcv} {
 		if c.Name() != name {
 			tb.Fatalf("Name() = %q, want %q", c.Name(), name)
 		}
@@ -145,7 +145,7 @@ func (l *link) consume() bool {
 	}
 	l.consumed += uint64(len(blk))
 	if rec, ok := l.rcv.Consumed(len(blk)); ok {
-		if rec.Kind == core.ControlWindow {
+		if rec.Kind == wire.ControlWindow {
 			l.windowPosted += uint64(rec.Value)
 		}
 		l.records = append(l.records, rec)
@@ -165,9 +165,9 @@ func (l *link) deliver() bool {
 		l.tb.Fatalf("%s: OnControl(%+v) of the peer's own record: %v", l.name, rec, err)
 	}
 	switch rec.Kind {
-	case core.ControlCredit:
+	case wire.ControlCredit:
 		l.credited += uint64(rec.Value)
-	case core.ControlWindow:
+	case wire.ControlWindow:
 		l.windowGot += uint64(rec.Value)
 	}
 	l.checkBounds()
@@ -175,14 +175,14 @@ func (l *link) deliver() bool {
 }
 
 // valid says whether the model accepts rec at the sender now.
-func (l *link) valid(rec core.ControlRecord) bool {
+func (l *link) valid(rec wire.ControlRecord) bool {
 	switch l.name {
 	case flowcontrol.NameCredit:
-		return rec.Kind == core.ControlCredit && rec.Value > 0 && uint64(rec.Value) <= l.blocksSent-l.credited
+		return rec.Kind == wire.ControlCredit && rec.Value > 0 && uint64(rec.Value) <= l.blocksSent-l.credited
 	case flowcontrol.NameNICAssist:
 		w := uint64(l.p.VirtualWindow)
 		v := uint64(rec.Value)
-		return rec.Kind == core.ControlWindow && v > 0 && v%w == 0 &&
+		return rec.Kind == wire.ControlWindow && v > 0 && v%w == 0 &&
 			l.windowGot-l.bytesSent+v <= uint64(l.p.ReceiveCapacity)
 	}
 	return false
@@ -190,13 +190,13 @@ func (l *link) valid(rec core.ControlRecord) bool {
 
 // hostile injects rec when the model says it is invalid and checks that
 // the sender rejects it with ErrProtocol and carries on as before.
-func (l *link) hostile(rec core.ControlRecord) bool {
+func (l *link) hostile(rec wire.ControlRecord) bool {
 	if l.valid(rec) {
 		return false
 	}
 	before := l.snd.(flowcontrol.StatsSource).Stats()
 	err := l.snd.OnControl(rec)
-	if !errors.Is(err, core.ErrProtocol) {
+	if !errors.Is(err, wire.ErrProtocol) {
 		l.tb.Fatalf("%s: OnControl(%+v) = %v, want ErrProtocol", l.name, rec, err)
 	}
 	if after := l.snd.(flowcontrol.StatsSource).Stats(); after != before {

@@ -1,6 +1,6 @@
 package flowcontrol
 
-import "github.com/sdpshim/sdpshim/core"
+import "github.com/sdpshim/sdpshim/core/wire"
 
 // nicAssist is the paper's NIC-assisted scheme: packed, plus receive
 // requests that each guarantee a virtual window of W bytes. The receiving
@@ -29,7 +29,7 @@ type nicAssist struct {
 }
 
 var (
-	_ core.FlowController = (*nicAssist)(nil)
+	_ wire.FlowController = (*nicAssist)(nil)
 	_ StatsSource         = (*nicAssist)(nil)
 )
 
@@ -76,22 +76,22 @@ func (a *nicAssist) AsyncFlush() bool { return true }
 // Open posts the windows that fit the receiving memory, as one record of
 // floor(capacity/W)*W bytes (at least one window: New checks W <= capacity).
 // Call it once per stream.
-func (a *nicAssist) Open() []core.ControlRecord {
+func (a *nicAssist) Open() []wire.ControlRecord {
 	v := a.capacity / a.w * a.w
 	a.postedOut += v
-	rec, _ := a.emit(core.ControlRecord{Kind: core.ControlWindow, Value: uint32(v)})
-	return []core.ControlRecord{rec}
+	rec, _ := a.emit(wire.ControlRecord{Kind: wire.ControlWindow, Value: uint32(v)})
+	return []wire.ControlRecord{rec}
 }
 
 // Consumed posts a window for every W bytes the reader consumed.
-func (a *nicAssist) Consumed(n int) (core.ControlRecord, bool) {
+func (a *nicAssist) Consumed(n int) (wire.ControlRecord, bool) {
 	if n <= 0 {
-		return core.ControlRecord{}, false
+		return wire.ControlRecord{}, false
 	}
 	a.countConsumed(n)
 	a.unposted += uint64(n)
 	if a.unposted < a.w {
-		return core.ControlRecord{}, false
+		return wire.ControlRecord{}, false
 	}
 	v := a.unposted / a.w * a.w
 	if v > a.capacity { // more consumed than ever posted: cap the post
@@ -99,14 +99,14 @@ func (a *nicAssist) Consumed(n int) (core.ControlRecord, bool) {
 	}
 	a.unposted -= v
 	a.postedOut += v
-	return a.emit(core.ControlRecord{Kind: core.ControlWindow, Value: uint32(v)})
+	return a.emit(wire.ControlRecord{Kind: wire.ControlWindow, Value: uint32(v)})
 }
 
 // OnControl takes a window post: a whole number of windows that, with the
 // window not yet used, fits the receiving memory.
-func (a *nicAssist) OnControl(rec core.ControlRecord) error {
-	if rec.Kind != core.ControlWindow {
-		return protocolError(a.name, "control record of kind %d, want window (%d)", rec.Kind, core.ControlWindow)
+func (a *nicAssist) OnControl(rec wire.ControlRecord) error {
+	if rec.Kind != wire.ControlWindow {
+		return protocolError(a.name, "control record of kind %d, want window (%d)", rec.Kind, wire.ControlWindow)
 	}
 	v := uint64(rec.Value)
 	if v == 0 || v%a.w != 0 {

@@ -4,14 +4,14 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wire"
 	"github.com/sdpshim/sdpshim/flowcontrol"
 )
 
 var nicParams = flowcontrol.Params{VirtualWindow: 100, ReceiveCapacity: 350, BlockPayload: 64}
 
-func window(v uint32) core.ControlRecord {
-	return core.ControlRecord{Kind: core.ControlWindow, Value: v}
+func window(v uint32) wire.ControlRecord {
+	return wire.ControlRecord{Kind: wire.ControlWindow, Value: v}
 }
 
 func TestNICAssistOpenPostsWhatFits(t *testing.T) {
@@ -74,15 +74,15 @@ func TestNICAssistHostileRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Sent(s.NextSegment(64, 64, 64))
-	for _, rec := range []core.ControlRecord{
+	for _, rec := range []wire.ControlRecord{
 		window(0),
 		window(150),        // not whole windows
 		window(200),        // 236 open + 200 > 350
 		window(^uint32(0)), // overflow
-		{Kind: core.ControlCredit, Value: 1},
+		{Kind: wire.ControlCredit, Value: 1},
 		{Kind: 9, Value: 100},
 	} {
-		if err := s.OnControl(rec); !errors.Is(err, core.ErrProtocol) {
+		if err := s.OnControl(rec); !errors.Is(err, wire.ErrProtocol) {
 			t.Errorf("OnControl(%+v) = %v, want ErrProtocol", rec, err)
 		}
 	}
@@ -99,7 +99,7 @@ func TestNICAssistArrivalBeyondWindow(t *testing.T) {
 	if err := a.Arrived(300); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Arrived(1); !errors.Is(err, core.ErrProtocol) {
+	if err := a.Arrived(1); !errors.Is(err, wire.ErrProtocol) {
 		t.Fatalf("byte beyond the posted window: %v", err)
 	}
 }

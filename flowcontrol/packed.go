@@ -1,6 +1,6 @@
 package flowcontrol
 
-import "github.com/sdpshim/sdpshim/core"
+import "github.com/sdpshim/sdpshim/core/wire"
 
 // packed is the paper's RDMA-based scheme: consecutive writes are packed
 // into blocks, so small writes share the receiver's memory. The receiver's
@@ -14,7 +14,7 @@ type packed struct {
 }
 
 var (
-	_ core.FlowController = (*packed)(nil)
+	_ wire.FlowController = (*packed)(nil)
 	_ StatsSource         = (*packed)(nil)
 )
 
@@ -42,19 +42,19 @@ func (p *packed) Buffered() bool { return true }
 func (p *packed) AsyncFlush() bool { return false }
 
 // Open returns nothing: packed sends no control records.
-func (p *packed) Open() []core.ControlRecord { return nil }
+func (p *packed) Open() []wire.ControlRecord { return nil }
 
 // Consumed accounts a consumed block; the freed space is the transport's
 // business (its status byte), so no record is returned.
-func (p *packed) Consumed(n int) (core.ControlRecord, bool) {
+func (p *packed) Consumed(n int) (wire.ControlRecord, bool) {
 	if n > 0 {
 		p.countConsumed(n)
 	}
-	return core.ControlRecord{}, false
+	return wire.ControlRecord{}, false
 }
 
 // OnControl rejects every record: packed uses none.
-func (p *packed) OnControl(rec core.ControlRecord) error {
+func (p *packed) OnControl(rec wire.ControlRecord) error {
 	return protocolError(p.name, "control record of kind %d, packed uses none", rec.Kind)
 }
 

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wire"
 	"github.com/sdpshim/sdpshim/flowcontrol"
 )
 
@@ -46,8 +46,8 @@ func TestPackedCoalescing(t *testing.T) {
 
 func TestPackedRejectsEveryRecord(t *testing.T) {
 	c := newController(t, flowcontrol.NamePacked, packedParams)
-	for _, rec := range []core.ControlRecord{{Kind: core.ControlCredit, Value: 1}, {Kind: core.ControlWindow, Value: 64}, {}} {
-		if err := c.OnControl(rec); !errors.Is(err, core.ErrProtocol) {
+	for _, rec := range []wire.ControlRecord{{Kind: wire.ControlCredit, Value: 1}, {Kind: wire.ControlWindow, Value: 64}, {}} {
+		if err := c.OnControl(rec); !errors.Is(err, wire.ErrProtocol) {
 			t.Errorf("OnControl(%+v) = %v, want ErrProtocol", rec, err)
 		}
 	}

@@ -64,8 +64,8 @@ func (p Params) validate(name string) error {
 }
 
 // Signature returns the flow-control name the two ends of a channel
-// compare at setup (core.SetupConfig.Flow: at most 32 printable bytes),
-// so that ends built from different Params fail there (core.ErrMismatch)
+// compare at setup (setup.SetupConfig.Flow: at most 32 printable bytes),
+// so that ends built from different Params fail there (setup.ErrMismatch)
 // rather than with a protocol error mid-stream: the algorithm and the
 // parameters it uses besides the transport's blocks and block size,
 // which setup compares on their own ("credit/k=16", "nicassist/w=262144",

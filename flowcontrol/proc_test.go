@@ -14,9 +14,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/mux"
+	"github.com/sdpshim/sdpshim/core/setup"
 	"github.com/sdpshim/sdpshim/core/shm"
 	"github.com/sdpshim/sdpshim/core/statusbyte"
+	"github.com/sdpshim/sdpshim/core/verbs"
 	"github.com/sdpshim/sdpshim/flowcontrol"
 )
 
@@ -60,7 +62,7 @@ func TestMain(m *testing.M) {
 // openProcChannel sets up this end of a channel over fd as the shim does:
 // status-byte transport, the controller's signature compared at setup,
 // Params from the transport's payload.
-func openProcChannel(p core.Provider, fd int, pc procConfig) (*core.Channel, error) {
+func openProcChannel(p verbs.Provider, fd int, pc procConfig) (*mux.Channel, error) {
 	sig := flowcontrol.Signature(pc.Flow, flowcontrol.Params{Credits: pc.Credits, VirtualWindow: pc.Window})
 	tr, err := statusbyte.Open(p, fd, statusbyte.Config{Blocks: pc.Blocks, BlockSize: pc.BlockSize, Flow: sig}, time.Now().Add(procDeadline))
 	if err != nil {
@@ -75,7 +77,7 @@ func openProcChannel(p core.Provider, fd int, pc procConfig) (*core.Channel, err
 		tr.Close()
 		return nil, err
 	}
-	return core.NewChannel(tr, core.ChannelConfig{Initiator: tr.Initiator(), NewFlow: mk})
+	return mux.NewChannel(tr, mux.ChannelConfig{Initiator: tr.Initiator(), NewFlow: mk})
 }
 
 // runProcPeer is the peer process's main: echo every accepted stream.
@@ -121,7 +123,7 @@ func runProcPeer(spec string) int {
 }
 
 // startProcPeer starts the peer for pc and returns this side's channel.
-func startProcPeer(t *testing.T, pc procConfig) *core.Channel {
+func startProcPeer(t *testing.T, pc procConfig) *mux.Channel {
 	t.Helper()
 	spec, err := json.Marshal(pc)
 	if err != nil {
@@ -171,7 +173,7 @@ func startProcPeer(t *testing.T, pc procConfig) *core.Channel {
 // echoThrough asks the peer to write first bytes first, then writes
 // count writes of size bytes on a new stream of ch while reading what
 // the peer sends, and checks that every byte comes back.
-func echoThrough(t *testing.T, ch *core.Channel, count, size, first int) {
+func echoThrough(t *testing.T, ch *mux.Channel, count, size, first int) {
 	t.Helper()
 	s, err := ch.Open()
 	if err != nil {
@@ -276,7 +278,7 @@ func TestProcParamMismatch(t *testing.T) {
 		ch.Close()
 		t.Fatal("channel set up between ends with 4 and 8 credits")
 	}
-	if !errors.Is(err, core.ErrMismatch) {
+	if !errors.Is(err, setup.ErrMismatch) {
 		t.Fatalf("setup: %v, want ErrMismatch", err)
 	}
 }

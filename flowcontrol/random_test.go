@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wire"
 	"github.com/sdpshim/sdpshim/flowcontrol"
 )
 
@@ -39,7 +39,7 @@ func runRandom(t *testing.T, name string, c linkCase, seed uint64, n int) {
 		case op < 9:
 			l.deliver()
 		default:
-			l.hostile(core.ControlRecord{Kind: core.ControlKind(rng.IntN(4)), Value: rng.Uint32N(2 * uint32(c.p.ReceiveCapacity))})
+			l.hostile(wire.ControlRecord{Kind: wire.ControlKind(rng.IntN(4)), Value: rng.Uint32N(2 * uint32(c.p.ReceiveCapacity))})
 		}
 	}
 	l.drain()

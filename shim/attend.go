@@ -11,7 +11,7 @@ import (
 )
 
 // Attendance: a thread asleep in the kernel on a stream's behalf keeps the
-// stream attended (core.Stream.Attend): the channel's progress goroutines
+// stream attended (mux.Stream.Attend): the channel's progress goroutines
 // stay awake and ring the socket's wakeup, and held bytes of a packed
 // stream keep flowing as during an application call. The interposer gives
 // a hook no way to tell a fresh call from the same thread coming back

@@ -6,7 +6,7 @@ import (
 )
 
 // Blocking. A call that cannot go on first polls its condition for the
-// wait policy's budget (core.Waiter: adaptive, busy, event or hybrid, as
+// wait policy's budget (wait.Waiter: adaptive, busy, event or hybrid, as
 // SDPSHIM_POLL says); then it registers its thread (attend.go), checks
 // once more, and returns WaitResult: the interposer sleeps in the kernel
 // on the socket's wake word (wake.go) and calls the hook again, which
@@ -16,8 +16,8 @@ import (
 // errKernelSleep ends the waiter's polling: the sleep happens in C.
 var errKernelSleep = errors.New("sleep in the kernel")
 
-// kernelBell is the core.Doorbell the shim's waiters use: arming it fails,
-// which ends core.Waiter.Wait after its polling (and one last check).
+// kernelBell is the wait.Doorbell the shim's waiters use: arming it fails,
+// which ends wait.Waiter.Wait after its polling (and one last check).
 type kernelBell struct{}
 
 func (kernelBell) Arm() error            { return errKernelSleep }
@@ -85,7 +85,7 @@ func passed(deadline int64) bool { return deadline > 0 && nowNS() >= deadline }
 
 // woke tells the wait policy that a thread came back from its kernel
 // sleep: that wait ended with an event (the policy's traffic sample),
-// which core.Waiter.Wait could not see, since the sleep happened in C.
+// which wait.Waiter.Wait could not see, since the sleep happened in C.
 func (s *Socket) woke(write bool) {
 	waiter := s.rdWait
 	if write {

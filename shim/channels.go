@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/mux"
 )
 
 // Channels. One channel per pair of processes carries every stream
@@ -27,14 +27,14 @@ import (
 // The connector takes that id from its end's arrivals once the acceptor's
 // verdict says accepted, and discards it otherwise.
 type channelEnd struct {
-	ch     *core.Channel
+	ch     *mux.Channel
 	token  uint64
 	dialer bool
 	peer   procID
 
 	mu      sync.Mutex
-	arrived map[uint32]*core.Stream // +checklocks:mu; announced, not taken yet
-	discard map[uint32]time.Time    // +checklocks:mu; ids given up before they arrived
+	arrived map[uint32]*mux.Stream // +checklocks:mu; announced, not taken yet
+	discard map[uint32]time.Time   // +checklocks:mu; ids given up before they arrived
 }
 
 type endKey struct {
@@ -135,7 +135,7 @@ var errNoStream = errors.New("announced stream did not arrive")
 // for its announcement (normally there already: the acceptor opened the
 // stream before it answered). Streams of other ids that arrive meanwhile
 // are kept for their own takers, or closed when given up.
-func (e *channelEnd) take(id uint32, deadline time.Time) (*core.Stream, error) {
+func (e *channelEnd) take(id uint32, deadline time.Time) (*mux.Stream, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for {
@@ -155,14 +155,14 @@ func (e *channelEnd) take(id uint32, deadline time.Time) (*core.Stream, error) {
 // was given up.
 //
 // +checklocks:e.mu
-func (e *channelEnd) fileLocked(s *core.Stream) {
+func (e *channelEnd) fileLocked(s *mux.Stream) {
 	if _, gone := e.discard[s.ID()]; gone {
 		delete(e.discard, s.ID())
 		s.Close()
 		return
 	}
 	if e.arrived == nil {
-		e.arrived = map[uint32]*core.Stream{}
+		e.arrived = map[uint32]*mux.Stream{}
 	}
 	e.arrived[s.ID()] = s
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/mux"
 	"github.com/sdpshim/sdpshim/core/rendezvous"
 	"github.com/sdpshim/sdpshim/shim/config"
 )
@@ -267,7 +267,7 @@ func (p *Process) offer(s *Socket, node *rendezvous.Node, e rendezvous.Entry, t 
 		return nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: err}
 	}
 	type result struct {
-		ch  *core.Channel
+		ch  *mux.Channel
 		err error
 	}
 	done := make(chan result, 1)

@@ -9,8 +9,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
 	"github.com/sdpshim/sdpshim/core/direct"
+	"github.com/sdpshim/sdpshim/core/mux"
+	"github.com/sdpshim/sdpshim/core/wire"
 	"github.com/sdpshim/sdpshim/shim/config"
 	"github.com/sdpshim/sdpshim/shim/stats"
 )
@@ -292,7 +293,7 @@ func (ds *directStream) read(p []byte, peek bool) (int, error) {
 	n, _, err := ds.conn.Recv(p, peek, false)
 	switch {
 	case err == direct.ErrWouldBlock:
-		return 0, core.ErrWouldBlock
+		return 0, wire.ErrWouldBlock
 	case err != nil:
 		return 0, err
 	case n == 0:
@@ -313,7 +314,7 @@ func (ds *directStream) Write(p []byte) (int, error) {
 			if done > 0 {
 				return done, nil
 			}
-			return 0, core.ErrWouldBlock
+			return 0, wire.ErrWouldBlock
 		case err != nil:
 			if done > 0 {
 				return done, nil
@@ -321,7 +322,7 @@ func (ds *directStream) Write(p []byte) (int, error) {
 			return 0, err
 		case sl != nil:
 			if !ds.sleep(sl, ds.wdl.Load()) {
-				return done, core.ErrWouldBlock
+				return done, wire.ErrWouldBlock
 			}
 		}
 	}
@@ -416,8 +417,8 @@ func (ds *directStream) SetSendBuf(int)  {}
 func (ds *directStream) SetRcvBuf(n int) { ds.conn.SetWindow(n) }
 
 func (ds *directStream) ID() uint32                { return 1 }
-func (ds *directStream) Channel() *core.Channel    { return nil }
-func (ds *directStream) Flow() core.FlowController { return nil }
+func (ds *directStream) Channel() *mux.Channel     { return nil }
+func (ds *directStream) Flow() wire.FlowController { return nil }
 
 // ---- the socket around it ----
 

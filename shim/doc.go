@@ -42,8 +42,8 @@
 // C thread sleeps in the kernel, in futex(FUTEX_WAIT) on the socket's wake
 // word without a timeout, so that signals interrupt or restart it exactly
 // as they would a blocking recv. Every event of the stream bumps the word
-// (core.Stream.SetNotify) and wakes registered sleepers; while a thread
-// sleeps, the stream is attended (core.Stream.Attend), which keeps the
+// (mux.Stream.SetNotify) and wakes registered sleepers; while a thread
+// sleeps, the stream is attended (mux.Stream.Attend), which keeps the
 // channel's progress goroutines pumping for it. Deadlines (SO_RCVTIMEO,
 // SO_SNDTIMEO) are Go timers that ring the word. poll/select/epoll sleep
 // on an eventfd per socket that the same events write.

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/mux"
 )
 
 // epoll over accelerated sockets with the kernel's semantics. An epoll fd
@@ -64,12 +64,12 @@ type epollSet struct {
 	// progressLocked's scratch, the channels it moved and whether it
 	// flushed them: the first maxMarks in marks (searched in order: a set
 	// holds the streams of few peer processes), the rest in chans.
-	marks []chanMark             // +checklocks:mu
-	chans map[*core.Channel]bool // +checklocks:mu
+	marks []chanMark            // +checklocks:mu
+	chans map[*mux.Channel]bool // +checklocks:mu
 	// The only channel progressLocked moved, when one did (most sets:
 	// one peer process), so that pumpedLocked needs no map access.
-	onlyChan    *core.Channel // +checklocks:mu
-	onlyFlushed bool          // +checklocks:mu
+	onlyChan    *mux.Channel // +checklocks:mu
+	onlyFlushed bool         // +checklocks:mu
 
 	// Arming (wake.go, wakeup.ringWanted): armed counts the threads
 	// between their last readiness check before a kernel sleep on the set
@@ -646,7 +646,7 @@ func (set *epollSet) collect(ev []unix.EpollEvent) int { return set.collectAt(ev
 
 // collectAt is collect; exact false (a poll of the budget loop, which a
 // collect follows before any sleep) moves the channels without waiting
-// for a pump in progress (core.Channel.ProgressPoll).
+// for a pump in progress (mux.Channel.ProgressPoll).
 func (set *epollSet) collectAt(ev []unix.EpollEvent, exact bool) int {
 	set.mu.Lock()
 	defer set.mu.Unlock()
@@ -735,7 +735,7 @@ func (set *epollSet) quietSkip(e *epollEntry) (gen uint32, ok bool) {
 
 // chanMark is a channel a scan moved; flushed: with a flush.
 type chanMark struct {
-	c       *core.Channel
+	c       *mux.Channel
 	flushed bool
 }
 
@@ -746,7 +746,7 @@ const maxMarks = 8
 // whether it flushed it.
 //
 // +checklocks:set.mu
-func (set *epollSet) markedLocked(c *core.Channel) (flushed, ok bool) {
+func (set *epollSet) markedLocked(c *mux.Channel) (flushed, ok bool) {
 	for i := range set.marks {
 		if set.marks[i].c == c {
 			return set.marks[i].flushed, true
@@ -761,7 +761,7 @@ func (set *epollSet) markedLocked(c *core.Channel) (flushed, ok bool) {
 // markLocked records that progressLocked moved c (flushed: with a flush).
 //
 // +checklocks:set.mu
-func (set *epollSet) markLocked(c *core.Channel, flushed bool) {
+func (set *epollSet) markLocked(c *mux.Channel, flushed bool) {
 	for i := range set.marks {
 		if set.marks[i].c == c {
 			set.marks[i].flushed = flushed
@@ -773,13 +773,13 @@ func (set *epollSet) markLocked(c *core.Channel, flushed bool) {
 		return
 	}
 	if set.chans == nil {
-		set.chans = map[*core.Channel]bool{}
+		set.chans = map[*mux.Channel]bool{}
 	}
 	set.chans[c] = flushed
 }
 
 // progressLocked moves each channel of the set's accelerated sockets
-// once (core.Channel.Progress; flushed when an entry on it asks for
+// once (mux.Channel.Progress; flushed when an entry on it asks for
 // EPOLLOUT), so that the evaluations after it read the streams without
 // pumping: the streams of one peer process share a channel, and pumping
 // it per entry made a scan over n entries cost n pumps. The channels it
@@ -794,7 +794,7 @@ func (set *epollSet) progressLocked(exact bool) {
 	if len(set.chans) > 0 {
 		clear(set.chans)
 	}
-	var lastC *core.Channel
+	var lastC *mux.Channel
 	lastFlushed := false
 	for _, e := range set.list {
 		if e.disabled {

@@ -7,21 +7,23 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/mux"
+	"github.com/sdpshim/sdpshim/core/verbs"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // errnoOf is the one table that maps the core's errors to the errno a
 // socket call returns, as kernel TCP would for the same event. Hooks
 // return -errnoOf(err).
 //
-//	core.ErrWouldBlock            EAGAIN       nonblocking call, nothing to do
+//	wire.ErrWouldBlock            EAGAIN       nonblocking call, nothing to do
 //	os.ErrDeadlineExceeded        EAGAIN       SO_RCVTIMEO / SO_SNDTIMEO passed
-//	core.ErrReset                 ECONNRESET   the peer closed with unread data
-//	core.ErrPeerGone              ECONNRESET   the peer process died
-//	core.ErrProtocol              ECONNRESET   the peer wrote garbage: channel ended
-//	core.ErrClosed                ECONNRESET   the channel was closed under us
-//	core.ErrWriteShutdown         EPIPE        write after shutdown(SHUT_WR)
-//	core.ErrStreamClosed          EBADF        use after close
+//	mux.ErrReset                 ECONNRESET   the peer closed with unread data
+//	wire.ErrPeerGone              ECONNRESET   the peer process died
+//	wire.ErrProtocol              ECONNRESET   the peer wrote garbage: channel ended
+//	verbs.ErrClosed                ECONNRESET   the channel was closed under us
+//	mux.ErrWriteShutdown         EPIPE        write after shutdown(SHUT_WR)
+//	mux.ErrStreamClosed          EBADF        use after close
 //	unix.Errno                    itself       a system call failed
 //	anything else                 EIO
 func errnoOf(err error) unix.Errno {
@@ -29,14 +31,14 @@ func errnoOf(err error) unix.Errno {
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, core.ErrWouldBlock), errors.Is(err, os.ErrDeadlineExceeded):
+	case errors.Is(err, wire.ErrWouldBlock), errors.Is(err, os.ErrDeadlineExceeded):
 		return unix.EAGAIN
-	case errors.Is(err, core.ErrWriteShutdown):
+	case errors.Is(err, mux.ErrWriteShutdown):
 		return unix.EPIPE
-	case errors.Is(err, core.ErrStreamClosed):
+	case errors.Is(err, mux.ErrStreamClosed):
 		return unix.EBADF
-	case errors.Is(err, core.ErrReset), errors.Is(err, core.ErrPeerGone),
-		errors.Is(err, core.ErrProtocol), errors.Is(err, core.ErrClosed):
+	case errors.Is(err, mux.ErrReset), errors.Is(err, wire.ErrPeerGone),
+		errors.Is(err, wire.ErrProtocol), errors.Is(err, verbs.ErrClosed):
 		return unix.ECONNRESET
 	case errors.As(err, &e):
 		return e

@@ -9,7 +9,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/mux"
+	"github.com/sdpshim/sdpshim/core/verbs"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 func TestErrnoTable(t *testing.T) {
@@ -18,14 +20,14 @@ func TestErrnoTable(t *testing.T) {
 		want unix.Errno
 	}{
 		{nil, 0},
-		{core.ErrWouldBlock, unix.EAGAIN},
+		{wire.ErrWouldBlock, unix.EAGAIN},
 		{os.ErrDeadlineExceeded, unix.EAGAIN},
-		{core.ErrWriteShutdown, unix.EPIPE},
-		{core.ErrStreamClosed, unix.EBADF},
-		{core.ErrReset, unix.ECONNRESET},
-		{fmt.Errorf("statusbyte: queue pair 1 in error state: %w", core.ErrPeerGone), unix.ECONNRESET},
-		{fmt.Errorf("stream 3: %w", core.ErrProtocol), unix.ECONNRESET},
-		{fmt.Errorf("channel: %w", core.ErrClosed), unix.ECONNRESET},
+		{mux.ErrWriteShutdown, unix.EPIPE},
+		{mux.ErrStreamClosed, unix.EBADF},
+		{mux.ErrReset, unix.ECONNRESET},
+		{fmt.Errorf("statusbyte: queue pair 1 in error state: %w", wire.ErrPeerGone), unix.ECONNRESET},
+		{fmt.Errorf("stream 3: %w", wire.ErrProtocol), unix.ECONNRESET},
+		{fmt.Errorf("channel: %w", verbs.ErrClosed), unix.ECONNRESET},
 		{fmt.Errorf("setup: %w", unix.EMFILE), unix.EMFILE},
 		{io.EOF, 0},
 		{errors.New("something else"), unix.EIO},

@@ -4,17 +4,18 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/mux"
 	"github.com/sdpshim/sdpshim/core/slidingwindow"
 	"github.com/sdpshim/sdpshim/core/statusbyte"
+	"github.com/sdpshim/sdpshim/core/wire"
 	"github.com/sdpshim/sdpshim/flowcontrol"
 	"github.com/sdpshim/sdpshim/shim/config"
 )
 
 // channelTransport is what the shim needs of a block transport beyond
-// core.Transport: the role setup gave it.
+// wire.Transport: the role setup gave it.
 type channelTransport interface {
-	core.Transport
+	wire.Transport
 	Initiator() bool
 }
 
@@ -22,17 +23,17 @@ type channelTransport interface {
 // end of the connected unix stream socket fd (one end of a socketpair the
 // connector made and passed in its offer), as configured: transport,
 // blocks, block size and flow control must agree with the peer's, or
-// setup fails (core.ErrMismatch). fd stays the caller's. peerPID (the
+// setup fails (setup.ErrMismatch). fd stays the caller's. peerPID (the
 // other process) is for the stats registry, which lists the channel until
 // it ends.
-func (p *Process) establish(fd, peerPID int, deadline time.Time) (*core.Channel, error) {
+func (p *Process) establish(fd, peerPID int, deadline time.Time) (*mux.Channel, error) {
 	pr, err := channelProvider()
 	if err != nil {
 		return nil, fmt.Errorf("shm provider: %w", err)
 	}
 	c := p.cfg
 	// The name compared at setup carries the credits or window too: ends
-	// configured differently fail here (core.ErrMismatch), not mid-stream.
+	// configured differently fail here (setup.ErrMismatch), not mid-stream.
 	// The window's cap below is the same on both ends once blocks and
 	// block size matched.
 	flow := flowcontrol.Signature(string(c.Flow), flowcontrol.Params{Credits: min(c.Credits, c.Blocks), VirtualWindow: c.VirtualWindow})
@@ -57,11 +58,11 @@ func (p *Process) establish(fd, peerPID int, deadline time.Time) (*core.Channel,
 		t.Close()
 		return nil, fmt.Errorf("flow control: %w", err)
 	}
-	cc := core.ChannelConfig{Initiator: t.Initiator(), NewFlow: shimFlow(c.Flow, newFlow), NewPolicy: p.policy}
+	cc := mux.ChannelConfig{Initiator: t.Initiator(), NewFlow: shimFlow(c.Flow, newFlow), NewPolicy: p.policy}
 	if c.Channel == config.ChannelPerConnection {
 		cc.MaxStreams = 1
 	}
-	ch, err := core.NewChannel(t, cc)
+	ch, err := mux.NewChannel(t, cc)
 	if err != nil {
 		t.Close()
 		return nil, err
@@ -86,18 +87,18 @@ func (p *Process) establish(fd, peerPID int, deadline time.Time) (*core.Channel,
 //     the shim never leaves bytes behind the application's back; packed
 //     keeps its packing and its accounting. The seed 001 benchmarks
 //     (bench/seed001) run packed bare, with the paper's semantics.
-func shimFlow(algorithm config.Flow, newFlow func() core.FlowController) func() core.FlowController {
+func shimFlow(algorithm config.Flow, newFlow func() wire.FlowController) func() wire.FlowController {
 	if algorithm != config.FlowPacked {
 		return newFlow
 	}
-	return func() core.FlowController { return progressFlow{newFlow()} }
+	return func() wire.FlowController { return progressFlow{newFlow()} }
 }
 
 // progressFlow is a flow controller whose held bytes flush in the
 // background (packed in the shim).
-type progressFlow struct{ core.FlowController }
+type progressFlow struct{ wire.FlowController }
 
 func (progressFlow) AsyncFlush() bool { return true }
 
 // Unwrap returns the controller itself (for its optional abilities: stats).
-func (f progressFlow) Unwrap() core.FlowController { return f.FlowController }
+func (f progressFlow) Unwrap() wire.FlowController { return f.FlowController }

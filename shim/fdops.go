@@ -5,7 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wait"
 )
 
 // Close is the close hook: fd is being released (close, close_range,
@@ -94,7 +94,7 @@ const closeVerdictWait = 60 * time.Second
 // kfd, closes it, and closes kfd.
 func (s *Socket) finishClose(kfd, answerFD int) {
 	if dup, err := dupHigh(answerFD); err == nil {
-		core.WaitFD(dup, unix.POLLIN, time.Now().Add(closeVerdictWait)) // the verdict, or its end
+		wait.WaitFD(dup, unix.POLLIN, time.Now().Add(closeVerdictWait)) // the verdict, or its end
 		unix.Close(dup)
 	}
 	s.mu.Lock()

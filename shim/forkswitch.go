@@ -10,8 +10,9 @@ import (
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
 	"github.com/sdpshim/sdpshim/core/rendezvous"
+	"github.com/sdpshim/sdpshim/core/wait"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // Switching an accelerated connection to kernel TCP, without losing or
@@ -363,7 +364,7 @@ func (s *Socket) switchTailCheck() {
 		return
 	}
 	var one [1]byte
-	if n, err := st.Peek(one[:]); n == 0 && !errors.Is(err, core.ErrWouldBlock) {
+	if n, err := st.Peek(one[:]); n == 0 && !errors.Is(err, wire.ErrWouldBlock) {
 		s.switchFinish()
 	}
 }
@@ -431,7 +432,7 @@ func drainStream(st dataStream, deadline time.Time) ([]byte, error) {
 			pause = 20 * time.Microsecond
 		case errors.Is(err, io.EOF):
 			return out, nil
-		case err != nil && !errors.Is(err, core.ErrWouldBlock):
+		case err != nil && !errors.Is(err, wire.ErrWouldBlock):
 			return out, err
 		case time.Now().After(deadline):
 			return out, errSwitchTimeout
@@ -485,7 +486,7 @@ func (s *Socket) switchPoll(fd int, events int16) (revents int16, waitFD int, wa
 	}
 	var one [1]byte
 	n, err := st.Peek(one[:])
-	if n == 0 && sw == swDone && !errors.Is(err, core.ErrWouldBlock) {
+	if n == 0 && sw == swDone && !errors.Is(err, wire.ErrWouldBlock) {
 		s.switchFinish()
 		return kernelPoll(fd, events), fd, events
 	}
@@ -531,7 +532,7 @@ func (s *Socket) switchShutWR(fd int) {
 // ---- TCP I/O with deadlines (the fd may be blocking or not) -------------
 
 func tcpWait(fd int, events int16, deadline time.Time) error {
-	if err := core.WaitFD(fd, events, deadline); !errors.Is(err, core.ErrFDTimeout) {
+	if err := wait.WaitFD(fd, events, deadline); !errors.Is(err, wait.ErrFDTimeout) {
 		return err
 	}
 	return errSwitchTimeout

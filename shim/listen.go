@@ -11,7 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/mux"
 	"github.com/sdpshim/sdpshim/core/rendezvous"
 	"github.com/sdpshim/sdpshim/shim/config"
 )
@@ -148,7 +148,7 @@ func (s *Socket) unregisterLocked() {
 // opened for the connection.
 type prepared struct {
 	end    *channelEnd
-	stream *core.Stream
+	stream *mux.Stream
 	direct *directStream // the direct path: this side of the area (end, stream nil)
 }
 

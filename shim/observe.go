@@ -9,9 +9,10 @@ import (
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/mux"
 	"github.com/sdpshim/sdpshim/core/slidingwindow"
 	"github.com/sdpshim/sdpshim/core/statusbyte"
+	"github.com/sdpshim/sdpshim/core/wire"
 	"github.com/sdpshim/sdpshim/flowcontrol"
 	"github.com/sdpshim/sdpshim/shim/stats"
 )
@@ -177,12 +178,12 @@ func (s *Socket) closeStats() {
 
 // flowStatsOf returns the counters of a stream's flow controller, looking
 // through the shim's wrapper (progressFlow); nil when it keeps none.
-func flowStatsOf(fc core.FlowController) flowcontrol.StatsSource {
+func flowStatsOf(fc wire.FlowController) flowcontrol.StatsSource {
 	for fc != nil {
 		if src, ok := fc.(flowcontrol.StatsSource); ok {
 			return src
 		}
-		u, ok := fc.(interface{ Unwrap() core.FlowController })
+		u, ok := fc.(interface{ Unwrap() wire.FlowController })
 		if !ok {
 			return nil
 		}
@@ -226,10 +227,10 @@ func (s *Socket) countReceived(r int64, flags int, w *Wait) int64 {
 // (stats.ChannelInfo.ID, stats.ConnInfo.Channel).
 type channelIDs struct {
 	next atomic.Uint64
-	ids  sync.Map // *core.Channel -> uint64
+	ids  sync.Map // *mux.Channel -> uint64
 }
 
-func (c *channelIDs) of(ch *core.Channel) uint64 {
+func (c *channelIDs) of(ch *mux.Channel) uint64 {
 	if v, ok := c.ids.Load(ch); ok {
 		return v.(uint64)
 	}
@@ -238,7 +239,7 @@ func (c *channelIDs) of(ch *core.Channel) uint64 {
 
 // addChannelStats registers channel ch over transport t with the
 // registry until the channel ends.
-func (p *Process) addChannelStats(ch *core.Channel, t channelTransport, peerPID int) {
+func (p *Process) addChannelStats(ch *mux.Channel, t channelTransport, peerPID int) {
 	id := p.chanIDs.next.Add(1)
 	info := stats.ChannelInfo{ID: id, PeerPID: peerPID, Transport: string(p.cfg.Transport), Blocks: p.cfg.Blocks, BlockSize: p.cfg.BlockSize}
 	read := transportStats(t)

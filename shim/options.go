@@ -90,8 +90,8 @@ func (p *Process) Setsockopt(fd, level, name int, val []byte) int64 {
 // Buffer sizes. SO_RCVBUF and SO_SNDBUF set by the program are limits on
 // the stream as well as the kernel socket's sizes: the receive buffer
 // bounds the bytes the peer keeps unread here (announced to the peer's
-// sending side, core.Stream.SetRcvBuf), the send buffer what a buffered
-// flow controller copies (core.Stream.SetSendBuf). The value is the
+// sending side, mux.Stream.SetRcvBuf), the send buffer what a buffered
+// flow controller copies (mux.Stream.SetSendBuf). The value is the
 // kernel's effective one, read back after the kernel took the option
 // (doubled, clamped to net.core.rmem_max/wmem_max and the minimum), so
 // getsockopt reads the same under the shim as without it. Sizes set on a
@@ -198,7 +198,7 @@ func (p *Process) Shutdown(fd, how int) int64 {
 
 // listenerRcvBuf returns the receive buffer set on the listener of addr,
 // which the socket accepted for an offer will have: the stream opened for
-// the offer announces it at once (core.Channel.OpenRcvBuf), before the
+// the offer announces it at once (mux.Channel.OpenRcvBuf), before the
 // connector can write.
 func (p *Process) listenerRcvBuf(addr netip.AddrPort) int {
 	for _, s := range p.registeredListeners() {

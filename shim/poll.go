@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // Readiness of accelerated sockets for poll, ppoll, select and pselect
@@ -42,7 +42,7 @@ func (s *Socket) pollEvents(fd int, events int16) (revents int16, waitFD int, wa
 }
 
 // pollEventsAt is pollEvents; pumped: the caller moved the stream's
-// channel (core.Channel.Progress, with a flush when events asks for
+// channel (mux.Channel.Progress, with a flush when events asks for
 // POLLOUT) just before, and the stream's state is read without pumping
 // again (a scan over many sockets of one channel pumps it once).
 func (s *Socket) pollEventsAt(fd int, events int16, pumped bool) (revents int16, waitFD int, waitEv int16) {
@@ -90,7 +90,7 @@ func (s *Socket) pollEventsAt(fd int, events int16, pumped bool) (revents int16,
 			if s.shutWR.Load() {
 				rev |= unix.POLLHUP
 			}
-		case err != nil && !errors.Is(err, core.ErrWouldBlock):
+		case err != nil && !errors.Is(err, wire.ErrWouldBlock):
 			rev |= pollIn | pollRDHUP | unix.POLLHUP
 			if !s.resetReported() {
 				rev |= unix.POLLERR
@@ -116,7 +116,7 @@ func (s *Socket) streamFailed() bool {
 	}
 	var one [1]byte
 	n, err := st.Peek(one[:])
-	return n == 0 && err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, core.ErrWouldBlock)
+	return n == 0 && err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, wire.ErrWouldBlock)
 }
 
 // kernelPoll asks the kernel about fd without waiting.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/sdpshim/sdpshim/core"
 	"github.com/sdpshim/sdpshim/core/rendezvous"
+	"github.com/sdpshim/sdpshim/core/wait"
 	"github.com/sdpshim/sdpshim/shim/config"
 	"github.com/sdpshim/sdpshim/shim/stats"
 )
@@ -25,7 +25,7 @@ type Process struct {
 	host   Host
 	cfg    config.Config
 	log    *logrus.Logger
-	policy func() core.WaitPolicy
+	policy func() wait.WaitPolicy
 	self   procID
 
 	fds   fdTable
@@ -33,7 +33,7 @@ type Process struct {
 	chans channelTable
 	tids  pollAttendance
 
-	pollWait *core.Waiter // the spin of poll hooks; shared, safe for concurrent use
+	pollWait *wait.Waiter // the spin of poll hooks; shared, safe for concurrent use
 
 	mu        sync.Mutex
 	node      *rendezvous.Node       // +checklocks:mu; nil until first needed
@@ -80,7 +80,7 @@ func Init(host Host, environ []string) (*Process, int) {
 		logFile: rt.LogFile,
 	}
 	p.policy = waitPolicyFactory(rt.Config, rt.Log)
-	p.pollWait = core.NewWaiter(p.policy())
+	p.pollWait = wait.NewWaiter(p.policy())
 	p.initStats()
 	p.self = procID{pid: os.Getpid(), start: processStart(os.Getpid())}
 	p.chans.init()
@@ -131,6 +131,6 @@ func (p *Process) fallback(r rendezvous.Reason, fd int, fields logrus.Fields, wh
 	}
 }
 
-func (p *Process) pollWaiter() *core.Waiter { return p.pollWait }
+func (p *Process) pollWaiter() *wait.Waiter { return p.pollWait }
 
 var zeroTime time.Time

@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/fdhook"
 )
 
 // Protected fds. The Go runtime owns two descriptors once its network
@@ -20,7 +20,7 @@ import (
 //
 // The shim's own long-lived descriptors are protected where they are made
 // (eventfds of socket wakeups, the log file). The core reports every
-// long-lived descriptor of a channel through core.FDHook: the shm
+// long-lived descriptor of a channel through fdhook.FDHook: the shm
 // provider's (memfds of regions and control areas, eventfds, side-channel
 // sockets, epoll sets, peers' memfds) and the transports' (doorbell and
 // kick eventfds). protectProviderFDs marks each PROTECTED as it appears
@@ -45,7 +45,7 @@ func protectRuntime(host Host) {
 // life of the process (there is one Process). Init installs it before any
 // channel exists.
 func protectProviderFDs(host Host) {
-	core.SetFDHook(core.FDHook{
+	fdhook.SetFDHook(fdhook.FDHook{
 		Opened:  func(fd int) { host.SetFDState(fd, FDProtected) },
 		Closing: func(fd int) { host.SetFDState(fd, FDUnmanaged) },
 	})

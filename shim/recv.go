@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // Recv is the recv hook (read, recv, recvfrom, __read_chk, ...): up to
@@ -78,7 +78,7 @@ func (s *Socket) recv(st dataStream, bufs [][]byte, flags int, w *Wait) int64 {
 		switch {
 		case n > 0:
 			continue // MSG_WAITALL: more may be there already
-		case err != nil && !errors.Is(err, core.ErrWouldBlock) && done == 0 && s.sw.Load() != swNone:
+		case err != nil && !errors.Is(err, wire.ErrWouldBlock) && done == 0 && s.sw.Load() != swNone:
 			// Switched to kernel TCP (forkswitch.go; the switch may have
 			// closed the stream while this call read it): the rest comes
 			// from the kernel socket.
@@ -86,7 +86,7 @@ func (s *Socket) recv(st dataStream, bufs [][]byte, flags int, w *Wait) int64 {
 		case errors.Is(err, io.EOF):
 			s.peerFin.Store(true)
 			return int64(done)
-		case err != nil && !errors.Is(err, core.ErrWouldBlock):
+		case err != nil && !errors.Is(err, wire.ErrWouldBlock):
 			if done > 0 {
 				return int64(done)
 			}
@@ -111,7 +111,7 @@ func (s *Socket) recv(st dataStream, bufs [][]byte, flags int, w *Wait) int64 {
 
 // readInto reads (or peeks) into bufs past the first skip bytes: what has
 // arrived, without waiting. It returns the bytes moved and, when none
-// were, why (core.ErrWouldBlock when nothing has arrived).
+// were, why (wire.ErrWouldBlock when nothing has arrived).
 func readInto(st dataStream, bufs [][]byte, skip int, peek bool) (int, error) {
 	if peek && len(bufs) > 1 {
 		total := 0

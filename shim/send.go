@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // Send is the send hook (write, send, sendto without an address).
@@ -88,7 +88,7 @@ func (s *Socket) send(st dataStream, bufs [][]byte, flags int, w *Wait) int64 {
 	done := 0
 	write := func() (int, error) {
 		if !s.earlyFlushed(st) {
-			return 0, core.ErrWouldBlock // the early bytes go first
+			return 0, wire.ErrWouldBlock // the early bytes go first
 		}
 		return writeFrom(st, bufs, done)
 	}
@@ -100,7 +100,7 @@ func (s *Socket) send(st dataStream, bufs [][]byte, flags int, w *Wait) int64 {
 			return int64(done)
 		case n > 0:
 			continue
-		case err != nil && !errors.Is(err, core.ErrWouldBlock):
+		case err != nil && !errors.Is(err, wire.ErrWouldBlock):
 			if done > 0 {
 				return int64(done)
 			}
@@ -122,7 +122,7 @@ func (s *Socket) send(st dataStream, bufs [][]byte, flags int, w *Wait) int64 {
 		ready := func() bool {
 			n, err := write()
 			done += n
-			if err != nil && !errors.Is(err, core.ErrWouldBlock) {
+			if err != nil && !errors.Is(err, wire.ErrWouldBlock) {
 				failed = err
 			}
 			return n > 0 || failed != nil

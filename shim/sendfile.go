@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // sendfile and splice onto (or off) an accelerated socket: the bytes go
@@ -69,7 +69,7 @@ func (s *Socket) fromFile(st dataStream, in int, off *int64, count int, w *Wait)
 				return int64(done)
 			}
 			return neg(rerr)
-		case !errors.Is(werr, core.ErrWouldBlock):
+		case !errors.Is(werr, wire.ErrWouldBlock):
 			if done > 0 {
 				return int64(done)
 			}
@@ -105,7 +105,7 @@ func (s *Socket) fromFile(st dataStream, in int, off *int64, count int, w *Wait)
 // file is at its end).
 func (s *Socket) fileChunk(st dataStream, in int, off *int64, buf []byte) (m int, rerr, werr error) {
 	if !s.earlyFlushed(st) {
-		return 0, nil, core.ErrWouldBlock // the early bytes go first
+		return 0, nil, wire.ErrWouldBlock // the early bytes go first
 	}
 	var n int
 	if off != nil {
@@ -126,7 +126,7 @@ func (s *Socket) fileChunk(st dataStream, in int, off *int64, buf []byte) (m int
 	if m > 0 {
 		werr = nil
 	} else if werr == nil {
-		werr = core.ErrWouldBlock
+		werr = wire.ErrWouldBlock
 	}
 	return m, nil, werr
 }
@@ -168,7 +168,7 @@ func (s *Socket) fromPipe(st dataStream, in, n int) int64 {
 		gen := s.wake.gen()
 		m, werr := st.Write(buf[off:k])
 		off += m
-		if werr != nil && werr != core.ErrWouldBlock {
+		if werr != nil && werr != wire.ErrWouldBlock {
 			if off > 0 {
 				return int64(off)
 			}

@@ -6,8 +6,8 @@ import (
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
 	"github.com/sdpshim/sdpshim/core/rendezvous"
+	"github.com/sdpshim/sdpshim/core/wait"
 )
 
 // active returns the stream of an accelerated socket for a data call. For
@@ -87,7 +87,7 @@ const watchSlice = 200 * time.Millisecond
 // going, asked every watchSlice, reports false.
 func waitFDWhile(fd int, events int16, going func() bool) {
 	for going() {
-		if core.WaitFD(fd, events, time.Now().Add(watchSlice)) != core.ErrFDTimeout {
+		if wait.WaitFD(fd, events, time.Now().Add(watchSlice)) != wait.ErrFDTimeout {
 			return
 		}
 	}

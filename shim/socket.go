@@ -7,8 +7,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
 	"github.com/sdpshim/sdpshim/core/rendezvous"
+	"github.com/sdpshim/sdpshim/core/wait"
 )
 
 // Socket is one TCP socket the shim tracks, named by one or more fds (dup
@@ -60,8 +60,8 @@ type Socket struct {
 
 	stream  streamSlot   // accelerated: the stream
 	wake    wakeup       // accelerated: how blocked threads sleep
-	rdWait  *core.Waiter // spin policy of blocking reads
-	wrWait  *core.Waiter // and writes
+	rdWait  *wait.Waiter // spin policy of blocking reads
+	wrWait  *wait.Waiter // and writes
 	attend  attendance
 	obs     atomic.Pointer[connObs] // accelerated: the connection's counters (observe.go)
 	sw      atomic.Uint32           // switch to kernel TCP at a fork (forkswitch.go): swNone...
@@ -123,8 +123,8 @@ func (s *Socket) accelerateLocked(e *channelEnd, st dataStream) {
 	if s.wake.word == nil {
 		s.wake.init(s.p.words.get())
 	}
-	s.rdWait = core.NewWaiter(s.p.policy())
-	s.wrWait = core.NewWaiter(s.p.policy())
+	s.rdWait = wait.NewWaiter(s.p.policy())
+	s.wrWait = wait.NewWaiter(s.p.policy())
 	st.SetNonblock(true) // the shim blocks, in the kernel (wake.go)
 	st.SetNotify(s.wake.ring)
 	s.applyBuffers(st)

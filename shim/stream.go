@@ -4,20 +4,21 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/mux"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // dataStream is what carries an accelerated socket's bytes: a stream of
-// a shared channel (*core.Stream, the seed transports) or a direct area
+// a shared channel (*mux.Stream, the seed transports) or a direct area
 // (*directStream, direct.go). Every method is safe for concurrent use and
-// never blocks; its contract is core.Stream's.
+// never blocks; its contract is mux.Stream's.
 type dataStream interface {
 	// Read and Peek copy arrived bytes out (Peek leaves them): n > 0, or
-	// io.EOF after the peer's FIN, core.ErrWouldBlock when nothing has
+	// io.EOF after the peer's FIN, wire.ErrWouldBlock when nothing has
 	// arrived, an error that errnoOf maps (ECONNRESET: reset, peer gone).
 	Read(p []byte) (int, error)
 	Peek(p []byte) (int, error)
-	// Write moves what fits now: n > 0, or core.ErrWouldBlock, or an
+	// Write moves what fits now: n > 0, or wire.ErrWouldBlock, or an
 	// error (EPIPE after CloseWrite, ECONNRESET).
 	Write(p []byte) (int, error)
 	// CloseWrite sends the FIN after what was written; Close ends the
@@ -54,11 +55,11 @@ type dataStream interface {
 	// ID is the stream's id on its channel; Channel the channel (nil for a
 	// direct stream); Flow its flow controller (nil for a direct stream).
 	ID() uint32
-	Channel() *core.Channel
-	Flow() core.FlowController
+	Channel() *mux.Channel
+	Flow() wire.FlowController
 }
 
-var _ dataStream = (*core.Stream)(nil)
+var _ dataStream = (*mux.Stream)(nil)
 
 // streamSlot holds a socket's dataStream, read without a lock.
 type streamSlot struct{ p atomic.Pointer[streamBox] }

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wait"
 )
 
 // The paper's video case: cameraStreams streams on one channel, each
@@ -25,7 +25,7 @@ const (
 	cameraFPS     = 25
 	cameraFrame   = 640 * 480 * 3
 	cameraBin     = 100 * time.Millisecond
-	cameraWait    = core.WaitModeAdaptive
+	cameraWait    = wait.WaitModeAdaptive
 )
 
 // CameraResult is one transport's camera run.

@@ -1,10 +1,12 @@
 package seed000
 
 import (
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/mux"
+	"github.com/sdpshim/sdpshim/core/wait"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
-// The stream-level experiments run core.Channel over either transport with
+// The stream-level experiments run mux.Channel over either transport with
 // the seed's own flow control: none above the transport, one block per
 // write (a write larger than a block takes as many as it needs), so that
 // every message costs the transport one block as in the paper, and the
@@ -25,22 +27,22 @@ func (blockFlow) NextSegment(queued, msg, max int) int    { return min(msg, max)
 func (blockFlow) Sent(int)                                {}
 func (blockFlow) Buffered() bool                          { return false }
 func (blockFlow) AsyncFlush() bool                        { return false }
-func (blockFlow) Open() []core.ControlRecord              { return nil }
-func (blockFlow) Consumed(int) (core.ControlRecord, bool) { return core.ControlRecord{}, false }
-func (blockFlow) OnControl(core.ControlRecord) error      { return nil }
+func (blockFlow) Open() []wire.ControlRecord              { return nil }
+func (blockFlow) Consumed(int) (wire.ControlRecord, bool) { return wire.ControlRecord{}, false }
+func (blockFlow) OnControl(wire.ControlRecord) error      { return nil }
 func (blockFlow) Arrived(int) error                       { return nil }
 
 // openChannel starts a channel over l whose waits use wait mode mode
-// (core.WaitModeBusy, ...); the channel owns l's transport from now on.
-func openChannel(l *link, mode string) (*core.Channel, error) {
-	if _, err := core.NewWaitPolicy(mode, core.DefaultPollParams()); err != nil {
+// (wait.WaitModeBusy, ...); the channel owns l's transport from now on.
+func openChannel(l *link, mode string) (*mux.Channel, error) {
+	if _, err := wait.NewWaitPolicy(mode, wait.DefaultPollParams()); err != nil {
 		return nil, err
 	}
-	return core.NewChannel(l.Transport, core.ChannelConfig{
+	return mux.NewChannel(l.Transport, mux.ChannelConfig{
 		Initiator: l.initiator,
-		NewFlow:   func() core.FlowController { return blockFlow{} },
-		NewPolicy: func() core.WaitPolicy {
-			p, _ := core.NewWaitPolicy(mode, core.DefaultPollParams()) // checked above
+		NewFlow:   func() wire.FlowController { return blockFlow{} },
+		NewPolicy: func() wait.WaitPolicy {
+			p, _ := wait.NewWaitPolicy(mode, wait.DefaultPollParams()) // checked above
 			return p
 		},
 	})
@@ -48,7 +50,7 @@ func openChannel(l *link, mode string) (*core.Channel, error) {
 
 // streamPeer starts a child running role over tr with the stream shape
 // and opens this side's channel.
-func streamPeer(j job, tr string) (*peerProc, *link, *core.Channel, error) {
+func streamPeer(j job, tr string) (*peerProc, *link, *mux.Channel, error) {
 	j.Link = streamLink
 	j.Link.Transport = tr
 	pp, l, err := startPeer(j)

@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sdpshim/sdpshim/core"
 	"github.com/sdpshim/sdpshim/core/shm"
 	"github.com/sdpshim/sdpshim/core/slidingwindow"
 	"github.com/sdpshim/sdpshim/core/statusbyte"
+	"github.com/sdpshim/sdpshim/core/verbs"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // The two transports the seed compares.
@@ -34,9 +35,9 @@ type LinkConfig struct {
 
 // link is one side's transport over its own shm provider.
 type link struct {
-	core.Transport
+	wire.Transport
 	initiator bool
-	prov      core.Provider
+	prov      verbs.Provider
 }
 
 // openLink sets up lc's transport with the peer at the other end of the

@@ -9,7 +9,7 @@ import "runtime"
 // polling, that goroutine waits for Go's preemption (10 ms) before it
 // runs. Two spare Ps keep it runnable, as a NIC would be, without changing
 // what the status-byte path does (its one-sided operations run on the
-// posting goroutine). BenchmarkWaiterBusyEveryP (core/waiter_bench_test.go)
+// posting goroutine). BenchmarkWaiterBusyEveryP (core/wait/waiter_bench_test.go)
 // measures that wait; docs/waiting.md says why the waiter cannot avoid it.
 const spinProcs = 4
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // The retained-block timeline: the parent streams full blocks of one
@@ -68,7 +68,7 @@ func retainTimeline(tr string) (RetainResult, error) {
 	end := time.Now().Add(retainRun + 100*time.Millisecond)
 	var y yielder
 	for seq, n := 0, 1; time.Now().Before(end); n++ {
-		ok, err := l.TrySend(core.BlockHeader{Stream: 1, Seq: uint32(seq), Flags: core.FlagData}, p)
+		ok, err := l.TrySend(wire.BlockHeader{Stream: 1, Seq: uint32(seq), Flags: wire.FlagData}, p)
 		if err != nil {
 			break // the child finished and closed
 		}
@@ -94,9 +94,9 @@ func init() {
 func retainRecv(j job, l *link) (report, error) {
 	rep := report{Bins: make([]int64, j.Run/j.Bin)}
 	sink := make([]byte, l.MaxPayload())
-	var held core.Block
+	var held wire.Block
 	holding, done := false, false
-	retainer, _ := l.Transport.(core.Retainer)
+	retainer, _ := l.Transport.(wire.Retainer)
 	giveUp := time.Now().Add(setupTimeout)
 	var start int64
 	var y yielder

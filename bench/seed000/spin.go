@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // The transport-level experiments poll without sleeping (the seed's
@@ -34,7 +34,7 @@ func (yielder) poll(n int) {
 }
 
 // sendSpin polls TrySend until the block goes.
-func sendSpin(t core.Transport, h core.BlockHeader, p []byte, deadline time.Time) error {
+func sendSpin(t wire.Transport, h wire.BlockHeader, p []byte, deadline time.Time) error {
 	var y yielder
 	for n := 1; ; n++ {
 		ok, err := t.TrySend(h, p)
@@ -49,7 +49,7 @@ func sendSpin(t core.Transport, h core.BlockHeader, p []byte, deadline time.Time
 }
 
 // receiveSpin polls Receive until a block arrives.
-func receiveSpin(t core.Transport, deadline time.Time) (core.Block, error) {
+func receiveSpin(t wire.Transport, deadline time.Time) (wire.Block, error) {
 	var y yielder
 	for n := 1; ; n++ {
 		b, ok, err := t.Receive()

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // Sync control latency: how long the sender of a full channel takes to
@@ -47,7 +47,7 @@ func syncLatency(tr string, blocks, iters int) (SyncResult, error) {
 	deadline := time.Now().Add(time.Duration(iters)*time.Millisecond + 30*time.Second)
 	p := make([]byte, syncPayload)
 	send := func(seq int) error {
-		return sendSpin(l, core.BlockHeader{Stream: 1, Seq: uint32(seq), Flags: core.FlagData}, p, deadline)
+		return sendSpin(l, wire.BlockHeader{Stream: 1, Seq: uint32(seq), Flags: wire.FlagData}, p, deadline)
 	}
 	for i := 0; i < blocks; i++ {
 		if err := send(i); err != nil {
@@ -88,7 +88,7 @@ func init() {
 func syncRecv(j job, l *link) (report, error) {
 	n := j.Link.Blocks
 	deadline := time.Now().Add(time.Duration(j.Iters)*time.Millisecond + 30*time.Second)
-	held := make([]core.Block, 0, n)
+	held := make([]wire.Block, 0, n)
 	for len(held) < n {
 		b, err := receiveSpin(l, deadline)
 		if err != nil {

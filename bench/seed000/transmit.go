@@ -6,7 +6,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/mux"
+	"github.com/sdpshim/sdpshim/core/wait"
 )
 
 // Transmission latency and throughput over one stream of a channel, per
@@ -62,14 +63,14 @@ type transmitter struct {
 	restore func()
 	pp      *peerProc
 	l       *link
-	ch      *core.Channel
+	ch      *mux.Channel
 	msg     []byte
 }
 
 // transmitWait is the wait mode of the transmission experiments: both
 // sides poll, as the seed's do, so that the figures are the transport's
 // and not the doorbells' (a cross-core wakeup here costs 25-30 us).
-const transmitWait = core.WaitModeBusy
+const transmitWait = wait.WaitModeBusy
 
 func newTransmitter(tr string) (*transmitter, error) {
 	restore := setProcs(spinProcs)
@@ -95,7 +96,7 @@ func (x *transmitter) close() error {
 }
 
 // open opens a stream and sends its request.
-func (x *transmitter) open(mode, size int) (*core.Stream, error) {
+func (x *transmitter) open(mode, size int) (*mux.Stream, error) {
 	s, err := x.ch.Open()
 	if err != nil {
 		return nil, err
@@ -192,7 +193,7 @@ func streamPeerRole(j job, l *link) (report, error) {
 }
 
 // serveStream answers one stream's request.
-func serveStream(s *core.Stream) error {
+func serveStream(s *mux.Stream) error {
 	var req [16]byte
 	if _, err := io.ReadFull(s, req[:]); err != nil {
 		return err

@@ -7,8 +7,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/mux"
 	"github.com/sdpshim/sdpshim/core/statusbyte"
+	"github.com/sdpshim/sdpshim/core/wire"
 	"github.com/sdpshim/sdpshim/flowcontrol"
 )
 
@@ -35,7 +36,7 @@ type Config struct {
 func (c Config) blocks() int { return max(2, c.Buffer/blockPayload) }
 
 // blockSize returns the transport's block size, header included.
-func (c Config) blockSize() int { return (blockPayload + core.HeaderSize + 63) &^ 63 }
+func (c Config) blockSize() int { return (blockPayload + wire.HeaderSize + 63) &^ 63 }
 
 // params returns the controller's Params for a transport whose blocks
 // carry maxPay bytes: K is every block (the paper's credit scheme: one
@@ -57,11 +58,11 @@ func (c Config) params(maxPay int) flowcontrol.Params {
 
 // channel is one end of a measurement channel.
 type channel struct {
-	*core.Channel
+	*mux.Channel
 	tr *statusbyte.Transport
 
 	mu    sync.Mutex
-	flows []core.FlowController // every controller made, in order
+	flows []wire.FlowController // every controller made, in order
 }
 
 // openChannel sets up this process's end of the channel over the setup
@@ -73,7 +74,7 @@ func openChannel(fd int, c Config) (*channel, error) {
 	if err != nil {
 		return nil, err
 	}
-	sig := flowcontrol.Signature(c.Flow, c.params(c.blockSize()-core.HeaderSize))
+	sig := flowcontrol.Signature(c.Flow, c.params(c.blockSize()-wire.HeaderSize))
 	tr, err := statusbyte.Open(p, fd, statusbyte.Config{Blocks: c.blocks(), BlockSize: c.blockSize(), Flow: sig}, time.Now().Add(setupTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("statusbyte: %w", err)
@@ -84,9 +85,9 @@ func openChannel(fd int, c Config) (*channel, error) {
 		return nil, err
 	}
 	ch := &channel{tr: tr}
-	ch.Channel, err = core.NewChannel(tr, core.ChannelConfig{
+	ch.Channel, err = mux.NewChannel(tr, mux.ChannelConfig{
 		Initiator: tr.Initiator(),
-		NewFlow: func() core.FlowController {
+		NewFlow: func() wire.FlowController {
 			fc := mk()
 			ch.mu.Lock()
 			ch.flows = append(ch.flows, fc)

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/mux"
 	"github.com/sdpshim/sdpshim/core/shm"
 )
 
@@ -81,7 +81,7 @@ func servePeer(spec string) error {
 }
 
 // serveStream carries out one stream's request.
-func serveStream(s *core.Stream) error {
+func serveStream(s *mux.Stream) error {
 	defer s.Close()
 	var hdr [headerLen]byte
 	if _, err := io.ReadFull(s, hdr[:]); err != nil {
@@ -137,7 +137,7 @@ func serveStream(s *core.Stream) error {
 }
 
 // request writes a stream's request header.
-func request(s *core.Stream, op uint32, a1, a2, a3 int) error {
+func request(s *mux.Stream, op uint32, a1, a2, a3 int) error {
 	var hdr [headerLen]byte
 	binary.LittleEndian.PutUint32(hdr[0:], op)
 	binary.LittleEndian.PutUint32(hdr[4:], uint32(a1))

@@ -85,7 +85,7 @@ type progCell struct {
 // targets are reported in the tables.
 func Run(w io.Writer, quick bool, rec *results.Recorder) error {
 	pl := planFor(quick)
-	fmt.Fprintf(w, "shm provider, status-byte channel, two processes, one stream per run; blocks of %s; credit K = every block, nicassist W = a quarter of the buffer; a stream holds at most 3/4 of the blocks (the channel's cap, core.ChannelConfig.MaxHeld); adaptive waits\n", sizeName(blockPayload))
+	fmt.Fprintf(w, "shm provider, status-byte channel, two processes, one stream per run; blocks of %s; credit K = every block, nicassist W = a quarter of the buffer; a stream holds at most 3/4 of the blocks (the channel's cap, mux.ChannelConfig.MaxHeld); adaptive waits\n", sizeName(blockPayload))
 	fmt.Fprintf(w, "%d CPUs, load average %s at the start (other processes share the CPUs: wakeups and time slices decide many figures)\n\n", runtime.NumCPU(), loadAverage())
 	bw := make(map[bwKey]bwCell)
 	prog := make(map[progKey]progCell)

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wait"
 )
 
 // waitCounts gathers what the policies of one process's channel saw: the
@@ -15,22 +15,22 @@ type waitCounts struct {
 	waits, hits, sleeps atomic.Uint64
 
 	mu       sync.Mutex
-	switches []core.ModeSwitcher // policies that have modes; +checklocks:mu
+	switches []wait.ModeSwitcher // policies that have modes; +checklocks:mu
 }
 
 // factory returns a constructor of counted policies of mode, or the error
-// of core.NewWaitPolicy.
-func (c *waitCounts) factory(mode string) (func() core.WaitPolicy, error) {
-	params := core.DefaultPollParams()
-	if _, err := core.NewWaitPolicy(mode, params); err != nil {
+// of wait.NewWaitPolicy.
+func (c *waitCounts) factory(mode string) (func() wait.WaitPolicy, error) {
+	params := wait.DefaultPollParams()
+	if _, err := wait.NewWaitPolicy(mode, params); err != nil {
 		return nil, err
 	}
-	return func() core.WaitPolicy {
-		p, err := core.NewWaitPolicy(mode, params)
+	return func() wait.WaitPolicy {
+		p, err := wait.NewWaitPolicy(mode, params)
 		if err != nil {
 			panic(err) // checked above
 		}
-		if ms, ok := p.(core.ModeSwitcher); ok {
+		if ms, ok := p.(wait.ModeSwitcher); ok {
 			c.mu.Lock()
 			c.switches = append(c.switches, ms)
 			c.mu.Unlock()
@@ -55,7 +55,7 @@ func (c *waitCounts) modeSwitches() uint64 {
 // waits: hits (found by polling or by the check after arming) and sleeps
 // (ended by an event after sleeping: a wakeup).
 type countingPolicy struct {
-	inner core.WaitPolicy
+	inner wait.WaitPolicy
 	c     *waitCounts
 }
 

@@ -1,5 +1,5 @@
 // Package waiting is the `sdpshim bench waiting` section (issue 7): how
-// the wait policies (core.WaitModeBusy, event, hybrid, adaptive) trade
+// the wait policies (wait.WaitModeBusy, event, hybrid, adaptive) trade
 // latency against CPU under four traffic shapes, across two processes.
 //
 // The parent (the client) and a child (an echo server: this executable

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/mux"
 	"github.com/sdpshim/sdpshim/core/shm"
 	"github.com/sdpshim/sdpshim/core/statusbyte"
 	"github.com/sdpshim/sdpshim/flowcontrol"
@@ -18,7 +18,7 @@ const setupTimeout = 10 * time.Second
 type end struct {
 	prov   *shm.Provider
 	tr     *statusbyte.Transport
-	ch     *core.Channel
+	ch     *mux.Channel
 	counts *waitCounts
 }
 
@@ -51,7 +51,7 @@ func openEnd(fd int, mode string) (*end, error) {
 		BlockPayload:    e.tr.MaxPayload(),
 	})
 	if err == nil {
-		e.ch, err = core.NewChannel(e.tr, core.ChannelConfig{Initiator: e.tr.Initiator(), NewFlow: newFlow, NewPolicy: newPolicy})
+		e.ch, err = mux.NewChannel(e.tr, mux.ChannelConfig{Initiator: e.tr.Initiator(), NewFlow: newFlow, NewPolicy: newPolicy})
 	}
 	if err != nil {
 		e.tr.Close()

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/mux"
 )
 
 // msgSize is the size of a request and of its reply.
@@ -29,7 +29,7 @@ type measurement struct {
 
 // measure runs shape s for dur with both ends waiting in mode.
 func measure(mode string, s Shape, dur time.Duration, seed uint64) (measurement, error) {
-	return withPair(mode, func(st *core.Stream) (measurement, error) {
+	return withPair(mode, func(st *mux.Stream) (measurement, error) {
 		return drive(st, s, dur, seed)
 	})
 }
@@ -37,7 +37,7 @@ func measure(mode string, s Shape, dur time.Duration, seed uint64) (measurement,
 // measureIdle keeps an accelerated connection idle for d, both ends
 // blocked in Read, after one round trip.
 func measureIdle(mode string, d time.Duration) (measurement, error) {
-	return withPair(mode, func(st *core.Stream) (measurement, error) {
+	return withPair(mode, func(st *mux.Stream) (measurement, error) {
 		start := time.Now()
 		st.SetReadDeadline(start.Add(d))
 		var b [1]byte
@@ -52,7 +52,7 @@ func measureIdle(mode string, d time.Duration) (measurement, error) {
 // withPair starts an echo child waiting in mode, opens a stream to it,
 // warms it up and runs part, whose CPU time and wait counts it measures
 // on both sides.
-func withPair(mode string, part func(*core.Stream) (measurement, error)) (measurement, error) {
+func withPair(mode string, part func(*mux.Stream) (measurement, error)) (measurement, error) {
 	pp, e, err := startPeer(mode)
 	if err != nil {
 		return measurement{}, err
@@ -92,7 +92,7 @@ func withPair(mode string, part func(*core.Stream) (measurement, error)) (measur
 }
 
 // roundTrips sends n requests, each after the previous reply.
-func roundTrips(st *core.Stream, n int) error {
+func roundTrips(st *mux.Stream, n int) error {
 	req, rep := make([]byte, msgSize), make([]byte, msgSize)
 	for range n {
 		if _, err := st.Write(req); err != nil {
@@ -109,7 +109,7 @@ func roundTrips(st *core.Stream, n int) error {
 // It runs on a locked thread with a timer slack of 1 ns, so that pauses
 // of tens of microseconds (nanosleep) are kept to within a wakeup;
 // Go's own timers round them up to a millisecond.
-func drive(st *core.Stream, s Shape, dur time.Duration, seed uint64) (measurement, error) {
+func drive(st *mux.Stream, s Shape, dur time.Duration, seed uint64) (measurement, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)            // best effort: pauses are longer without it

@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/sdpshim/sdpshim/bench/results"
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wait"
 )
 
 // Modes are the wait modes compared, the baselines first.
-var Modes = []string{core.WaitModeBusy, core.WaitModeEvent, core.WaitModeHybrid, core.WaitModeAdaptive}
+var Modes = []string{wait.WaitModeBusy, wait.WaitModeEvent, wait.WaitModeHybrid, wait.WaitModeAdaptive}
 
 // Settings size a run of the section.
 type Settings struct {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wait"
 	"github.com/sdpshim/sdpshim/shim/config"
 )
 
@@ -168,11 +168,11 @@ func TestPollDefaultsMatchShim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := core.DefaultPollParams()
-	shim := core.PollParams{Min: c.PollMin, Max: c.PollMax, Alpha: c.PollAlpha, Beta: c.PollBeta,
+	d := wait.DefaultPollParams()
+	shim := wait.PollParams{Min: c.PollMin, Max: c.PollMax, Alpha: c.PollAlpha, Beta: c.PollBeta,
 		Delta: c.PollDelta, Period: c.PollPeriod, Spin: c.PollSpin}
 	if shim != d {
-		t.Errorf("SDPSHIM_POLL_* defaults %+v, core.DefaultPollParams %+v", shim, d)
+		t.Errorf("SDPSHIM_POLL_* defaults %+v, wait.DefaultPollParams %+v", shim, d)
 	}
 }
 
@@ -183,7 +183,7 @@ func TestMeasureRings(t *testing.T) {
 	for _, tc := range []struct {
 		mode  string
 		rings bool
-	}{{core.WaitModeBusy, false}, {core.WaitModeEvent, true}} {
+	}{{wait.WaitModeBusy, false}, {wait.WaitModeEvent, true}} {
 		m, err := measure(tc.mode, high, 150*time.Millisecond, 1)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.mode, err)

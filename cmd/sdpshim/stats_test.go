@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wait"
 	"github.com/sdpshim/sdpshim/shim/stats"
 )
 
@@ -32,7 +32,7 @@ func statsServer(t *testing.T) (environ []string, reg *stats.Registry, dir strin
 	reg.Fallback(stats.FallbackInfo{Reason: 1, FD: 8, Peer: peer})
 	reg.AddChannel(stats.ChannelInfo{ID: 1, PeerPID: 4242, Transport: "statusbyte", Blocks: 64, BlockSize: 16384},
 		func() stats.ChannelStats { return stats.ChannelStats{BlocksInUse: 2, ReadSyncs: 5} })
-	reg.AddWaiter("progress", func() core.WaiterStats { return core.WaiterStats{Waits: 3, PollHits: 2, Budget: 64} })
+	reg.AddWaiter("progress", func() wait.WaiterStats { return wait.WaiterStats{Waits: 3, PollHits: 2, Budget: 64} })
 	stop, err := stats.Serve(dir, nil, reg)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,7 @@
 package coretest
 
 import (
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // PostListChains: a valid chain of WRITEs, only the last signaled, posts
@@ -18,23 +18,23 @@ const (
 	chainInl   = 32
 )
 
-var chainConfig = core.QPConfig{MaxSGE: chainSGE, MaxInline: chainInl}
+var chainConfig = verbs.QPConfig{MaxSGE: chainSGE, MaxInline: chainInl}
 
 // chainSeed is the pattern of slot j in round r.
 func chainSeed(r, j int) uint64 { return uint64(r)<<8 | uint64(j) }
 
 var chainFaults = []struct {
 	name  string
-	spoil func(wr *core.SendRequest, src core.Region)
+	spoil func(wr *verbs.SendRequest, src verbs.Region)
 }{
-	{"bad opcode", func(wr *core.SendRequest, _ core.Region) { wr.Op = 0 }},
-	{"RECV opcode on the send queue", func(wr *core.SendRequest, _ core.Region) { wr.Op = core.OpRecv }},
-	{"too many SGEs", func(wr *core.SendRequest, src core.Region) {
-		wr.SGEs = []core.SGE{sge(src, 0, 8), sge(src, 8, 8), sge(src, 16, 8)}
+	{"bad opcode", func(wr *verbs.SendRequest, _ verbs.Region) { wr.Op = 0 }},
+	{"RECV opcode on the send queue", func(wr *verbs.SendRequest, _ verbs.Region) { wr.Op = verbs.OpRecv }},
+	{"too many SGEs", func(wr *verbs.SendRequest, src verbs.Region) {
+		wr.SGEs = []verbs.SGE{sge(src, 0, 8), sge(src, 8, 8), sge(src, 16, 8)}
 	}},
-	{"inline over MaxInline", func(wr *core.SendRequest, src core.Region) {
-		wr.Flags |= core.SendInline
-		wr.SGEs = []core.SGE{sge(src, 0, chainInl+1)}
+	{"inline over MaxInline", func(wr *verbs.SendRequest, src verbs.Region) {
+		wr.Flags |= verbs.SendInline
+		wr.SGEs = []verbs.SGE{sge(src, 0, chainInl+1)}
 	}},
 }
 
@@ -42,24 +42,24 @@ func chainA(s *side) {
 	c := s.connect(chainConfig)
 	dst := s.recvRegion()
 	src := s.region(chainSlots*chainSlot, 0)
-	write := func(id uint64, r, j int, signaled bool) *core.SendRequest {
+	write := func(id uint64, r, j int, signaled bool) *verbs.SendRequest {
 		fill(src.Bytes()[j*chainSlot:(j+1)*chainSlot], chainSeed(r, j))
-		wr := &core.SendRequest{ID: id, Op: core.OpWrite, SGEs: []core.SGE{sge(src, j*chainSlot, chainSlot)},
+		wr := &verbs.SendRequest{ID: id, Op: verbs.OpWrite, SGEs: []verbs.SGE{sge(src, j*chainSlot, chainSlot)},
 			RemoteAddr: dst.At(uint64(j * chainSlot)), RemoteKey: dst.Key}
 		if signaled {
-			wr.Flags = core.SendSignaled
+			wr.Flags = verbs.SendSignaled
 		}
 		return wr
 	}
 
 	// Round 0: a valid chain of 8, the last one signaled.
-	var head *core.SendRequest
+	var head *verbs.SendRequest
 	for j := chainSlots - 1; j >= 0; j-- {
 		wr := write(uint64(j), 0, j, j == chainSlots-1)
 		wr.Next, head = head, wr
 	}
 	s.postSend(c, head)
-	s.one(c.scq, chainSlots-1, core.OpWrite, core.StatusSuccess)
+	s.one(c.scq, chainSlots-1, verbs.OpWrite, verbs.StatusSuccess)
 	s.noCompletion(c.scq, "unsignaled WRITEs of a chain")
 	s.sendWords(0, 0xff)
 	s.await("checked")
@@ -68,7 +68,7 @@ func chainA(s *side) {
 	for f, fault := range chainFaults {
 		r := f + 1
 		id := uint64(r * 100)
-		ws := []*core.SendRequest{write(id, r, 0, true), write(id+1, r, 1, true), write(id+2, r, 2, true),
+		ws := []*verbs.SendRequest{write(id, r, 0, true), write(id+1, r, 1, true), write(id+2, r, 2, true),
 			write(id+3, r, 3, true), write(id+4, r, 4, true)}
 		for k := 0; k < len(ws)-1; k++ {
 			ws[k].Next = ws[k+1]
@@ -83,9 +83,9 @@ func chainA(s *side) {
 			s.fatalf("%s: PostSend of a chain whose 3rd request is invalid returned (bad request %d, %v), want (request %d, an error)", fault.name, badID, err, ws[2].ID)
 		}
 		got := s.completions(c.scq, 2, fault.name+": the requests before the invalid one")
-		s.check(got[0], id, core.OpWrite, core.StatusSuccess)
-		s.check(got[1], id+1, core.OpWrite, core.StatusSuccess)
-		if st := c.qp.State(); st != core.QPReady {
+		s.check(got[0], id, verbs.OpWrite, verbs.StatusSuccess)
+		s.check(got[1], id+1, verbs.OpWrite, verbs.StatusSuccess)
+		if st := c.qp.State(); st != verbs.QPReady {
 			s.fatalf("%s: queue pair in state %v after a post-time error, want ready", fault.name, st)
 		}
 		s.postSend(c, write(id+5, r, 5, true))
@@ -99,11 +99,11 @@ func chainA(s *side) {
 
 	// A RECV chain r0 r1 BAD r3: the peer's two SENDs land in r0, r1; its
 	// third must wait for r4, which proves r3 was not posted.
-	rbuf := s.region(5*chainSlot, core.AccessLocalWrite)
-	rs := []*core.RecvRequest{{ID: 500, SGEs: []core.SGE{sge(rbuf, 0, chainSlot)}},
-		{ID: 501, SGEs: []core.SGE{sge(rbuf, chainSlot, chainSlot)}},
-		{ID: 502, SGEs: []core.SGE{sge(rbuf, 0, 8), sge(rbuf, 8, 8), sge(rbuf, 16, 8)}},
-		{ID: 503, SGEs: []core.SGE{sge(rbuf, 3*chainSlot, chainSlot)}}}
+	rbuf := s.region(5*chainSlot, verbs.AccessLocalWrite)
+	rs := []*verbs.RecvRequest{{ID: 500, SGEs: []verbs.SGE{sge(rbuf, 0, chainSlot)}},
+		{ID: 501, SGEs: []verbs.SGE{sge(rbuf, chainSlot, chainSlot)}},
+		{ID: 502, SGEs: []verbs.SGE{sge(rbuf, 0, 8), sge(rbuf, 8, 8), sge(rbuf, 16, 8)}},
+		{ID: 503, SGEs: []verbs.SGE{sge(rbuf, 3*chainSlot, chainSlot)}}}
 	for k := 0; k < len(rs)-1; k++ {
 		rs[k].Next = rs[k+1]
 	}
@@ -112,11 +112,11 @@ func chainA(s *side) {
 	}
 	s.step("recv chain posted")
 	got := s.completions(c.rcq, 2, "RECVs before the invalid one")
-	s.check(got[0], 500, core.OpRecv, core.StatusSuccess)
-	s.check(got[1], 501, core.OpRecv, core.StatusSuccess)
+	s.check(got[0], 500, verbs.OpRecv, verbs.StatusSuccess)
+	s.check(got[1], 501, verbs.OpRecv, verbs.StatusSuccess)
 	s.step("third")
 	s.await("third sent")
-	s.postRecv(c, &core.RecvRequest{ID: 504, SGEs: []core.SGE{sge(rbuf, 4*chainSlot, chainSlot)}})
+	s.postRecv(c, &verbs.RecvRequest{ID: 504, SGEs: []verbs.SGE{sge(rbuf, 4*chainSlot, chainSlot)}})
 	if g := s.completions(c.rcq, 1, "the third SEND")[0]; g.ID != 504 {
 		s.fatalf("the third SEND completed %s, want RECV 504: a RECV after the refused one was posted", fmtCompletion(g))
 	}
@@ -129,7 +129,7 @@ func chainA(s *side) {
 
 func chainB(s *side) {
 	c := s.connect(chainConfig)
-	dst := s.region(chainSlots*chainSlot, core.AccessLocalWrite|core.AccessRemoteWrite)
+	dst := s.region(chainSlots*chainSlot, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 	s.sendRegion(dst)
 	for {
 		v := s.recvWords(2)
@@ -156,16 +156,16 @@ func chainB(s *side) {
 		fill(src.Bytes()[k*chainSlot:(k+1)*chainSlot], uint64(900+k))
 	}
 	send := func(k int) {
-		s.postSend(c, &core.SendRequest{ID: uint64(k), Op: core.OpSend, Flags: core.SendSignaled,
-			SGEs: []core.SGE{sge(src, k*chainSlot, chainSlot)}})
+		s.postSend(c, &verbs.SendRequest{ID: uint64(k), Op: verbs.OpSend, Flags: verbs.SendSignaled,
+			SGEs: []verbs.SGE{sge(src, k*chainSlot, chainSlot)}})
 	}
 	s.await("recv chain posted")
 	send(0)
 	send(1)
-	s.one(c.scq, 0, core.OpSend, core.StatusSuccess)
-	s.one(c.scq, 1, core.OpSend, core.StatusSuccess)
+	s.one(c.scq, 0, verbs.OpSend, verbs.StatusSuccess)
+	s.one(c.scq, 1, verbs.OpSend, verbs.StatusSuccess)
 	s.await("third")
 	send(2)
 	s.step("third sent")
-	s.one(c.scq, 2, core.OpSend, core.StatusSuccess)
+	s.one(c.scq, 2, verbs.OpSend, verbs.StatusSuccess)
 }

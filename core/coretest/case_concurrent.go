@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // ConcurrentPosts: PostSend and PostRecv are safe for concurrent use.
@@ -20,7 +20,7 @@ const (
 	concRecvers = 2
 )
 
-var concConfig = core.QPConfig{MaxSend: 512, MaxRecv: 512}
+var concConfig = verbs.QPConfig{MaxSend: 512, MaxRecv: 512}
 
 func concOps(s *side) int {
 	if s.short {
@@ -40,19 +40,19 @@ func concA(s *side) {
 	c := s.connect(concConfig)
 	w := s.recvRegion()
 	src := s.region(concPosters*ops*concSlot, 0)
-	reqs := make([][]*core.SendRequest, concPosters)
+	reqs := make([][]*verbs.SendRequest, concPosters)
 	for g := range reqs {
 		for i := 0; i < ops; i++ {
 			slot := (g*ops + i) * concSlot
 			p := src.Bytes()[slot : slot+concSlot]
-			wr := &core.SendRequest{ID: concID(g, i), Flags: core.SendSignaled, SGEs: []core.SGE{sge(src, slot, concSlot)}}
+			wr := &verbs.SendRequest{ID: concID(g, i), Flags: verbs.SendSignaled, SGEs: []verbs.SGE{sge(src, slot, concSlot)}}
 			if i%2 == 0 {
 				fill(p, concSeed(g, i))
-				wr.Op, wr.RemoteAddr, wr.RemoteKey = core.OpWrite, w.At(uint64(slot)), w.Key
+				wr.Op, wr.RemoteAddr, wr.RemoteKey = verbs.OpWrite, w.At(uint64(slot)), w.Key
 			} else {
 				binary.LittleEndian.PutUint64(p, concSeed(g, i))
 				fill(p[8:], concSeed(g, i))
-				wr.Op = core.OpSend
+				wr.Op = verbs.OpSend
 			}
 			reqs[g] = append(reqs[g], wr)
 		}
@@ -75,7 +75,7 @@ func concA(s *side) {
 	next := make([]int, concPosters)
 	for _, g := range got {
 		p, i := int(g.ID>>16), int(g.ID&0xffff)
-		if p >= concPosters || i >= ops || g.Status != core.StatusSuccess {
+		if p >= concPosters || i >= ops || g.Status != verbs.StatusSuccess {
 			s.fatalf("unexpected completion %s", fmtCompletion(g))
 		}
 		if i != next[p] {
@@ -89,15 +89,15 @@ func concA(s *side) {
 func concB(s *side) {
 	ops := concOps(s)
 	c := s.connect(concConfig)
-	w := s.region(concPosters*ops*concSlot, core.AccessLocalWrite|core.AccessRemoteWrite)
+	w := s.region(concPosters*ops*concSlot, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 	s.sendRegion(w)
 	sends := concSends(s)
-	rbuf := s.region(sends*concSlot, core.AccessLocalWrite)
+	rbuf := s.region(sends*concSlot, verbs.AccessLocalWrite)
 	errs := make(chan error, concRecvers)
 	for r := 0; r < concRecvers; r++ {
 		go func() {
 			for k := r; k < sends; k += concRecvers {
-				wr := &core.RecvRequest{ID: uint64(k), SGEs: []core.SGE{sge(rbuf, k*concSlot, concSlot)}}
+				wr := &verbs.RecvRequest{ID: uint64(k), SGEs: []verbs.SGE{sge(rbuf, k*concSlot, concSlot)}}
 				if bad, err := c.qp.PostRecv(wr); err != nil {
 					errs <- fmt.Errorf("receiver %d: PostRecv of request %d returned (%p, %v)", r, k, bad, err)
 					return
@@ -111,7 +111,7 @@ func concB(s *side) {
 	got := s.completions(c.rcq, sends, "RECVs of concurrent SENDs")
 	seen := make(map[uint64]bool)
 	for _, g := range got {
-		if g.ID >= uint64(sends) || g.Status != core.StatusSuccess || g.Op != core.OpRecv || g.ByteLen != concSlot {
+		if g.ID >= uint64(sends) || g.Status != verbs.StatusSuccess || g.Op != verbs.OpRecv || g.ByteLen != concSlot {
 			s.fatalf("unexpected RECV completion %s", fmtCompletion(g))
 		}
 		p := rbuf.Bytes()[g.ID*concSlot : (g.ID+1)*concSlot]

@@ -3,7 +3,7 @@ package coretest
 import (
 	"fmt"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // RegionsStayInTheirDomain: a region belongs to the protection domain (the
@@ -26,12 +26,12 @@ func domainPattern(channel int) uint64 { return uint64(0xd0a1<<8 | channel) }
 
 func domainsA(s *side) {
 	p2 := s.extraProvider()
-	s.connect(core.QPConfig{})       // channel 1
-	s.connectOn(p2, core.QPConfig{}) // channel 2: the stranger's WRITE
-	s.connectOn(p2, core.QPConfig{}) // channel 2: the stranger's READ
+	s.connect(verbs.QPConfig{})       // channel 1
+	s.connectOn(p2, verbs.QPConfig{}) // channel 2: the stranger's WRITE
+	s.connectOn(p2, verbs.QPConfig{}) // channel 2: the stranger's READ
 	// A local region first, so that on providers that number keys from
 	// one per domain the secret's key is one channel 2 does not have.
-	s.region(domainSize, core.AccessLocalWrite)
+	s.region(domainSize, verbs.AccessLocalWrite)
 	secret := s.region(domainSize, accessAll)
 	fill(secret.Bytes(), domainPattern(1))
 	other := s.regionOn(p2, domainSize, accessAll)
@@ -48,15 +48,15 @@ func domainsA(s *side) {
 }
 
 func domainsB(s *side) {
-	c1 := s.connect(core.QPConfig{})
-	w2 := s.connect(core.QPConfig{})
-	r2 := s.connect(core.QPConfig{})
+	c1 := s.connect(verbs.QPConfig{})
+	w2 := s.connect(verbs.QPConfig{})
+	r2 := s.connect(verbs.QPConfig{})
 	secret := s.recvRegion()
 	other := s.recvRegion()
 	buf := s.region(domainSize, accessAll)
 
 	// Channel 2 works for its own region.
-	domainRead(s, r2, buf, other, 1, core.StatusSuccess)
+	domainRead(s, r2, buf, other, 1, verbs.StatusSuccess)
 	if i := mismatch(buf.Bytes(), domainPattern(2)); i >= 0 {
 		s.fatalf("READ of channel 2's region through channel 2 differs at byte %d", i)
 	}
@@ -69,20 +69,20 @@ func domainsB(s *side) {
 
 	// The stranger names channel 1's region through channel 2.
 	fill(buf.Bytes(), domainPattern(3))
-	s.postSend(w2, &core.SendRequest{ID: 2, Op: core.OpWrite, Flags: core.SendSignaled,
-		SGEs: []core.SGE{sge(buf, 0, domainSize)}, RemoteAddr: secret.At(0), RemoteKey: secret.Key})
-	s.one(w2.scq, 2, core.OpWrite, core.StatusRemoteAccess)
+	s.postSend(w2, &verbs.SendRequest{ID: 2, Op: verbs.OpWrite, Flags: verbs.SendSignaled,
+		SGEs: []verbs.SGE{sge(buf, 0, domainSize)}, RemoteAddr: secret.At(0), RemoteKey: secret.Key})
+	s.one(w2.scq, 2, verbs.OpWrite, verbs.StatusRemoteAccess)
 	fill(buf.Bytes(), domainPattern(4))
-	domainRead(s, r2, buf, secret, 3, core.StatusRemoteAccess)
+	domainRead(s, r2, buf, secret, 3, verbs.StatusRemoteAccess)
 	if i := mismatch(buf.Bytes(), domainPattern(4)); i >= 0 {
-		s.fatalf("a READ that failed with %v changed the destination at byte %d", core.StatusRemoteAccess, i)
+		s.fatalf("a READ that failed with %v changed the destination at byte %d", verbs.StatusRemoteAccess, i)
 	}
 
 	// Channel 1 is untouched: its peer still reads the region.
-	if st := c1.qp.State(); st != core.QPReady {
-		s.fatalf("channel 1's queue pair is %v after another channel's access errors, want %v", st, core.QPReady)
+	if st := c1.qp.State(); st != verbs.QPReady {
+		s.fatalf("channel 1's queue pair is %v after another channel's access errors, want %v", st, verbs.QPReady)
 	}
-	domainRead(s, c1, buf, secret, 4, core.StatusSuccess)
+	domainRead(s, c1, buf, secret, 4, verbs.StatusSuccess)
 	if i := mismatch(buf.Bytes(), domainPattern(1)); i >= 0 {
 		s.fatalf("READ of channel 1's region through channel 1 differs at byte %d", i)
 	}
@@ -90,16 +90,16 @@ func domainsB(s *side) {
 }
 
 // domainRead READs all of remote into buf through c and expects st.
-func domainRead(s *side, c *conn, buf core.Region, remote core.RemoteRegion, id uint64, st core.Status) {
-	s.postSend(c, &core.SendRequest{ID: id, Op: core.OpRead, Flags: core.SendSignaled,
-		SGEs: []core.SGE{sge(buf, 0, domainSize)}, RemoteAddr: remote.At(0), RemoteKey: remote.Key})
-	s.one(c.scq, id, core.OpRead, st)
+func domainRead(s *side, c *conn, buf verbs.Region, remote verbs.RemoteRegion, id uint64, st verbs.Status) {
+	s.postSend(c, &verbs.SendRequest{ID: id, Op: verbs.OpRead, Flags: verbs.SendSignaled,
+		SGEs: []verbs.SGE{sge(buf, 0, domainSize)}, RemoteAddr: remote.At(0), RemoteKey: remote.Key})
+	s.one(c.scq, id, verbs.OpRead, st)
 }
 
 // extraProvider opens a second Provider (another protection domain) that
 // the side closes at the end of the case, after the objects created from
 // it.
-func (s *side) extraProvider() core.Provider {
+func (s *side) extraProvider() verbs.Provider {
 	if s.open == nil {
 		s.fatalf("side %s cannot open a second provider", s.role)
 	}

@@ -3,7 +3,8 @@ package coretest
 import (
 	"encoding/binary"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/sharedmem"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // PostBeforePeerConnect: side A connects and posts a WRITE, an inline
@@ -14,37 +15,37 @@ import (
 const earlyPayload = 256
 
 func earlyPostA(s *side) {
-	c := s.newConn(core.QPConfig{})
+	c := s.newConn(verbs.QPConfig{})
 	remote := s.swapEndpoints(c)
 	dst := s.recvRegion()
 	s.connectTo(c, remote)
 	src := s.region(earlyPayload+16, 0)
 	fill(src.Bytes()[:earlyPayload], 11)
 	binary.LittleEndian.PutUint32(src.Bytes()[earlyPayload:], 1)
-	wr := &core.SendRequest{ID: 1, Op: core.OpWrite, Flags: core.SendSignaled,
-		SGEs: []core.SGE{sge(src, 0, earlyPayload)}, RemoteAddr: dst.At(0), RemoteKey: dst.Key,
-		Next: &core.SendRequest{ID: 2, Op: core.OpWrite, Flags: core.SendSignaled | core.SendInline,
-			SGEs: []core.SGE{sge(src, earlyPayload, 4)}, RemoteAddr: dst.At(earlyPayload), RemoteKey: dst.Key,
-			Next: &core.SendRequest{ID: 3, Op: core.OpSend, Flags: core.SendSignaled,
-				SGEs: []core.SGE{sge(src, 0, 100)}}}}
+	wr := &verbs.SendRequest{ID: 1, Op: verbs.OpWrite, Flags: verbs.SendSignaled,
+		SGEs: []verbs.SGE{sge(src, 0, earlyPayload)}, RemoteAddr: dst.At(0), RemoteKey: dst.Key,
+		Next: &verbs.SendRequest{ID: 2, Op: verbs.OpWrite, Flags: verbs.SendSignaled | verbs.SendInline,
+			SGEs: []verbs.SGE{sge(src, earlyPayload, 4)}, RemoteAddr: dst.At(earlyPayload), RemoteKey: dst.Key,
+			Next: &verbs.SendRequest{ID: 3, Op: verbs.OpSend, Flags: verbs.SendSignaled,
+				SGEs: []verbs.SGE{sge(src, 0, 100)}}}}
 	s.postSend(c, wr)
 	s.step("posted")
 	got := s.completions(c.scq, 3, "completions of requests posted before the peer connected")
-	s.check(got[0], 1, core.OpWrite, core.StatusSuccess)
-	s.check(got[1], 2, core.OpWrite, core.StatusSuccess)
-	s.check(got[2], 3, core.OpSend, core.StatusSuccess)
+	s.check(got[0], 1, verbs.OpWrite, verbs.StatusSuccess)
+	s.check(got[1], 2, verbs.OpWrite, verbs.StatusSuccess)
+	s.check(got[2], 3, verbs.OpSend, verbs.StatusSuccess)
 }
 
 func earlyPostB(s *side) {
-	c := s.newConn(core.QPConfig{})
+	c := s.newConn(verbs.QPConfig{})
 	remote := s.swapEndpoints(c)
-	dst := s.region(earlyPayload+16, core.AccessLocalWrite|core.AccessRemoteWrite)
+	dst := s.region(earlyPayload+16, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 	s.sendRegion(dst)
-	rbuf := s.region(4096, core.AccessLocalWrite)
-	s.postRecv(c, &core.RecvRequest{ID: 7, SGEs: []core.SGE{sge(rbuf, 0, 4096)}})
+	rbuf := s.region(4096, verbs.AccessLocalWrite)
+	s.postRecv(c, &verbs.RecvRequest{ID: 7, SGEs: []verbs.SGE{sge(rbuf, 0, 4096)}})
 	s.await("posted")
 	// Not connected yet: nothing of the peer's may have landed.
-	if v := core.Uint32At(dst.Bytes(), earlyPayload).Load(); v != 0 {
+	if v := sharedmem.Uint32At(dst.Bytes(), earlyPayload).Load(); v != 0 {
 		s.fatalf("flag WRITE landed (%#x) before this side called Connect", v)
 	}
 	if i := nonzeroAt(dst.Bytes()[:earlyPayload]); i >= 0 {
@@ -56,7 +57,7 @@ func earlyPostB(s *side) {
 	if i := mismatch(dst.Bytes()[:earlyPayload], 11); i >= 0 {
 		s.fatalf("payload WRITE posted before Connect differs at byte %d though its flag landed", i)
 	}
-	rc := s.one(c.rcq, 7, core.OpRecv, core.StatusSuccess)
+	rc := s.one(c.rcq, 7, verbs.OpRecv, verbs.StatusSuccess)
 	if rc.ByteLen != 100 {
 		s.fatalf("RECV got %d bytes, want 100", rc.ByteLen)
 	}

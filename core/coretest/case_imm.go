@@ -1,7 +1,7 @@
 package coretest
 
 import (
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // WriteWithImmConsumesRecv: side B posts RECVs (most without SGEs, one
@@ -17,7 +17,7 @@ const (
 )
 
 func immA(s *side) {
-	c := s.connect(core.QPConfig{})
+	c := s.connect(verbs.QPConfig{})
 	dst := s.recvRegion()
 	src := s.region(immCount*immSlot, 0)
 	sizes := make([]uint64, immCount)
@@ -33,16 +33,16 @@ func immA(s *side) {
 	for j := range sizes {
 		n := int(sizes[j])
 		fill(src.Bytes()[j*immSlot:j*immSlot+n], uint64(300+j))
-		wr := &core.SendRequest{ID: uint64(j), Op: core.OpWriteWithImm, Flags: core.SendSignaled,
+		wr := &verbs.SendRequest{ID: uint64(j), Op: verbs.OpWriteWithImm, Flags: verbs.SendSignaled,
 			RemoteAddr: dst.At(uint64(j * immSlot)), RemoteKey: dst.Key, Imm: uint32(imms[j])}
 		if n > 0 {
-			wr.SGEs = []core.SGE{sge(src, j*immSlot, n)}
+			wr.SGEs = []verbs.SGE{sge(src, j*immSlot, n)}
 		}
 		s.postSend(c, wr)
 	}
 	got := s.completions(c.scq, immCount, "WRITE_WITH_IMM completions")
 	for j, g := range got {
-		s.check(g, uint64(j), core.OpWriteWithImm, core.StatusSuccess)
+		s.check(g, uint64(j), verbs.OpWriteWithImm, verbs.StatusSuccess)
 		if g.QP != c.qp.Number() {
 			s.fatalf("completion %s names queue pair %d, want %d", fmtCompletion(g), g.QP, c.qp.Number())
 		}
@@ -50,26 +50,26 @@ func immA(s *side) {
 
 	// One more with no RECV posted: it waits for one, like a SEND.
 	s.await("drained")
-	s.postSend(c, &core.SendRequest{ID: immCount, Op: core.OpWriteWithImm, Flags: core.SendSignaled,
-		SGEs: []core.SGE{sge(src, 0, 16)}, RemoteAddr: dst.At(0), RemoteKey: dst.Key, Imm: 0x1234})
+	s.postSend(c, &verbs.SendRequest{ID: immCount, Op: verbs.OpWriteWithImm, Flags: verbs.SendSignaled,
+		SGEs: []verbs.SGE{sge(src, 0, 16)}, RemoteAddr: dst.At(0), RemoteKey: dst.Key, Imm: 0x1234})
 	s.noCompletion(c.scq, "a WRITE_WITH_IMM the peer has no RECV for")
 	s.step("extra posted")
 	s.await("extra received")
-	s.one(c.scq, immCount, core.OpWriteWithImm, core.StatusSuccess)
+	s.one(c.scq, immCount, verbs.OpWriteWithImm, verbs.StatusSuccess)
 }
 
 func immB(s *side) {
-	c := s.connect(core.QPConfig{})
-	dst := s.region(immCount*immSlot, core.AccessLocalWrite|core.AccessRemoteWrite)
+	c := s.connect(verbs.QPConfig{})
+	dst := s.region(immCount*immSlot, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 	s.sendRegion(dst)
-	spare := s.region(immSlot, core.AccessLocalWrite)
+	spare := s.region(immSlot, verbs.AccessLocalWrite)
 	v := s.recvWords(2 * immCount)
 	sizes, imms := v[:immCount], v[immCount:]
-	var head, tail *core.RecvRequest
+	var head, tail *verbs.RecvRequest
 	for j := 0; j < immCount; j++ {
-		wr := &core.RecvRequest{ID: uint64(100 + j)}
+		wr := &verbs.RecvRequest{ID: uint64(100 + j)}
 		if j == 3 {
-			wr.SGEs = []core.SGE{sge(spare, 0, immSlot)}
+			wr.SGEs = []verbs.SGE{sge(spare, 0, immSlot)}
 		}
 		if head == nil {
 			head = wr
@@ -82,7 +82,7 @@ func immB(s *side) {
 	s.step("posted")
 	for j := 0; j < immCount; j++ {
 		g := s.completions(c.rcq, 1, "RECV_WITH_IMM completion")[0]
-		s.check(g, uint64(100+j), core.OpRecvWithImm, core.StatusSuccess)
+		s.check(g, uint64(100+j), verbs.OpRecvWithImm, verbs.StatusSuccess)
 		if g.QP != c.qp.Number() {
 			s.fatalf("completion %s names queue pair %d, want %d", fmtCompletion(g), g.QP, c.qp.Number())
 		}
@@ -101,8 +101,8 @@ func immB(s *side) {
 	s.step("drained")
 	s.await("extra posted")
 	s.noCompletion(c.rcq, "no RECV is posted")
-	s.postRecv(c, &core.RecvRequest{ID: 200})
-	g := s.one(c.rcq, 200, core.OpRecvWithImm, core.StatusSuccess)
+	s.postRecv(c, &verbs.RecvRequest{ID: 200})
+	g := s.one(c.rcq, 200, verbs.OpRecvWithImm, verbs.StatusSuccess)
 	if !g.HasImm || g.Imm != 0x1234 {
 		s.fatalf("late RECV: immediate %v %#x, want true 0x1234", g.HasImm, g.Imm)
 	}

@@ -1,7 +1,7 @@
 package coretest
 
 import (
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // RegionAfterConnect: regions registered after Connect, on either side,
@@ -12,13 +12,13 @@ import (
 const lateSize = 8192
 
 func lateRegionA(s *side) {
-	c := s.connect(core.QPConfig{})
+	c := s.connect(verbs.QPConfig{})
 	lateUse(s, c, 0)
 	lateOffer(s, c, 1)
 }
 
 func lateRegionB(s *side) {
-	c := s.connect(core.QPConfig{})
+	c := s.connect(verbs.QPConfig{})
 	lateOffer(s, c, 0)
 	lateUse(s, c, 1)
 }
@@ -42,18 +42,18 @@ func lateOffer(s *side, _ *conn, dir int) {
 func lateUse(s *side, c *conn, dir int) {
 	for k := 0; k < 3; k++ {
 		remote := s.recvRegion()
-		dst := s.region(lateSize, core.AccessLocalWrite)
+		dst := s.region(lateSize, verbs.AccessLocalWrite)
 		id := uint64(2 * k)
-		s.postSend(c, &core.SendRequest{ID: id, Op: core.OpRead, Flags: core.SendSignaled,
-			SGEs: []core.SGE{sge(dst, 0, lateSize)}, RemoteAddr: remote.At(0), RemoteKey: remote.Key})
-		s.one(c.scq, id, core.OpRead, core.StatusSuccess)
+		s.postSend(c, &verbs.SendRequest{ID: id, Op: verbs.OpRead, Flags: verbs.SendSignaled,
+			SGEs: []verbs.SGE{sge(dst, 0, lateSize)}, RemoteAddr: remote.At(0), RemoteKey: remote.Key})
+		s.one(c.scq, id, verbs.OpRead, verbs.StatusSuccess)
 		if i := mismatch(dst.Bytes(), lateSeed(dir, k, 0)); i >= 0 {
 			s.fatalf("READ of region %d registered by the peer after Connect differs at byte %d", k, i)
 		}
 		fill(dst.Bytes(), lateSeed(dir, k, 1))
-		s.postSend(c, &core.SendRequest{ID: id + 1, Op: core.OpWrite, Flags: core.SendSignaled,
-			SGEs: []core.SGE{sge(dst, 0, lateSize)}, RemoteAddr: remote.At(0), RemoteKey: remote.Key})
-		s.one(c.scq, id+1, core.OpWrite, core.StatusSuccess)
+		s.postSend(c, &verbs.SendRequest{ID: id + 1, Op: verbs.OpWrite, Flags: verbs.SendSignaled,
+			SGEs: []verbs.SGE{sge(dst, 0, lateSize)}, RemoteAddr: remote.At(0), RemoteKey: remote.Key})
+		s.one(c.scq, id+1, verbs.OpWrite, verbs.StatusSuccess)
 		s.step("written")
 	}
 }

@@ -3,7 +3,7 @@ package coretest
 import (
 	"math"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // MalformedRequests: requests that pass post-time validation but cannot
@@ -16,7 +16,7 @@ import (
 
 // anyError accepts every status but success, where the contract names
 // none.
-const anyError core.Status = math.MaxUint8
+const anyError verbs.Status = math.MaxUint8
 
 // peerPrep is what side B does before side A posts.
 type peerPrep uint8
@@ -32,114 +32,114 @@ const (
 
 // malformedEnv holds the regions the parts name.
 type malformedEnv struct {
-	src, noWrite core.Region // local: 4096 bytes with local write / none
-	small        core.Region // local: 100 bytes, less than a page
-	closedKey    uint32      // local key of a region already closed
-	r, ro, wo    core.RemoteRegion
-	rsmall       core.RemoteRegion // 100 bytes with every right
-	extra        core.RemoteRegion // per part; closed by B in prepCloseRegion
+	src, noWrite verbs.Region // local: 4096 bytes with local write / none
+	small        verbs.Region // local: 100 bytes, less than a page
+	closedKey    uint32       // local key of a region already closed
+	r, ro, wo    verbs.RemoteRegion
+	rsmall       verbs.RemoteRegion // 100 bytes with every right
+	extra        verbs.RemoteRegion // per part; closed by B in prepCloseRegion
 }
 
 const badKeyMask = 0xa5a5a5a5
 
 var malformedParts = []struct {
 	name string
-	want core.Status
+	want verbs.Status
 	prep peerPrep
-	wr   func(e *malformedEnv) *core.SendRequest
+	wr   func(e *malformedEnv) *verbs.SendRequest
 }{
-	{"bad local key", core.StatusLocalProtection, prepNone, func(e *malformedEnv) *core.SendRequest {
-		return writeTo(e.r, 0, core.SGE{Key: e.src.LocalKey() ^ badKeyMask, Length: 16})
+	{"bad local key", verbs.StatusLocalProtection, prepNone, func(e *malformedEnv) *verbs.SendRequest {
+		return writeTo(e.r, 0, verbs.SGE{Key: e.src.LocalKey() ^ badKeyMask, Length: 16})
 	}},
-	{"local key of a closed region", core.StatusLocalProtection, prepNone, func(e *malformedEnv) *core.SendRequest {
-		return writeTo(e.r, 0, core.SGE{Key: e.closedKey, Length: 16})
+	{"local key of a closed region", verbs.StatusLocalProtection, prepNone, func(e *malformedEnv) *verbs.SendRequest {
+		return writeTo(e.r, 0, verbs.SGE{Key: e.closedKey, Length: 16})
 	}},
-	{"SGE past the end of its region", core.StatusLocalLength, prepNone, func(e *malformedEnv) *core.SendRequest {
+	{"SGE past the end of its region", verbs.StatusLocalLength, prepNone, func(e *malformedEnv) *verbs.SendRequest {
 		return writeTo(e.r, 0, sge(e.src, 4090, 16))
 	}},
-	{"SGE offset overflows", core.StatusLocalLength, prepNone, func(e *malformedEnv) *core.SendRequest {
-		return writeTo(e.r, 0, core.SGE{Key: e.src.LocalKey(), Offset: math.MaxUint64 - 7, Length: 16})
+	{"SGE offset overflows", verbs.StatusLocalLength, prepNone, func(e *malformedEnv) *verbs.SendRequest {
+		return writeTo(e.r, 0, verbs.SGE{Key: e.src.LocalKey(), Offset: math.MaxUint64 - 7, Length: 16})
 	}},
-	{"SGE past the end of a region smaller than a page", core.StatusLocalLength, prepNone, func(e *malformedEnv) *core.SendRequest {
+	{"SGE past the end of a region smaller than a page", verbs.StatusLocalLength, prepNone, func(e *malformedEnv) *verbs.SendRequest {
 		return writeTo(e.r, 0, sge(e.small, 96, 8))
 	}},
-	{"READ into an SGE past its region", core.StatusLocalLength, prepNone, func(e *malformedEnv) *core.SendRequest {
+	{"READ into an SGE past its region", verbs.StatusLocalLength, prepNone, func(e *malformedEnv) *verbs.SendRequest {
 		return readFrom(e.r, 0, sge(e.src, 4090, 16))
 	}},
-	{"READ into a region without local write", core.StatusLocalProtection, prepNone, func(e *malformedEnv) *core.SendRequest {
+	{"READ into a region without local write", verbs.StatusLocalProtection, prepNone, func(e *malformedEnv) *verbs.SendRequest {
 		return readFrom(e.r, 0, sge(e.noWrite, 0, 16))
 	}},
-	{"bad remote key", core.StatusRemoteAccess, prepNone, func(e *malformedEnv) *core.SendRequest {
+	{"bad remote key", verbs.StatusRemoteAccess, prepNone, func(e *malformedEnv) *verbs.SendRequest {
 		wr := writeTo(e.r, 0, sge(e.src, 0, 16))
 		wr.RemoteKey ^= badKeyMask
 		return wr
 	}},
-	{"remote offset at the end", core.StatusRemoteAccess, prepNone, func(e *malformedEnv) *core.SendRequest {
+	{"remote offset at the end", verbs.StatusRemoteAccess, prepNone, func(e *malformedEnv) *verbs.SendRequest {
 		return writeTo(e.r, e.r.Len, sge(e.src, 0, 1))
 	}},
-	{"remote range past the end", core.StatusRemoteAccess, prepNone, func(e *malformedEnv) *core.SendRequest {
+	{"remote range past the end", verbs.StatusRemoteAccess, prepNone, func(e *malformedEnv) *verbs.SendRequest {
 		return writeTo(e.r, e.r.Len-16, sge(e.src, 0, 32))
 	}},
-	{"remote address wraps", core.StatusRemoteAccess, prepNone, func(e *malformedEnv) *core.SendRequest {
+	{"remote address wraps", verbs.StatusRemoteAccess, prepNone, func(e *malformedEnv) *verbs.SendRequest {
 		wr := writeTo(e.r, 0, sge(e.src, 0, 16))
 		wr.RemoteAddr = math.MaxUint64 - 7
 		return wr
 	}},
-	{"remote range past the end of a region smaller than a page", core.StatusRemoteAccess, prepNone, func(e *malformedEnv) *core.SendRequest {
+	{"remote range past the end of a region smaller than a page", verbs.StatusRemoteAccess, prepNone, func(e *malformedEnv) *verbs.SendRequest {
 		return writeTo(e.rsmall, 96, sge(e.src, 0, 8))
 	}},
-	{"READ with a bad remote key", core.StatusRemoteAccess, prepNone, func(e *malformedEnv) *core.SendRequest {
+	{"READ with a bad remote key", verbs.StatusRemoteAccess, prepNone, func(e *malformedEnv) *verbs.SendRequest {
 		wr := readFrom(e.r, 0, sge(e.src, 0, 16))
 		wr.RemoteKey ^= badKeyMask
 		return wr
 	}},
-	{"READ past the end", core.StatusRemoteAccess, prepNone, func(e *malformedEnv) *core.SendRequest {
+	{"READ past the end", verbs.StatusRemoteAccess, prepNone, func(e *malformedEnv) *verbs.SendRequest {
 		return readFrom(e.r, e.r.Len-16, sge(e.src, 0, 32))
 	}},
-	{"WRITE to a region without remote write", core.StatusRemoteAccess, prepNone, func(e *malformedEnv) *core.SendRequest {
+	{"WRITE to a region without remote write", verbs.StatusRemoteAccess, prepNone, func(e *malformedEnv) *verbs.SendRequest {
 		return writeTo(e.ro, 0, sge(e.src, 0, 16))
 	}},
-	{"READ from a region without remote read", core.StatusRemoteAccess, prepNone, func(e *malformedEnv) *core.SendRequest {
+	{"READ from a region without remote read", verbs.StatusRemoteAccess, prepNone, func(e *malformedEnv) *verbs.SendRequest {
 		return readFrom(e.wo, 0, sge(e.src, 0, 16))
 	}},
-	{"WRITE_WITH_IMM with a bad remote key", core.StatusRemoteAccess, prepImmRecv, func(e *malformedEnv) *core.SendRequest {
+	{"WRITE_WITH_IMM with a bad remote key", verbs.StatusRemoteAccess, prepImmRecv, func(e *malformedEnv) *verbs.SendRequest {
 		wr := writeTo(e.r, 0, sge(e.src, 0, 16))
-		wr.Op, wr.Imm = core.OpWriteWithImm, 5
+		wr.Op, wr.Imm = verbs.OpWriteWithImm, 5
 		wr.RemoteKey ^= badKeyMask
 		return wr
 	}},
-	{"WRITE to a closed remote region", core.StatusRemoteAccess, prepCloseRegion, func(e *malformedEnv) *core.SendRequest {
+	{"WRITE to a closed remote region", verbs.StatusRemoteAccess, prepCloseRegion, func(e *malformedEnv) *verbs.SendRequest {
 		return writeTo(e.extra, 0, sge(e.src, 0, 16))
 	}},
-	{"SEND larger than the RECV", core.StatusRemoteInvalid, prepSmallRecv, func(e *malformedEnv) *core.SendRequest {
-		return &core.SendRequest{ID: 1, Op: core.OpSend, Flags: core.SendSignaled, SGEs: []core.SGE{sge(e.src, 0, 128)}}
+	{"SEND larger than the RECV", verbs.StatusRemoteInvalid, prepSmallRecv, func(e *malformedEnv) *verbs.SendRequest {
+		return &verbs.SendRequest{ID: 1, Op: verbs.OpSend, Flags: verbs.SendSignaled, SGEs: []verbs.SGE{sge(e.src, 0, 128)}}
 	}},
-	{"SEND into a RECV whose SGE passes its region", anyError, prepLongRecv, func(e *malformedEnv) *core.SendRequest {
-		return &core.SendRequest{ID: 1, Op: core.OpSend, Flags: core.SendSignaled, SGEs: []core.SGE{sge(e.src, 0, 16)}}
+	{"SEND into a RECV whose SGE passes its region", anyError, prepLongRecv, func(e *malformedEnv) *verbs.SendRequest {
+		return &verbs.SendRequest{ID: 1, Op: verbs.OpSend, Flags: verbs.SendSignaled, SGEs: []verbs.SGE{sge(e.src, 0, 16)}}
 	}},
-	{"SEND into a RECV with a bad local key", anyError, prepBadKeyRecv, func(e *malformedEnv) *core.SendRequest {
-		return &core.SendRequest{ID: 1, Op: core.OpSend, Flags: core.SendSignaled, SGEs: []core.SGE{sge(e.src, 0, 16)}}
+	{"SEND into a RECV with a bad local key", anyError, prepBadKeyRecv, func(e *malformedEnv) *verbs.SendRequest {
+		return &verbs.SendRequest{ID: 1, Op: verbs.OpSend, Flags: verbs.SendSignaled, SGEs: []verbs.SGE{sge(e.src, 0, 16)}}
 	}},
 }
 
-func writeTo(r core.RemoteRegion, off uint64, s core.SGE) *core.SendRequest {
-	return &core.SendRequest{ID: 1, Op: core.OpWrite, Flags: core.SendSignaled,
-		SGEs: []core.SGE{s}, RemoteAddr: r.At(off), RemoteKey: r.Key}
+func writeTo(r verbs.RemoteRegion, off uint64, s verbs.SGE) *verbs.SendRequest {
+	return &verbs.SendRequest{ID: 1, Op: verbs.OpWrite, Flags: verbs.SendSignaled,
+		SGEs: []verbs.SGE{s}, RemoteAddr: r.At(off), RemoteKey: r.Key}
 }
 
-func readFrom(r core.RemoteRegion, off uint64, s core.SGE) *core.SendRequest {
+func readFrom(r verbs.RemoteRegion, off uint64, s verbs.SGE) *verbs.SendRequest {
 	wr := writeTo(r, off, s)
-	wr.Op = core.OpRead
+	wr.Op = verbs.OpRead
 	return wr
 }
 
 func malformedA(s *side) {
 	e := &malformedEnv{
-		src:     s.region(4096, core.AccessLocalWrite),
+		src:     s.region(4096, verbs.AccessLocalWrite),
 		noWrite: s.region(4096, accessNone),
-		small:   s.region(100, core.AccessLocalWrite),
+		small:   s.region(100, verbs.AccessLocalWrite),
 	}
-	closed, err := s.p.RegisterRegion(4096, core.AccessLocalWrite)
+	closed, err := s.p.RegisterRegion(4096, verbs.AccessLocalWrite)
 	s.must(err, "RegisterRegion")
 	e.closedKey = closed.LocalKey()
 	s.must(closed.Close(), "close region")
@@ -148,73 +148,73 @@ func malformedA(s *side) {
 
 	for i, part := range malformedParts {
 		s.sendWords(uint64(i))
-		c := s.connect(core.QPConfig{})
+		c := s.connect(verbs.QPConfig{})
 		e.extra = s.recvRegion()
 		s.await("ready")
 		wr := part.wr(e)
 		if bad, err := c.qp.PostSend(wr); err != nil {
 			s.fatalf("%s: PostSend refused the request (bad %p): %v; the contract makes it an error completion", part.name, bad, err)
 		}
-		s.postSend(c, &core.SendRequest{ID: 2, Op: core.OpWrite, Flags: core.SendSignaled,
-			SGEs: []core.SGE{sge(ok, 0, 64)}, RemoteAddr: e.r.At(0), RemoteKey: e.r.Key})
+		s.postSend(c, &verbs.SendRequest{ID: 2, Op: verbs.OpWrite, Flags: verbs.SendSignaled,
+			SGEs: []verbs.SGE{sge(ok, 0, 64)}, RemoteAddr: e.r.At(0), RemoteKey: e.r.Key})
 		got := s.completions(c.scq, 2, part.name+": the bad request and the one behind it")
 		if part.want == anyError {
-			if got[0].ID != 1 || got[0].Status == core.StatusSuccess {
+			if got[0].ID != 1 || got[0].Status == verbs.StatusSuccess {
 				s.fatalf("%s: completion %s, want request 1 with an error status", part.name, fmtCompletion(got[0]))
 			}
 			s.logf("%s: the sender got %v", part.name, got[0].Status)
 		} else if got[0].ID != 1 || got[0].Status != part.want {
 			s.fatalf("%s: completion %s, want request 1 with %v", part.name, fmtCompletion(got[0]), part.want)
 		}
-		if got[1].ID != 2 || got[1].Status != core.StatusFlushed {
+		if got[1].ID != 2 || got[1].Status != verbs.StatusFlushed {
 			s.fatalf("%s: the request behind the failed one completed %s, want request 2 flushed", part.name, fmtCompletion(got[1]))
 		}
-		s.waitState(c.qp, core.QPError, part.name)
+		s.waitState(c.qp, verbs.QPError, part.name)
 		s.step("part done")
 	}
 	s.sendWords(math.MaxUint64)
 }
 
 func malformedB(s *side) {
-	for _, r := range []core.Region{
+	for _, r := range []verbs.Region{
 		s.region(4096, accessAll),
-		s.region(4096, core.AccessLocalWrite|core.AccessRemoteRead),
-		s.region(4096, core.AccessLocalWrite|core.AccessRemoteWrite),
+		s.region(4096, verbs.AccessLocalWrite|verbs.AccessRemoteRead),
+		s.region(4096, verbs.AccessLocalWrite|verbs.AccessRemoteWrite),
 		s.region(100, accessAll),
 	} {
 		s.sendRegion(r)
 	}
-	rbuf := s.region(4096, core.AccessLocalWrite)
+	rbuf := s.region(4096, verbs.AccessLocalWrite)
 	for {
 		i := s.recvWords(1)[0]
 		if i >= uint64(len(malformedParts)) {
 			return
 		}
 		part := malformedParts[i]
-		c := s.connect(core.QPConfig{})
-		extra, err := s.p.RegisterRegion(4096, core.AccessLocalWrite|core.AccessRemoteWrite)
+		c := s.connect(verbs.QPConfig{})
+		extra, err := s.p.RegisterRegion(4096, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 		s.must(err, "RegisterRegion")
 		o := s.own("extra region", extra)
 		s.sendRegion(extra)
-		want := core.StatusSuccess
+		want := verbs.StatusSuccess
 		switch part.prep {
 		case prepImmRecv:
-			s.postRecv(c, &core.RecvRequest{ID: 900})
+			s.postRecv(c, &verbs.RecvRequest{ID: 900})
 		case prepSmallRecv:
-			s.postRecv(c, &core.RecvRequest{ID: 900, SGEs: []core.SGE{sge(rbuf, 0, 64)}})
-			want = core.StatusLocalLength
+			s.postRecv(c, &verbs.RecvRequest{ID: 900, SGEs: []verbs.SGE{sge(rbuf, 0, 64)}})
+			want = verbs.StatusLocalLength
 		case prepBadKeyRecv:
-			s.postRecv(c, &core.RecvRequest{ID: 900, SGEs: []core.SGE{{Key: rbuf.LocalKey() ^ badKeyMask, Length: 64}}})
-			want = core.StatusLocalProtection
+			s.postRecv(c, &verbs.RecvRequest{ID: 900, SGEs: []verbs.SGE{{Key: rbuf.LocalKey() ^ badKeyMask, Length: 64}}})
+			want = verbs.StatusLocalProtection
 		case prepLongRecv:
-			s.postRecv(c, &core.RecvRequest{ID: 900, SGEs: []core.SGE{sge(rbuf, 4090, 16)}})
-			want = core.StatusLocalLength
+			s.postRecv(c, &verbs.RecvRequest{ID: 900, SGEs: []verbs.SGE{sge(rbuf, 4090, 16)}})
+			want = verbs.StatusLocalLength
 		case prepCloseRegion:
 			s.closeNow(o)
 		}
 		s.step("ready")
-		if want != core.StatusSuccess {
-			s.one(c.rcq, 900, core.OpRecv, want)
+		if want != verbs.StatusSuccess {
+			s.one(c.rcq, 900, verbs.OpRecv, want)
 		}
 		s.await("part done")
 	}

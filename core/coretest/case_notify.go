@@ -5,7 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // NotifyFD: an armed CQ wakes epoll on its NotifyFD at its next
@@ -22,10 +22,10 @@ func notifyRounds(s *side) int {
 }
 
 func notifyA(s *side) {
-	c := s.connect(core.QPConfig{})
+	c := s.connect(verbs.QPConfig{})
 	dst := s.recvRegion()
 	src := s.region(64, 0)
-	rbuf := s.region(64, core.AccessLocalWrite)
+	rbuf := s.region(64, verbs.AccessLocalWrite)
 	sw, rw := s.watch(c.scq), s.watch(c.rcq)
 
 	s.must(c.scq.AckNotify(), "AckNotify with nothing pending")
@@ -33,8 +33,8 @@ func notifyA(s *side) {
 		s.fatalf("NotifyFD of a fresh CQ is readable")
 	}
 	write := func(id uint64) {
-		s.postSend(c, &core.SendRequest{ID: id, Op: core.OpWrite, Flags: core.SendSignaled,
-			SGEs: []core.SGE{sge(src, 0, 64)}, RemoteAddr: dst.At(0), RemoteKey: dst.Key})
+		s.postSend(c, &verbs.SendRequest{ID: id, Op: verbs.OpWrite, Flags: verbs.SendSignaled,
+			SGEs: []verbs.SGE{sge(src, 0, 64)}, RemoteAddr: dst.At(0), RemoteKey: dst.Key})
 	}
 	for i := 0; i < notifyRounds(s); i++ {
 		id := uint64(i)
@@ -50,7 +50,7 @@ func notifyA(s *side) {
 			s.must(c.scq.Arm(), "Arm with a completion queued")
 			s.waitNotify(sw, "Arm while a completion is queued")
 			s.must(c.scq.AckNotify(), "AckNotify")
-			s.one(c.scq, id, core.OpWrite, core.StatusSuccess)
+			s.one(c.scq, id, verbs.OpWrite, verbs.StatusSuccess)
 		case 1, 2: // post, then arm after a random pause: either clause fires
 			write(id)
 			for k := s.rng.IntN(8); k > 0; k-- {
@@ -59,28 +59,28 @@ func notifyA(s *side) {
 			s.must(c.scq.Arm(), "Arm")
 			s.waitNotify(sw, "Arm racing a completion")
 			s.must(c.scq.AckNotify(), "AckNotify")
-			s.one(c.scq, id, core.OpWrite, core.StatusSuccess)
+			s.one(c.scq, id, verbs.OpWrite, verbs.StatusSuccess)
 		case 3: // the peer's SEND completes a RECV on an armed CQ
-			s.postRecv(c, &core.RecvRequest{ID: id, SGEs: []core.SGE{sge(rbuf, 0, 64)}})
+			s.postRecv(c, &verbs.RecvRequest{ID: id, SGEs: []verbs.SGE{sge(rbuf, 0, 64)}})
 			s.must(c.rcq.Arm(), "Arm")
 			s.sendWords(1)
 			s.waitNotify(rw, "an armed recv CQ got the peer's SEND")
 			s.must(c.rcq.AckNotify(), "AckNotify")
-			s.one(c.rcq, id, core.OpRecv, core.StatusSuccess)
+			s.one(c.rcq, id, verbs.OpRecv, verbs.StatusSuccess)
 		}
 	}
 	s.sendWords(0)
 }
 
 func notifyB(s *side) {
-	c := s.connect(core.QPConfig{})
-	dst := s.region(64, core.AccessLocalWrite|core.AccessRemoteWrite)
+	c := s.connect(verbs.QPConfig{})
+	dst := s.region(64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 	s.sendRegion(dst)
 	src := s.region(64, 0)
 	for id := uint64(0); s.recvWords(1)[0] != 0; id++ {
-		s.postSend(c, &core.SendRequest{ID: id, Op: core.OpSend, Flags: core.SendSignaled,
-			SGEs: []core.SGE{sge(src, 0, 16)}})
-		s.one(c.scq, id, core.OpSend, core.StatusSuccess)
+		s.postSend(c, &verbs.SendRequest{ID: id, Op: verbs.OpSend, Flags: verbs.SendSignaled,
+			SGEs: []verbs.SGE{sge(src, 0, 16)}})
+		s.one(c.scq, id, verbs.OpSend, verbs.StatusSuccess)
 	}
 }
 
@@ -89,7 +89,7 @@ type watcher struct{ ep int }
 
 func (w watcher) Close() error { return unix.Close(w.ep) }
 
-func (s *side) watch(cq core.CompletionQueue) watcher {
+func (s *side) watch(cq verbs.CompletionQueue) watcher {
 	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	s.must(err, "epoll_create1")
 	w := watcher{ep}

@@ -3,7 +3,7 @@ package coretest
 import (
 	"errors"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // CQOverrun: three signaled WRITEs complete into a send CQ of depth 2 that
@@ -14,20 +14,20 @@ const overrunDepth = 2
 
 func overrunA(s *side) {
 	cq := s.newCQ(overrunDepth)
-	c := s.connect(core.QPConfig{SendCQ: cq})
+	c := s.connect(verbs.QPConfig{SendCQ: cq})
 	dst := s.recvRegion()
 	src := s.region(64, 0)
 	for i := 0; i <= overrunDepth; i++ {
-		s.postSend(c, &core.SendRequest{ID: uint64(i), Op: core.OpWrite, Flags: core.SendSignaled,
-			SGEs: []core.SGE{sge(src, 0, 64)}, RemoteAddr: dst.At(0), RemoteKey: dst.Key})
+		s.postSend(c, &verbs.SendRequest{ID: uint64(i), Op: verbs.OpWrite, Flags: verbs.SendSignaled,
+			SGEs: []verbs.SGE{sge(src, 0, 64)}, RemoteAddr: dst.At(0), RemoteKey: dst.Key})
 	}
-	s.waitState(c.qp, core.QPError, "its send CQ overran")
-	out := make([]core.Completion, 2*overrunDepth+2)
-	var got []core.Completion
+	s.waitState(c.qp, verbs.QPError, "its send CQ overran")
+	out := make([]verbs.Completion, 2*overrunDepth+2)
+	var got []verbs.Completion
 	for {
 		n, err := cq.Poll(out)
 		got = append(got, out[:n]...)
-		if errors.Is(err, core.ErrCQOverrun) {
+		if errors.Is(err, verbs.ErrCQOverrun) {
 			break
 		}
 		if err != nil {
@@ -43,7 +43,7 @@ func overrunA(s *side) {
 }
 
 func overrunB(s *side) {
-	s.connect(core.QPConfig{})
-	dst := s.region(64, core.AccessLocalWrite|core.AccessRemoteWrite)
+	s.connect(verbs.QPConfig{})
+	dst := s.region(64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 	s.sendRegion(dst)
 }

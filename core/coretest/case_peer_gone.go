@@ -1,7 +1,7 @@
 package coretest
 
 import (
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // When the peer goes away (its process is SIGKILLed, or it closes its
@@ -18,12 +18,12 @@ const goneRecvs = 4
 // outstanding posts goneRecvs RECVs (IDs 100...) and one SEND (ID 1) that
 // waits because the peer posts no RECV.
 func (s *side) outstanding(c *conn) {
-	rbuf := s.region(goneRecvs*256, core.AccessLocalWrite)
+	rbuf := s.region(goneRecvs*256, verbs.AccessLocalWrite)
 	for i := 0; i < goneRecvs; i++ {
-		s.postRecv(c, &core.RecvRequest{ID: uint64(100 + i), SGEs: []core.SGE{sge(rbuf, i*256, 256)}})
+		s.postRecv(c, &verbs.RecvRequest{ID: uint64(100 + i), SGEs: []verbs.SGE{sge(rbuf, i*256, 256)}})
 	}
 	src := s.region(256, 0)
-	s.postSend(c, &core.SendRequest{ID: 1, Op: core.OpSend, Flags: core.SendSignaled, SGEs: []core.SGE{sge(src, 0, 256)}})
+	s.postSend(c, &verbs.SendRequest{ID: 1, Op: verbs.OpSend, Flags: verbs.SendSignaled, SGEs: []verbs.SGE{sge(src, 0, 256)}})
 	s.noCompletion(c.scq, "a SEND the peer has no RECV for")
 }
 
@@ -31,12 +31,12 @@ func (s *side) outstanding(c *conn) {
 // with own, the queue pair was closed locally and the SEND must be flushed.
 func (s *side) flushed(c *conn, why string, own bool) {
 	g := s.completions(c.scq, 1, "the waiting SEND after "+why)[0]
-	if g.ID != 1 || g.Status == core.StatusSuccess || (own && g.Status != core.StatusFlushed) {
+	if g.ID != 1 || g.Status == verbs.StatusSuccess || (own && g.Status != verbs.StatusFlushed) {
 		s.fatalf("the waiting SEND completed %s after %s; want request 1 with an error status", fmtCompletion(g), why)
 	}
 	got := s.completions(c.rcq, goneRecvs, "the posted RECVs after "+why)
 	for i, g := range got {
-		s.check(g, uint64(100+i), core.OpRecv, core.StatusFlushed)
+		s.check(g, uint64(100+i), verbs.OpRecv, verbs.StatusFlushed)
 	}
 	s.noCompletion(c.scq, "every send request completes once")
 	s.noCompletion(c.rcq, "every RECV completes once")
@@ -46,7 +46,7 @@ func (s *side) flushed(c *conn, why string, own bool) {
 // be refused at post time or complete with StatusFlushed.
 func (s *side) postAfterError(c *conn) {
 	src := s.region(64, 0)
-	wr := &core.SendRequest{ID: 2, Op: core.OpSend, Flags: core.SendSignaled, SGEs: []core.SGE{sge(src, 0, 64)}}
+	wr := &verbs.SendRequest{ID: 2, Op: verbs.OpSend, Flags: verbs.SendSignaled, SGEs: []verbs.SGE{sge(src, 0, 64)}}
 	bad, err := c.qp.PostSend(wr)
 	if err != nil {
 		if bad != wr {
@@ -55,44 +55,44 @@ func (s *side) postAfterError(c *conn) {
 		s.logf("PostSend on a queue pair in QPError was refused: %v", err)
 		return
 	}
-	s.one(c.scq, 2, core.OpSend, core.StatusFlushed)
+	s.one(c.scq, 2, verbs.OpSend, verbs.StatusFlushed)
 }
 
 func peerKilledA(s *side) {
-	c := s.connect(core.QPConfig{})
+	c := s.connect(verbs.QPConfig{})
 	s.await("ready")
 	s.outstanding(c)
 	s.killPeer()
-	s.waitState(c.qp, core.QPError, "the peer process was killed")
+	s.waitState(c.qp, verbs.QPError, "the peer process was killed")
 	s.flushed(c, "the peer process was killed", false)
 	s.postAfterError(c)
 }
 
 func peerKilledB(s *side) {
-	s.connect(core.QPConfig{})
+	s.connect(verbs.QPConfig{})
 	s.step("ready")
 	s.await("the end") // never comes: side A kills this process
 }
 
 func peerClosedA(s *side) {
-	c := s.connect(core.QPConfig{})
+	c := s.connect(verbs.QPConfig{})
 	s.outstanding(c)
 	s.step("posted")
 	s.await("closed")
-	s.waitState(c.qp, core.QPError, "the peer closed its queue pair")
+	s.waitState(c.qp, verbs.QPError, "the peer closed its queue pair")
 	s.flushed(c, "the peer closed its queue pair", false)
 	s.postAfterError(c)
 }
 
 func peerClosedB(s *side) {
-	c := s.connect(core.QPConfig{})
+	c := s.connect(verbs.QPConfig{})
 	s.await("posted")
 	s.closeNow(c.closer)
 	s.step("closed")
 }
 
 func closeFlushA(s *side) {
-	c := s.connect(core.QPConfig{})
+	c := s.connect(verbs.QPConfig{})
 	s.outstanding(c)
 	s.closeNow(c.closer)
 	s.flushed(c, "closing the queue pair", true)
@@ -100,7 +100,7 @@ func closeFlushA(s *side) {
 }
 
 func closeFlushB(s *side) {
-	c := s.connect(core.QPConfig{})
+	c := s.connect(verbs.QPConfig{})
 	s.await("closed")
-	s.waitState(c.qp, core.QPError, "the peer closed its queue pair")
+	s.waitState(c.qp, verbs.QPError, "the peer closed its queue pair")
 }

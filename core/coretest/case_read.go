@@ -1,7 +1,7 @@
 package coretest
 
 import (
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // ReadSeesLatestWrite: side A WRITEs a fresh pattern to a random range of
@@ -20,11 +20,11 @@ func readRounds(s *side) int {
 }
 
 func readLatestA(s *side) {
-	c := s.connect(core.QPConfig{})
+	c := s.connect(verbs.QPConfig{})
 	remote := s.recvRegion()
 	src := s.region(readRegionSize, 0)
-	dst := s.region(readRegionSize, core.AccessLocalWrite)
-	dst2 := s.region(readRegionSize, core.AccessLocalWrite)
+	dst := s.region(readRegionSize, verbs.AccessLocalWrite)
+	dst2 := s.region(readRegionSize, verbs.AccessLocalWrite)
 	id := uint64(0)
 	for i := 0; i < readRounds(s); i++ {
 		seed := uint64(1000 + i)
@@ -39,9 +39,9 @@ func readLatestA(s *side) {
 		} else {
 			fill(src.Bytes()[off:off+n], seed)
 			id++
-			s.postSend(c, &core.SendRequest{ID: id, Op: core.OpWrite, Flags: core.SendSignaled,
-				SGEs: []core.SGE{sge(src, off, n)}, RemoteAddr: remote.At(uint64(off)), RemoteKey: remote.Key})
-			s.one(c.scq, id, core.OpWrite, core.StatusSuccess)
+			s.postSend(c, &verbs.SendRequest{ID: id, Op: verbs.OpWrite, Flags: verbs.SendSignaled,
+				SGEs: []verbs.SGE{sge(src, off, n)}, RemoteAddr: remote.At(uint64(off)), RemoteKey: remote.Key})
+			s.one(c.scq, id, verbs.OpWrite, verbs.StatusSuccess)
 		}
 
 		// READ the range back into one SGE, or two in different regions.
@@ -52,15 +52,15 @@ func readLatestA(s *side) {
 		l1 := s.rng.IntN(readRegionSize - k + 1)
 		l2 := s.rng.IntN(readRegionSize - (n - k) + 1)
 		poison(dst.Bytes()[l1 : l1+k])
-		sges := []core.SGE{sge(dst, l1, k)}
+		sges := []verbs.SGE{sge(dst, l1, k)}
 		if k < n {
 			poison(dst2.Bytes()[l2 : l2+n-k])
 			sges = append(sges, sge(dst2, l2, n-k))
 		}
 		id++
-		s.postSend(c, &core.SendRequest{ID: id, Op: core.OpRead, Flags: core.SendSignaled,
+		s.postSend(c, &verbs.SendRequest{ID: id, Op: verbs.OpRead, Flags: verbs.SendSignaled,
 			SGEs: sges, RemoteAddr: remote.At(uint64(off)), RemoteKey: remote.Key})
-		rc := s.one(c.scq, id, core.OpRead, core.StatusSuccess)
+		rc := s.one(c.scq, id, verbs.OpRead, verbs.StatusSuccess)
 		if rc.ByteLen != uint32(n) {
 			s.fatalf("READ of %d bytes completed with ByteLen %d", n, rc.ByteLen)
 		}
@@ -77,7 +77,7 @@ func readLatestA(s *side) {
 }
 
 func readLatestB(s *side) {
-	s.connect(core.QPConfig{})
+	s.connect(verbs.QPConfig{})
 	r := s.region(readRegionSize, accessAll)
 	s.sendRegion(r)
 	for {

@@ -1,7 +1,7 @@
 package coretest
 
 import (
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // SendRecvSizes: side B posts a chain of RECVs, some split over two SGEs;
@@ -27,7 +27,7 @@ func sendRounds(s *side) int {
 func sendSeed(r, j int) uint64 { return 0x5e4d<<32 | uint64(r)<<16 | uint64(j) }
 
 func sendSizesA(s *side) {
-	c := s.connect(core.QPConfig{})
+	c := s.connect(verbs.QPConfig{})
 	src := s.region(sendPerRun*sendSlot, 0)
 	edges := []int{0, 1, 3, 4, defaultMaxInline - 1, defaultMaxInline, defaultMaxInline + 1, 1000, 4096, sendSlot}
 	for r := 0; r < sendRounds(s); r++ {
@@ -45,19 +45,19 @@ func sendSizesA(s *side) {
 		s.sendWords(append(sizes, imms...)...)
 		s.await("posted")
 
-		var head, tail *core.SendRequest
+		var head, tail *verbs.SendRequest
 		chained := s.rng.IntN(2) == 0
 		for j := range sizes {
 			n := int(sizes[j])
 			slot := src.Bytes()[j*sendSlot : (j+1)*sendSlot]
-			wr := &core.SendRequest{ID: uint64(r*sendPerRun + j), Op: core.OpSend, Flags: core.SendSignaled}
+			wr := &verbs.SendRequest{ID: uint64(r*sendPerRun + j), Op: verbs.OpSend, Flags: verbs.SendSignaled}
 			wr.SGEs = gatherSGEs(s, src, j*sendSlot, slot, n, sendSeed(r, j), c.cfg.MaxSGE)
 			if imms[j]>>32 != 0 {
 				wr.HasImm, wr.Imm = true, uint32(imms[j])
 			}
 			inline := n > 0 && n <= c.cfg.MaxInline && s.rng.IntN(2) == 0
 			if inline {
-				wr.Flags |= core.SendInline
+				wr.Flags |= verbs.SendInline
 			}
 			if !chained {
 				s.postSend(c, wr)
@@ -78,7 +78,7 @@ func sendSizesA(s *side) {
 		}
 		got := s.completions(c.scq, sendPerRun, "SEND completions")
 		for j, g := range got {
-			s.check(g, uint64(r*sendPerRun+j), core.OpSend, core.StatusSuccess)
+			s.check(g, uint64(r*sendPerRun+j), verbs.OpSend, verbs.StatusSuccess)
 		}
 		s.await("received")
 	}
@@ -87,7 +87,7 @@ func sendSizesA(s *side) {
 // gatherSGEs writes the n-byte message of seed into slot as up to maxSGE
 // pieces stored in reverse order, and returns SGEs (into region r at base)
 // that gather it in order.
-func gatherSGEs(s *side, r core.Region, base int, slot []byte, n int, seed uint64, maxSGE int) []core.SGE {
+func gatherSGEs(s *side, r verbs.Region, base int, slot []byte, n int, seed uint64, maxSGE int) []verbs.SGE {
 	if n == 0 {
 		return nil
 	}
@@ -99,7 +99,7 @@ func gatherSGEs(s *side, r core.Region, base int, slot []byte, n int, seed uint6
 		cuts = append(cuts, cuts[k-1]+1+s.rng.IntN(n-cuts[k-1]-(pieces-k)))
 	}
 	cuts = append(cuts, n)
-	sges := make([]core.SGE, pieces)
+	sges := make([]verbs.SGE, pieces)
 	at := 0
 	for k := pieces - 1; k >= 0; k-- {
 		piece := msg[cuts[k]:cuts[k+1]]
@@ -111,25 +111,25 @@ func gatherSGEs(s *side, r core.Region, base int, slot []byte, n int, seed uint6
 }
 
 func sendSizesB(s *side) {
-	c := s.connect(core.QPConfig{})
-	dst := s.region(sendPerRun*sendSlot, core.AccessLocalWrite)
+	c := s.connect(verbs.QPConfig{})
+	dst := s.region(sendPerRun*sendSlot, verbs.AccessLocalWrite)
 	for r := 0; r < sendRounds(s); r++ {
 		v := s.recvWords(2 * sendPerRun)
 		sizes, imms := v[:sendPerRun], v[sendPerRun:]
 		clear(dst.Bytes())
-		var head, tail *core.RecvRequest
+		var head, tail *verbs.RecvRequest
 		splits := make([]int, sendPerRun)
 		for j := 0; j < sendPerRun; j++ {
 			base := j * sendSlot
-			wr := &core.RecvRequest{ID: uint64(1000 + r*sendPerRun + j)}
+			wr := &verbs.RecvRequest{ID: uint64(1000 + r*sendPerRun + j)}
 			// Two SGEs that together cover the slot, the second first in
 			// memory, or one.
 			splits[j] = sendSlot
 			if s.rng.IntN(2) == 0 {
 				splits[j] = 1 + s.rng.IntN(sendSlot-1)
-				wr.SGEs = []core.SGE{sge(dst, base+sendSlot-splits[j], splits[j]), sge(dst, base, sendSlot-splits[j])}
+				wr.SGEs = []verbs.SGE{sge(dst, base+sendSlot-splits[j], splits[j]), sge(dst, base, sendSlot-splits[j])}
 			} else {
-				wr.SGEs = []core.SGE{sge(dst, base, sendSlot)}
+				wr.SGEs = []verbs.SGE{sge(dst, base, sendSlot)}
 			}
 			if head == nil {
 				head = wr
@@ -142,7 +142,7 @@ func sendSizesB(s *side) {
 		s.step("posted")
 		got := s.completions(c.rcq, sendPerRun, "RECV completions")
 		for j, g := range got {
-			s.check(g, uint64(1000+r*sendPerRun+j), core.OpRecv, core.StatusSuccess)
+			s.check(g, uint64(1000+r*sendPerRun+j), verbs.OpRecv, verbs.StatusSuccess)
 			n := int(sizes[j])
 			if g.ByteLen != uint32(n) {
 				s.fatalf("round %d message %d: RECV ByteLen %d, want %d", r, j, g.ByteLen, n)

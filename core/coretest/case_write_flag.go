@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // WriteThenFlag: the status-byte pattern. Side A WRITEs a payload (its
@@ -25,7 +25,7 @@ func flagIterations(s *side) int {
 }
 
 func writeFlagA(s *side) {
-	c := s.connect(core.QPConfig{})
+	c := s.connect(verbs.QPConfig{})
 	dst := s.recvRegion()
 	src := s.region(flagMaxPayload, 0)
 	flag := s.region(64, 0)
@@ -43,16 +43,16 @@ func writeFlagA(s *side) {
 		binary.LittleEndian.PutUint32(flag.Bytes(), uint32(i))
 
 		id++
-		data := &core.SendRequest{ID: id, Op: core.OpWrite,
-			SGEs: []core.SGE{sge(src, 0, n)}, RemoteAddr: dst.At(0), RemoteKey: dst.Key}
+		data := &verbs.SendRequest{ID: id, Op: verbs.OpWrite,
+			SGEs: []verbs.SGE{sge(src, 0, n)}, RemoteAddr: dst.At(0), RemoteKey: dst.Key}
 		want := 1
 		if s.rng.IntN(2) == 0 {
-			data.Flags |= core.SendSignaled
+			data.Flags |= verbs.SendSignaled
 			want = 2
 		}
 		id++
-		flagWR := &core.SendRequest{ID: id, Op: core.OpWrite, Flags: core.SendSignaled | core.SendInline,
-			SGEs: []core.SGE{sge(flag, 0, 4)}, RemoteAddr: dst.At(flagMaxPayload), RemoteKey: dst.Key}
+		flagWR := &verbs.SendRequest{ID: id, Op: verbs.OpWrite, Flags: verbs.SendSignaled | verbs.SendInline,
+			SGEs: []verbs.SGE{sge(flag, 0, 4)}, RemoteAddr: dst.At(flagMaxPayload), RemoteKey: dst.Key}
 		if s.rng.IntN(2) == 0 {
 			data.Next = flagWR
 			s.postSend(c, data)
@@ -64,9 +64,9 @@ func writeFlagA(s *side) {
 		binary.LittleEndian.PutUint32(flag.Bytes(), 0xdeadbeef)
 		got := s.completions(c.scq, want, "the payload and flag WRITEs")
 		if want == 2 {
-			s.check(got[0], data.ID, core.OpWrite, core.StatusSuccess)
+			s.check(got[0], data.ID, verbs.OpWrite, verbs.StatusSuccess)
 		}
-		s.check(got[want-1], flagWR.ID, core.OpWrite, core.StatusSuccess)
+		s.check(got[want-1], flagWR.ID, verbs.OpWrite, verbs.StatusSuccess)
 		if v := s.recvWords(1); v[0] != uint64(i) {
 			s.fatalf("peer acknowledged iteration %d, want %d", v[0], i)
 		}
@@ -74,8 +74,8 @@ func writeFlagA(s *side) {
 }
 
 func writeFlagB(s *side) {
-	s.connect(core.QPConfig{})
-	dst := s.region(flagMaxPayload+64, core.AccessLocalWrite|core.AccessRemoteWrite)
+	s.connect(verbs.QPConfig{})
+	dst := s.region(flagMaxPayload+64, verbs.AccessLocalWrite|verbs.AccessRemoteWrite)
 	s.sendRegion(dst)
 	b := dst.Bytes()
 	for i := 1; i <= flagIterations(s); i++ {

@@ -3,14 +3,14 @@ package coretest
 import (
 	"fmt"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // conn is one side's queue pair with its completion queues.
 type conn struct {
-	qp       core.QueuePair
-	scq, rcq core.CompletionQueue
-	cfg      core.QPConfig
+	qp       verbs.QueuePair
+	scq, rcq verbs.CompletionQueue
+	cfg      verbs.QPConfig
 	closer   *owned // the queue pair's, for cases that close it early
 }
 
@@ -26,10 +26,10 @@ const (
 
 // newConn creates a queue pair in QPInit with its own completion queues
 // (unless cfg names them); zero limits in cfg get the suite's defaults.
-func (s *side) newConn(cfg core.QPConfig) *conn { return s.newConnOn(s.p, cfg) }
+func (s *side) newConn(cfg verbs.QPConfig) *conn { return s.newConnOn(s.p, cfg) }
 
 // newConnOn is newConn on provider p (the side's own or an extra one).
-func (s *side) newConnOn(p core.Provider, cfg core.QPConfig) *conn {
+func (s *side) newConnOn(p verbs.Provider, cfg verbs.QPConfig) *conn {
 	if cfg.MaxSend == 0 {
 		cfg.MaxSend = defaultMaxSend
 	}
@@ -52,15 +52,15 @@ func (s *side) newConnOn(p core.Provider, cfg core.QPConfig) *conn {
 	s.must(err, "CreateQP(%+v)", limits(cfg))
 	c := &conn{qp: qp, scq: cfg.SendCQ, rcq: cfg.RecvCQ, cfg: cfg}
 	c.closer = s.own(fmt.Sprintf("queue pair %d", qp.Number()), qp)
-	if st := qp.State(); st != core.QPInit {
-		s.fatalf("new queue pair is in state %v, want %v", st, core.QPInit)
+	if st := qp.State(); st != verbs.QPInit {
+		s.fatalf("new queue pair is in state %v, want %v", st, verbs.QPInit)
 	}
 	return c
 }
 
-func (s *side) newCQ(depth int) core.CompletionQueue { return s.newCQOn(s.p, depth) }
+func (s *side) newCQ(depth int) verbs.CompletionQueue { return s.newCQOn(s.p, depth) }
 
-func (s *side) newCQOn(p core.Provider, depth int) core.CompletionQueue {
+func (s *side) newCQOn(p verbs.Provider, depth int) verbs.CompletionQueue {
 	cq, err := p.CreateCQ(depth)
 	s.must(err, "CreateCQ(%d)", depth)
 	s.own("completion queue", cq)
@@ -70,7 +70,7 @@ func (s *side) newCQOn(p core.Provider, depth int) core.CompletionQueue {
 // swapEndpoints sends c's endpoint to the other side and returns the
 // other side's. Both sides call it; the messages are small enough that
 // sending first never blocks.
-func (s *side) swapEndpoints(c *conn) core.Endpoint {
+func (s *side) swapEndpoints(c *conn) verbs.Endpoint {
 	ep, err := c.qp.LocalEndpoint()
 	s.must(err, "LocalEndpoint")
 	s.must(s.link.sendEndpoint(ep), "send endpoint")
@@ -80,10 +80,10 @@ func (s *side) swapEndpoints(c *conn) core.Endpoint {
 }
 
 // connectTo connects c to the remote endpoint and checks it is ready.
-func (s *side) connectTo(c *conn, remote core.Endpoint) {
+func (s *side) connectTo(c *conn, remote verbs.Endpoint) {
 	s.must(c.qp.Connect(remote), "Connect")
-	if st := c.qp.State(); st != core.QPReady {
-		s.fatalf("queue pair is in state %v after Connect, want %v", st, core.QPReady)
+	if st := c.qp.State(); st != verbs.QPReady {
+		s.fatalf("queue pair is in state %v after Connect, want %v", st, verbs.QPReady)
 	}
 }
 
@@ -91,10 +91,10 @@ func (s *side) connectTo(c *conn, remote core.Endpoint) {
 // creates with its matching connect call. It returns once both sides have
 // checked their queue pair is ready, so that nothing either side does next
 // (close it, fail it with a bad request) can race the other's check.
-func (s *side) connect(cfg core.QPConfig) *conn { return s.connectOn(s.p, cfg) }
+func (s *side) connect(cfg verbs.QPConfig) *conn { return s.connectOn(s.p, cfg) }
 
 // connectOn is connect with the queue pair created on provider p.
-func (s *side) connectOn(p core.Provider, cfg core.QPConfig) *conn {
+func (s *side) connectOn(p verbs.Provider, cfg verbs.QPConfig) *conn {
 	c := s.newConnOn(p, cfg)
 	s.connectTo(c, s.swapEndpoints(c))
 	s.step("connected")
@@ -103,12 +103,12 @@ func (s *side) connectOn(p core.Provider, cfg core.QPConfig) *conn {
 }
 
 // region registers size bytes with access; the side closes it at the end.
-func (s *side) region(size int, access core.Access) core.Region {
+func (s *side) region(size int, access verbs.Access) verbs.Region {
 	return s.regionOn(s.p, size, access)
 }
 
 // regionOn is region on provider p.
-func (s *side) regionOn(p core.Provider, size int, access core.Access) core.Region {
+func (s *side) regionOn(p verbs.Provider, size int, access verbs.Access) verbs.Region {
 	r, err := p.RegisterRegion(size, access)
 	s.must(err, "RegisterRegion(%d, %s)", size, accessString(access))
 	s.own(fmt.Sprintf("region of %d bytes", size), r)
@@ -119,7 +119,7 @@ func (s *side) regionOn(p core.Provider, size int, access core.Access) core.Regi
 }
 
 // postSend posts wr and fails the side if any of its chain is refused.
-func (s *side) postSend(c *conn, wr *core.SendRequest) {
+func (s *side) postSend(c *conn, wr *verbs.SendRequest) {
 	if bad, err := c.qp.PostSend(wr); err != nil {
 		id := uint64(0)
 		if bad != nil {
@@ -130,7 +130,7 @@ func (s *side) postSend(c *conn, wr *core.SendRequest) {
 }
 
 // postRecv posts wr and fails the side if any of its chain is refused.
-func (s *side) postRecv(c *conn, wr *core.RecvRequest) {
+func (s *side) postRecv(c *conn, wr *verbs.RecvRequest) {
 	if bad, err := c.qp.PostRecv(wr); err != nil {
 		id := uint64(0)
 		if bad != nil {
@@ -141,20 +141,20 @@ func (s *side) postRecv(c *conn, wr *core.RecvRequest) {
 }
 
 // sge names bytes [off, off+n) of r.
-func sge(r core.Region, off, n int) core.SGE {
-	return core.SGE{Key: r.LocalKey(), Offset: uint64(off), Length: uint32(n)}
+func sge(r verbs.Region, off, n int) verbs.SGE {
+	return verbs.SGE{Key: r.LocalKey(), Offset: uint64(off), Length: uint32(n)}
 }
 
-func limits(c core.QPConfig) string {
+func limits(c verbs.QPConfig) string {
 	return fmt.Sprintf("send %d, recv %d, inline %d, sge %d", c.MaxSend, c.MaxRecv, c.MaxInline, c.MaxSGE)
 }
 
-func accessString(a core.Access) string {
+func accessString(a verbs.Access) string {
 	s := ""
 	for _, f := range []struct {
-		bit  core.Access
+		bit  verbs.Access
 		name string
-	}{{core.AccessLocalWrite, "local-write"}, {core.AccessRemoteWrite, "remote-write"}, {core.AccessRemoteRead, "remote-read"}} {
+	}{{verbs.AccessLocalWrite, "local-write"}, {verbs.AccessRemoteWrite, "remote-write"}, {verbs.AccessRemoteRead, "remote-read"}} {
 		if a&f.bit != 0 {
 			if s != "" {
 				s += "|"
@@ -169,6 +169,6 @@ func accessString(a core.Access) string {
 }
 
 const (
-	accessAll              = core.AccessLocalWrite | core.AccessRemoteWrite | core.AccessRemoteRead
-	accessNone core.Access = 0
+	accessAll               = verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead
+	accessNone verbs.Access = 0
 )

@@ -1,5 +1,5 @@
-// Package coretest is the conformance suite every core.Provider must pass:
-// the contracts of core/provider.go checked from both ends of a queue
+// Package coretest is the conformance suite every verbs.Provider must pass:
+// the contracts of core/verbs/provider.go checked from both ends of a queue
 // pair, with the peer in the same process and in a second process.
 //
 // # Running it for a provider
@@ -13,7 +13,7 @@
 //
 //	var harness = coretest.Harness{
 //		Name: "shm",
-//		Open: func() (core.Provider, error) { return shm.Open() },
+//		Open: func() (verbs.Provider, error) { return shm.Open() },
 //	}
 //
 //	func TestConformance(t *testing.T) { coretest.Run(t, harness) }
@@ -36,7 +36,7 @@
 // both. -short runs fewer iterations.
 //
 // A provider that cannot run here (the rdma provider on a machine without
-// an RDMA device) returns an error wrapping core.ErrNotSupported from
+// an RDMA device) returns an error wrapping verbs.ErrNotSupported from
 // Open; Run then skips with that error as the reason.
 //
 // # What it checks

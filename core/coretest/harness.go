@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // Harness names a provider under test.
@@ -16,9 +16,9 @@ type Harness struct {
 	// Name is the provider's name, for messages ("shm").
 	Name string
 	// Open opens one Provider. The suite opens one per side and closes it
-	// at the end of each case. An error wrapping core.ErrNotSupported (no
+	// at the end of each case. An error wrapping verbs.ErrNotSupported (no
 	// device here) skips the suite with that error as the reason.
-	Open func() (core.Provider, error)
+	Open func() (verbs.Provider, error)
 }
 
 // Environment variables the suite reads.
@@ -45,7 +45,7 @@ func Run(t *testing.T, h Harness) {
 		t.Fatalf("coretest: running as a peer process but ServePeer was not called: call coretest.ServePeer first thing in TestMain")
 	}
 	p, err := h.Open()
-	if errors.Is(err, core.ErrNotSupported) {
+	if errors.Is(err, verbs.ErrNotSupported) {
 		t.Skipf("provider %s: %v", h.Name, err)
 	}
 	if err != nil {
@@ -106,7 +106,7 @@ func caseDeadline(t *testing.T) time.Time {
 // moves on.
 const guardGrace = 5 * time.Second
 
-func newSide(role string, p core.Provider, fd int, deadline time.Time, seed uint64, short bool) *side {
+func newSide(role string, p verbs.Provider, fd int, deadline time.Time, seed uint64, short bool) *side {
 	s := &side{
 		role:     role,
 		p:        p,
@@ -119,7 +119,7 @@ func newSide(role string, p core.Provider, fd int, deadline time.Time, seed uint
 	return s
 }
 
-func openProvider(t *testing.T, h Harness) core.Provider {
+func openProvider(t *testing.T, h Harness) verbs.Provider {
 	p, err := h.Open()
 	if err != nil {
 		t.Fatalf("open provider %s: %v", h.Name, err)

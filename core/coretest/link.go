@@ -9,14 +9,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // A link is the coordination channel between the two sides of a case: one
 // end of a unix stream socketpair, shared by the two goroutines of an
 // in-process run or inherited by the peer process of a cross-process run.
 // Messages are framed as a 4-byte little-endian length, a kind byte and a
-// payload; endpoints travel as core.SendEndpoint messages announced by a
+// payload; endpoints travel as verbs.SendEndpoint messages announced by a
 // kindEndpoint frame. Every read waits with poll(2) up to the side's
 // deadline, so a side whose partner died or hung fails instead of hanging.
 type link struct {
@@ -29,8 +29,8 @@ type link struct {
 const (
 	kindStep     byte = iota + 1 // a named step: payload is the name
 	kindWords                    // little-endian uint64 values
-	kindRegion                   // a core.RemoteRegion
-	kindEndpoint                 // a core.SendEndpoint message follows
+	kindRegion                   // a verbs.RemoteRegion
+	kindEndpoint                 // a verbs.SendEndpoint message follows
 	kindHello                    // deadline and seed, suite to peer
 )
 
@@ -175,36 +175,36 @@ func (l *link) recvWords(kind byte) ([]uint64, error) {
 	return v, nil
 }
 
-func (l *link) sendRegion(r core.RemoteRegion) error {
+func (l *link) sendRegion(r verbs.RemoteRegion) error {
 	return l.sendWords(kindRegion, uint64(r.Key), r.Addr, r.Len)
 }
 
-func (l *link) recvRegion() (core.RemoteRegion, error) {
+func (l *link) recvRegion() (verbs.RemoteRegion, error) {
 	v, err := l.recvWords(kindRegion)
 	if err != nil {
-		return core.RemoteRegion{}, err
+		return verbs.RemoteRegion{}, err
 	}
 	if len(v) != 3 || v[0] > math.MaxUint32 {
-		return core.RemoteRegion{}, fmt.Errorf("link: malformed region %v", v)
+		return verbs.RemoteRegion{}, fmt.Errorf("link: malformed region %v", v)
 	}
-	return core.RemoteRegion{Key: uint32(v[0]), Addr: v[1], Len: v[2]}, nil
+	return verbs.RemoteRegion{Key: uint32(v[0]), Addr: v[1], Len: v[2]}, nil
 }
 
-func (l *link) sendEndpoint(ep core.Endpoint) error {
+func (l *link) sendEndpoint(ep verbs.Endpoint) error {
 	if err := l.send(kindEndpoint, nil); err != nil {
 		return err
 	}
-	return core.SendEndpoint(l.fd, ep)
+	return verbs.SendEndpoint(l.fd, ep)
 }
 
-func (l *link) recvEndpoint() (core.Endpoint, error) {
+func (l *link) recvEndpoint() (verbs.Endpoint, error) {
 	if _, err := l.recv(kindEndpoint); err != nil {
-		return core.Endpoint{}, err
+		return verbs.Endpoint{}, err
 	}
 	if err := l.waitReadable(); err != nil {
-		return core.Endpoint{}, err
+		return verbs.Endpoint{}, err
 	}
-	return core.RecvEndpoint(l.fd)
+	return verbs.RecvEndpoint(l.fd)
 }
 
 // msUntil returns the milliseconds left until deadline, clamped to

@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 func linkPair(t *testing.T) (*link, *link) {
@@ -24,7 +24,7 @@ func linkPair(t *testing.T) (*link, *link) {
 
 func TestLinkCarriesEveryKind(t *testing.T) {
 	a, b := linkPair(t)
-	region := core.RemoteRegion{Key: 0xfeedbeef, Addr: 1 << 40, Len: 4096}
+	region := verbs.RemoteRegion{Key: 0xfeedbeef, Addr: 1 << 40, Len: 4096}
 	pipe, err := newPipeFDs()
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +37,7 @@ func TestLinkCarriesEveryKind(t *testing.T) {
 	if err := a.sendWords(kindWords, 1, 2, 1<<63); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.sendEndpoint(core.Endpoint{Data: []byte("ep"), Files: []int{pipe[0]}}); err != nil {
+	if err := a.sendEndpoint(verbs.Endpoint{Data: []byte("ep"), Files: []int{pipe[0]}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.sendRegion(region); err != nil {

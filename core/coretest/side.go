@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // A side is one half of a case: its own Provider, its end of the link and
@@ -17,7 +17,7 @@ import (
 // t.FailNow, but usable from any goroutine and from the peer process).
 type side struct {
 	role     string // "A" or "B"
-	p        core.Provider
+	p        verbs.Provider
 	link     *link
 	deadline time.Time
 	rng      *rand.Rand
@@ -25,7 +25,7 @@ type side struct {
 
 	// open opens another Provider of the harness (a second protection
 	// domain) for cases that need one; see extraProvider.
-	open func() (core.Provider, error)
+	open func() (verbs.Provider, error)
 
 	// killPeer SIGKILLs the peer process; nil on side B and in-process.
 	killPeer func()
@@ -71,9 +71,9 @@ func (s *side) recvWords(n int) []uint64 {
 	return v
 }
 
-func (s *side) sendRegion(r core.Region) { s.must(s.link.sendRegion(r.Remote()), "send region") }
+func (s *side) sendRegion(r verbs.Region) { s.must(s.link.sendRegion(r.Remote()), "send region") }
 
-func (s *side) recvRegion() core.RemoteRegion {
+func (s *side) recvRegion() verbs.RemoteRegion {
 	r, err := s.link.recvRegion()
 	s.must(err, "receive region")
 	return r

@@ -6,7 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/sharedmem"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // Waiting in the suite polls with a growing pause (yield, then up to a
@@ -30,9 +31,9 @@ func (s *side) expired() bool { return time.Now().After(s.deadline) }
 
 // completions waits until n completions have been polled from cq and
 // returns them in the order Poll gave them. It never polls more than n.
-func (s *side) completions(cq core.CompletionQueue, n int, what string) []core.Completion {
-	got := make([]core.Completion, 0, n)
-	out := make([]core.Completion, n)
+func (s *side) completions(cq verbs.CompletionQueue, n int, what string) []verbs.Completion {
+	got := make([]verbs.Completion, 0, n)
+	out := make([]verbs.Completion, n)
 	var b backoff
 	for len(got) < n {
 		k, err := cq.Poll(out[:n-len(got)])
@@ -54,7 +55,7 @@ func (s *side) completions(cq core.CompletionQueue, n int, what string) []core.C
 }
 
 // one waits for a single completion and checks it.
-func (s *side) one(cq core.CompletionQueue, id uint64, op core.Opcode, st core.Status) core.Completion {
+func (s *side) one(cq verbs.CompletionQueue, id uint64, op verbs.Opcode, st verbs.Status) verbs.Completion {
 	c := s.completions(cq, 1, fmt.Sprintf("%v completion of request %d", op, id))[0]
 	s.check(c, id, op, st)
 	return c
@@ -62,8 +63,8 @@ func (s *side) one(cq core.CompletionQueue, id uint64, op core.Opcode, st core.S
 
 // check fails the side unless c completes request id with op and status.
 // An error completion's opcode is not checked: verbs leaves it undefined.
-func (s *side) check(c core.Completion, id uint64, op core.Opcode, st core.Status) {
-	if c.ID != id || c.Status != st || (st == core.StatusSuccess && c.Op != op) {
+func (s *side) check(c verbs.Completion, id uint64, op verbs.Opcode, st verbs.Status) {
+	if c.ID != id || c.Status != st || (st == verbs.StatusSuccess && c.Op != op) {
 		s.fatalf("completion %s, want request %d %v %v", fmtCompletion(c), id, op, st)
 	}
 }
@@ -71,8 +72,8 @@ func (s *side) check(c core.Completion, id uint64, op core.Opcode, st core.Statu
 // noCompletion fails the side if cq holds a completion now. It is used
 // only where no correct provider can have produced one yet, so it never
 // fails a correct provider, whatever the timing.
-func (s *side) noCompletion(cq core.CompletionQueue, why string) {
-	out := make([]core.Completion, 8)
+func (s *side) noCompletion(cq verbs.CompletionQueue, why string) {
+	out := make([]verbs.Completion, 8)
 	k, err := cq.Poll(out)
 	s.must(err, "Poll")
 	if k > 0 {
@@ -81,7 +82,7 @@ func (s *side) noCompletion(cq core.CompletionQueue, why string) {
 }
 
 // waitState waits until qp reaches want.
-func (s *side) waitState(qp core.QueuePair, want core.QPState, why string) {
+func (s *side) waitState(qp verbs.QueuePair, want verbs.QPState, why string) {
 	var b backoff
 	for {
 		st := qp.State()
@@ -97,7 +98,7 @@ func (s *side) waitState(qp core.QueuePair, want core.QPState, why string) {
 
 // waitWord waits until the shared 32-bit word at buf[off:] holds want.
 func (s *side) waitWord(buf []byte, off int, want uint32, what string) {
-	w := core.Uint32At(buf, off)
+	w := sharedmem.Uint32At(buf, off)
 	var b backoff
 	for {
 		v := w.Load()
@@ -115,7 +116,7 @@ func (s *side) waitWord(buf []byte, off int, want uint32, what string) {
 func (s *side) waitByte(buf []byte, i int, want byte, what string) {
 	var b backoff
 	for {
-		v := core.LoadByte(buf, i)
+		v := sharedmem.LoadByte(buf, i)
 		if v == want {
 			return
 		}
@@ -126,7 +127,7 @@ func (s *side) waitByte(buf []byte, i int, want byte, what string) {
 	}
 }
 
-func fmtCompletion(c core.Completion) string {
+func fmtCompletion(c verbs.Completion) string {
 	s := fmt.Sprintf("{id %d, qp %d, %v, %v, %d bytes", c.ID, c.QP, c.Op, c.Status, c.ByteLen)
 	if c.HasImm {
 		s += fmt.Sprintf(", imm %#x", c.Imm)
@@ -134,7 +135,7 @@ func fmtCompletion(c core.Completion) string {
 	return s + "}"
 }
 
-func fmtCompletions(cs []core.Completion) string {
+func fmtCompletions(cs []verbs.Completion) string {
 	if len(cs) == 0 {
 		return "none"
 	}

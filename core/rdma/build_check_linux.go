@@ -8,7 +8,7 @@ import "C"
 import (
 	"encoding/binary"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // builtSend is one struct ibv_send_wr as sdp_build_send made it.
@@ -29,7 +29,7 @@ type builtSend struct {
 // translation of translate.go into C memory, then the C build of struct
 // ibv_send_wr, and reads the result back. It needs no device; tests use it
 // to check the C half where no RDMA device exists.
-func buildSendChain(wr *core.SendRequest, lim limits, regions regionSet) ([]builtSend, *core.SendRequest, error) {
+func buildSendChain(wr *verbs.SendRequest, lim limits, regions regionSet) ([]builtSend, *verbs.SendRequest, error) {
 	n := 0
 	for w := wr; w != nil; w = w.Next {
 		n++

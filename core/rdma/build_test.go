@@ -6,7 +6,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // TestBuildSendChain checks the C half of posting without a device: a
@@ -14,11 +14,11 @@ import (
 // back as intended (links, SGE lists, opcodes, flags, immediate in
 // network order, remote address and key).
 func TestBuildSendChain(t *testing.T) {
-	third := &core.SendRequest{ID: 3, Op: core.OpSend, HasImm: true, Imm: 0x11223344, Flags: core.SendSignaled,
-		SGEs: []core.SGE{{Key: 10, Offset: 8, Length: 4}, {Key: 11, Offset: 0, Length: 4}}}
-	second := &core.SendRequest{ID: 2, Op: core.OpWriteWithImm, Imm: 0xa0b0c0d0, RemoteAddr: 0x5000, RemoteKey: 77, Next: third}
-	first := &core.SendRequest{ID: 1, Op: core.OpWrite, Flags: core.SendInline | core.SendSignaled,
-		SGEs: []core.SGE{{Key: 10, Offset: 16, Length: 8}}, RemoteAddr: 0x4000, RemoteKey: 66, Next: second}
+	third := &verbs.SendRequest{ID: 3, Op: verbs.OpSend, HasImm: true, Imm: 0x11223344, Flags: verbs.SendSignaled,
+		SGEs: []verbs.SGE{{Key: 10, Offset: 8, Length: 4}, {Key: 11, Offset: 0, Length: 4}}}
+	second := &verbs.SendRequest{ID: 2, Op: verbs.OpWriteWithImm, Imm: 0xa0b0c0d0, RemoteAddr: 0x5000, RemoteKey: 77, Next: third}
+	first := &verbs.SendRequest{ID: 1, Op: verbs.OpWrite, Flags: verbs.SendInline | verbs.SendSignaled,
+		SGEs: []verbs.SGE{{Key: 10, Offset: 16, Length: 8}}, RemoteAddr: 0x4000, RemoteKey: 66, Next: second}
 	got, bad, err := buildSendChain(first, testLimits, testRegions)
 	if err != nil {
 		t.Fatalf("build: %v (bad %p)", err, bad)
@@ -51,9 +51,9 @@ func TestBuildSendChain(t *testing.T) {
 // TestBuildSendChainStopsAtInvalid: the first invalid request of a chain
 // is reported as the bad one.
 func TestBuildSendChainStopsAtInvalid(t *testing.T) {
-	badOne := &core.SendRequest{ID: 2, Op: core.OpRecv}
-	chain := &core.SendRequest{ID: 1, Op: core.OpWrite, Next: badOne}
-	if _, bad, err := buildSendChain(chain, testLimits, testRegions); bad != badOne || !errors.Is(err, core.ErrInvalid) {
+	badOne := &verbs.SendRequest{ID: 2, Op: verbs.OpRecv}
+	chain := &verbs.SendRequest{ID: 1, Op: verbs.OpWrite, Next: badOne}
+	if _, bad, err := buildSendChain(chain, testLimits, testRegions); bad != badOne || !errors.Is(err, verbs.ErrInvalid) {
 		t.Fatalf("bad %p err %v; want %p and ErrInvalid", bad, err, badOne)
 	}
 }

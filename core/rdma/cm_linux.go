@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // Resolve asks rdma_cm whether addr is reachable over RDMA and by which
@@ -21,14 +21,14 @@ import (
 // bounded by timeout (0 means 2s). It is the first half of the
 // other-host connection setup (docs/rdma.md). Any failure to find a route
 // (no rdma_cm device, address or route resolution failed or timed out)
-// is an error wrapping core.ErrNotSupported, so the caller stays on TCP.
+// is an error wrapping verbs.ErrNotSupported, so the caller stays on TCP.
 func Resolve(addr netip.Addr, timeout time.Duration) (Route, error) {
 	timeout, err := checkResolveArgs(addr, timeout)
 	if err != nil {
 		return Route{}, err
 	}
 	noRoute := func(format string, args ...any) (Route, error) {
-		return Route{}, fmt.Errorf("rdma: no RDMA route to %v: %s: %w", addr, fmt.Sprintf(format, args...), core.ErrNotSupported)
+		return Route{}, fmt.Errorf("rdma: no RDMA route to %v: %s: %w", addr, fmt.Sprintf(format, args...), verbs.ErrNotSupported)
 	}
 	ch, errno := C.rdma_create_event_channel()
 	if ch == nil {

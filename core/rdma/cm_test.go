@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sdpshim/sdpshim/core"
 	"github.com/sdpshim/sdpshim/core/rdma"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // TestResolveNoRoute: where rdma_cm has no device or no route, Resolve
@@ -24,7 +24,7 @@ func TestResolveNoRoute(t *testing.T) {
 			t.Logf("%s: routed over %s port %d", a, r.Device, r.Port)
 			continue
 		}
-		if !errors.Is(err, core.ErrNotSupported) || !strings.Contains(err.Error(), "no RDMA route") {
+		if !errors.Is(err, verbs.ErrNotSupported) || !strings.Contains(err.Error(), "no RDMA route") {
 			t.Errorf("%s: %v; want ErrNotSupported saying no RDMA route", a, err)
 		}
 		if d := time.Since(start); d > 5*time.Second {
@@ -36,11 +36,11 @@ func TestResolveNoRoute(t *testing.T) {
 
 func TestResolveBadAddress(t *testing.T) {
 	for _, a := range []netip.Addr{{}, netip.IPv4Unspecified(), netip.MustParseAddr("224.0.0.1")} {
-		if _, err := rdma.Resolve(a, 0); !errors.Is(err, core.ErrInvalid) {
+		if _, err := rdma.Resolve(a, 0); !errors.Is(err, verbs.ErrInvalid) {
 			t.Errorf("Resolve(%v): %v, want ErrInvalid", a, err)
 		}
 	}
-	if _, err := rdma.Resolve(netip.MustParseAddr("192.0.2.1"), -time.Second); !errors.Is(err, core.ErrInvalid) {
+	if _, err := rdma.Resolve(netip.MustParseAddr("192.0.2.1"), -time.Second); !errors.Is(err, verbs.ErrInvalid) {
 		t.Errorf("negative timeout: %v, want ErrInvalid", err)
 	}
 }

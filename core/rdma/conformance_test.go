@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/sdpshim/sdpshim/core"
 	"github.com/sdpshim/sdpshim/core/coretest"
 	"github.com/sdpshim/sdpshim/core/rdma"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // The suite picks its device from the environment, so it can run on any
@@ -17,7 +17,7 @@ import (
 // with an active port), SDPSHIM_RDMA_PORT, SDPSHIM_RDMA_GID_INDEX.
 var harness = coretest.Harness{
 	Name: "rdma",
-	Open: func() (core.Provider, error) {
+	Open: func() (verbs.Provider, error) {
 		opts, err := optionsFromEnv()
 		if err != nil {
 			return nil, err

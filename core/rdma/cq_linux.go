@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // pollBatch is how many completions one ibv_poll_cq call takes at most.
@@ -45,9 +45,9 @@ type completionQueue struct {
 
 // CreateCQ creates a completion queue of at least depth entries
 // (ibv_create_comp_channel + ibv_create_cq).
-func (p *Provider) CreateCQ(depth int) (core.CompletionQueue, error) {
+func (p *Provider) CreateCQ(depth int) (verbs.CompletionQueue, error) {
 	if depth <= 0 || depth > p.maxCQE {
-		return nil, fmt.Errorf("rdma: CQ depth %d not in 1..%d: %w", depth, p.maxCQE, core.ErrInvalid)
+		return nil, fmt.Errorf("rdma: CQ depth %d not in 1..%d: %w", depth, p.maxCQE, verbs.ErrInvalid)
 	}
 	cq := &completionQueue{p: p, depth: depth, epfd: -1, kick: -1, qps: make(map[uint32]*queuePair)}
 	if err := cq.create(); err != nil {
@@ -58,7 +58,7 @@ func (p *Provider) CreateCQ(depth int) (core.CompletionQueue, error) {
 	defer p.mu.Unlock()
 	if p.closed {
 		cq.release()
-		return nil, fmt.Errorf("rdma: create CQ: %w", core.ErrClosed)
+		return nil, fmt.Errorf("rdma: create CQ: %w", verbs.ErrClosed)
 	}
 	p.cqs[cq.cq] = cq
 	return cq, nil
@@ -130,11 +130,11 @@ func (cq *completionQueue) markOverrun() {
 
 // Poll moves up to len(out) completions into out (ibv_poll_cq). After an
 // overrun it returns what it could read together with ErrCQOverrun.
-func (cq *completionQueue) Poll(out []core.Completion) (int, error) {
+func (cq *completionQueue) Poll(out []verbs.Completion) (int, error) {
 	cq.mu.Lock()
 	if cq.closed {
 		cq.mu.Unlock()
-		return 0, fmt.Errorf("rdma: poll CQ: %w", core.ErrClosed)
+		return 0, fmt.Errorf("rdma: poll CQ: %w", verbs.ErrClosed)
 	}
 	k := 0
 	var idle []*queuePair // closed queue pairs whose work is all complete
@@ -151,7 +151,7 @@ func (cq *completionQueue) Poll(out []core.Completion) (int, error) {
 		n := C.sdp_poll_cq(cq.cq, C.int(min(len(out)-k, pollBatch)), wcPtr(cq.wc), wcOutPtr(cq.out))
 		if n < 0 {
 			cq.overrun.Store(true)
-			err = fmt.Errorf("rdma: poll CQ: ibv_poll_cq failed (%d): %w", int(n), core.ErrCQOverrun)
+			err = fmt.Errorf("rdma: poll CQ: ibv_poll_cq failed (%d): %w", int(n), verbs.ErrCQOverrun)
 			break
 		}
 		for i := range int(n) {
@@ -170,17 +170,17 @@ func (cq *completionQueue) Poll(out []core.Completion) (int, error) {
 		q.destroyIfIdle()
 	}
 	if err == nil && cq.overrun.Load() {
-		err = fmt.Errorf("rdma: poll CQ: %w", core.ErrCQOverrun)
+		err = fmt.Errorf("rdma: poll CQ: %w", verbs.ErrCQOverrun)
 	}
 	return k, err
 }
 
 // translate finds the request a device completion belongs to.
 // +checklocks:cq.mu
-func (cq *completionQueue) translate(w *wireCompletion) (core.Completion, *queuePair, bool) {
+func (cq *completionQueue) translate(w *wireCompletion) (verbs.Completion, *queuePair, bool) {
 	q := cq.qps[w.QPNum]
 	if q == nil {
-		return core.Completion{}, nil, false // a queue pair destroyed meanwhile
+		return verbs.Completion{}, nil, false // a queue pair destroyed meanwhile
 	}
 	c, ok := q.complete(w)
 	return c, q, ok
@@ -203,7 +203,7 @@ func (cq *completionQueue) Arm() error {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
 	if cq.closed {
-		return fmt.Errorf("rdma: arm CQ: %w", core.ErrClosed)
+		return fmt.Errorf("rdma: arm CQ: %w", verbs.ErrClosed)
 	}
 	if cq.peekLocked() || cq.overrun.Load() {
 		ringEventfd(cq.kick)
@@ -244,7 +244,7 @@ func (cq *completionQueue) AckNotify() error {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
 	if cq.closed {
-		return fmt.Errorf("rdma: ack CQ notification: %w", core.ErrClosed)
+		return fmt.Errorf("rdma: ack CQ notification: %w", verbs.ErrClosed)
 	}
 	drainEventfd(cq.kick)
 	if rc := C.sdp_ack_cq_events(cq.ch, cq.cq); rc != 0 {
@@ -280,13 +280,13 @@ func (cq *completionQueue) Close() error {
 	cq.mu.Lock()
 	if cq.closed {
 		cq.mu.Unlock()
-		return fmt.Errorf("rdma: close CQ: %w", core.ErrClosed)
+		return fmt.Errorf("rdma: close CQ: %w", verbs.ErrClosed)
 	}
 	var pending []*queuePair
 	for _, q := range cq.qps {
 		if !q.closing.Load() {
 			cq.mu.Unlock()
-			return fmt.Errorf("rdma: close CQ: queue pair %d uses it: %w", q.num, core.ErrBusy)
+			return fmt.Errorf("rdma: close CQ: queue pair %d uses it: %w", q.num, verbs.ErrBusy)
 		}
 		pending = append(pending, q)
 	}
@@ -297,7 +297,7 @@ func (cq *completionQueue) Close() error {
 	cq.mu.Lock()
 	if len(cq.qps) > 0 || cq.closed {
 		cq.mu.Unlock()
-		return fmt.Errorf("rdma: close CQ: raced with a queue pair: %w", core.ErrBusy)
+		return fmt.Errorf("rdma: close CQ: raced with a queue pair: %w", verbs.ErrBusy)
 	}
 	cq.closed = true
 	cq.mu.Unlock()

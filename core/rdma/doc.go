@@ -1,4 +1,4 @@
-// Package rdma is sdpshim's between-hosts provider: core.Provider on
+// Package rdma is sdpshim's between-hosts provider: verbs.Provider on
 // rdma-core (libibverbs for the data path, librdmacm for route checks),
 // reliable-connected queue pairs one to one.
 //
@@ -11,7 +11,7 @@
 //	go build -tags rdma ./...
 //
 // Without the tag (or off Linux) the package still builds, with no cgo:
-// Open and Resolve return an error wrapping core.ErrNotSupported that says
+// Open and Resolve return an error wrapping verbs.ErrNotSupported that says
 // how to build with RDMA.
 //
 // # Ownership

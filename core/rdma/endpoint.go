@@ -4,11 +4,11 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // endpointInfo is what ibv_modify_qp to RTR needs about the peer's queue
-// pair. It travels as core.Endpoint.Data, with no files.
+// pair. It travels as verbs.Endpoint.Data, with no files.
 type endpointInfo struct {
 	QPNum    uint32   // 24 bits, >= 2 (0 and 1 are the special SMI/GSI queue pairs)
 	PSN      uint32   // 24 bits: the first packet sequence number it sends
@@ -65,7 +65,7 @@ func (e endpointInfo) encode() []byte {
 func decodeEndpoint(b []byte) (endpointInfo, error) {
 	var e endpointInfo
 	bad := func(what string, args ...any) (endpointInfo, error) {
-		return endpointInfo{}, fmt.Errorf("rdma: endpoint: %s: %w", fmt.Sprintf(what, args...), core.ErrInvalid)
+		return endpointInfo{}, fmt.Errorf("rdma: endpoint: %s: %w", fmt.Sprintf(what, args...), verbs.ErrInvalid)
 	}
 	if len(b) != endpointLen {
 		return bad("%d bytes, want %d (not an rdma endpoint?)", len(b), endpointLen)

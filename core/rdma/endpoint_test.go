@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 func sampleEndpoint() endpointInfo {
@@ -61,7 +61,7 @@ func TestEndpointRejects(t *testing.T) {
 		}),
 		"shm-like": []byte("SHM1 some other provider's endpoint"),
 	} {
-		if _, err := decodeEndpoint(b); !errors.Is(err, core.ErrInvalid) {
+		if _, err := decodeEndpoint(b); !errors.Is(err, verbs.ErrInvalid) {
 			t.Errorf("%s: decode returned %v, want ErrInvalid", name, err)
 		}
 	}
@@ -79,7 +79,7 @@ func FuzzDecodeEndpoint(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := decodeEndpoint(b)
 		if err != nil {
-			if !errors.Is(err, core.ErrInvalid) {
+			if !errors.Is(err, verbs.ErrInvalid) {
 				t.Fatalf("error %v does not wrap ErrInvalid", err)
 			}
 			return

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sdpshim/sdpshim/core"
 	"github.com/sdpshim/sdpshim/core/rdma"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // envChild makes the test binary run one child scenario (runChild)
@@ -31,7 +31,7 @@ func runChild(name string) int {
 			fmt.Println("opened")
 			return 0
 		}
-		fmt.Printf("not-supported=%v\n%v\n", errors.Is(err, core.ErrNotSupported), err)
+		fmt.Printf("not-supported=%v\n%v\n", errors.Is(err, verbs.ErrNotSupported), err)
 		return 0
 	}
 	fmt.Fprintf(os.Stderr, "unknown child scenario %q\n", name)
@@ -47,14 +47,14 @@ func TestOpenWithoutDevice(t *testing.T) {
 		p.Close()
 		t.Skipf("this machine has an RDMA device (%s port %d)", name, port)
 	}
-	if !errors.Is(err, core.ErrNotSupported) || !strings.Contains(err.Error(), "no RDMA device") {
+	if !errors.Is(err, verbs.ErrNotSupported) || !strings.Contains(err.Error(), "no RDMA device") {
 		t.Fatalf("Open: %v; want ErrNotSupported saying no RDMA device", err)
 	}
 	t.Logf("Open: %v", err)
 }
 
 func TestOpenBadOptions(t *testing.T) {
-	if _, err := rdma.Open(rdma.Options{Port: 300}); !errors.Is(err, core.ErrInvalid) {
+	if _, err := rdma.Open(rdma.Options{Port: 300}); !errors.Is(err, verbs.ErrInvalid) {
 		t.Fatalf("Open with port 300: %v, want ErrInvalid", err)
 	}
 }

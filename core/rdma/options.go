@@ -3,7 +3,7 @@ package rdma
 import (
 	"fmt"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // Options selects the device and port Open uses and the transport
@@ -45,13 +45,13 @@ func (o Options) normalized() (Options, error) {
 	}
 	switch {
 	case o.Port < 0 || o.Port > 255:
-		return o, fmt.Errorf("rdma: options: port %d not in 0..255: %w", o.Port, core.ErrInvalid)
+		return o, fmt.Errorf("rdma: options: port %d not in 0..255: %w", o.Port, verbs.ErrInvalid)
 	case o.GIDIndex < 0 || o.GIDIndex > 255:
-		return o, fmt.Errorf("rdma: options: GID index %d not in 0..255: %w", o.GIDIndex, core.ErrInvalid)
+		return o, fmt.Errorf("rdma: options: GID index %d not in 0..255: %w", o.GIDIndex, verbs.ErrInvalid)
 	case o.RetryTimeout < 1 || o.RetryTimeout > 31:
-		return o, fmt.Errorf("rdma: options: retry timeout %d not in 1..31: %w", o.RetryTimeout, core.ErrInvalid)
+		return o, fmt.Errorf("rdma: options: retry timeout %d not in 1..31: %w", o.RetryTimeout, verbs.ErrInvalid)
 	case o.MinRNRTimer < 1 || o.MinRNRTimer > 31:
-		return o, fmt.Errorf("rdma: options: min RNR timer %d not in 1..31: %w", o.MinRNRTimer, core.ErrInvalid)
+		return o, fmt.Errorf("rdma: options: min RNR timer %d not in 1..31: %w", o.MinRNRTimer, verbs.ErrInvalid)
 	}
 	return o, nil
 }

@@ -10,31 +10,31 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // PostSend checks and translates the chain into the queue pair's C
 // buffers, then posts it with one ibv_post_send. Nothing is allocated.
-func (q *queuePair) PostSend(wr *core.SendRequest) (*core.SendRequest, error) {
+func (q *queuePair) PostSend(wr *verbs.SendRequest) (*verbs.SendRequest, error) {
 	q.sqMu.Lock()
 	defer q.sqMu.Unlock()
-	switch core.QPState(q.state.Load()) {
-	case core.QPInit:
-		return wr, fmt.Errorf("rdma: post send on QP %d: %w", q.num, core.ErrNotReady)
-	case core.QPClosed:
-		return wr, fmt.Errorf("rdma: post send on QP %d: %w", q.num, core.ErrClosed)
+	switch verbs.QPState(q.state.Load()) {
+	case verbs.QPInit:
+		return wr, fmt.Errorf("rdma: post send on QP %d: %w", q.num, verbs.ErrNotReady)
+	case verbs.QPClosed:
+		return wr, fmt.Errorf("rdma: post send on QP %d: %w", q.num, verbs.ErrClosed)
 	}
 	regions := q.p.regions.load()
 	inlineLocked := false
 	n := 0
-	var bad *core.SendRequest
+	var bad *verbs.SendRequest
 	var err error
 	for ; wr != nil; wr = wr.Next {
 		if q.sq.free() == 0 {
-			bad, err = wr, fmt.Errorf("rdma: post send on QP %d: %d requests outstanding: %w", q.num, q.lim.maxSend, core.ErrQueueFull)
+			bad, err = wr, fmt.Errorf("rdma: post send on QP %d: %d requests outstanding: %w", q.num, q.lim.maxSend, verbs.ErrQueueFull)
 			break
 		}
-		if wr.Flags&core.SendInline != 0 && !inlineLocked {
+		if wr.Flags&verbs.SendInline != 0 && !inlineLocked {
 			// From here until the post returns, no region can be unmapped
 			// (the library copies inline payloads from region memory).
 			q.p.inlineMu.RLock()
@@ -70,19 +70,19 @@ func (q *queuePair) PostSend(wr *core.SendRequest) (*core.SendRequest, error) {
 
 // PostRecv is PostSend for receive requests (ibv_post_recv); receives may
 // be posted before Connect.
-func (q *queuePair) PostRecv(wr *core.RecvRequest) (*core.RecvRequest, error) {
+func (q *queuePair) PostRecv(wr *verbs.RecvRequest) (*verbs.RecvRequest, error) {
 	q.rqMu.Lock()
 	defer q.rqMu.Unlock()
-	if core.QPState(q.state.Load()) == core.QPClosed {
-		return wr, fmt.Errorf("rdma: post recv on QP %d: %w", q.num, core.ErrClosed)
+	if verbs.QPState(q.state.Load()) == verbs.QPClosed {
+		return wr, fmt.Errorf("rdma: post recv on QP %d: %w", q.num, verbs.ErrClosed)
 	}
 	regions := q.p.regions.load()
 	n := 0
-	var bad *core.RecvRequest
+	var bad *verbs.RecvRequest
 	var err error
 	for ; wr != nil; wr = wr.Next {
 		if q.rq.free() == 0 {
-			bad, err = wr, fmt.Errorf("rdma: post recv on QP %d: %d requests outstanding: %w", q.num, q.lim.maxRecv, core.ErrQueueFull)
+			bad, err = wr, fmt.Errorf("rdma: post recv on QP %d: %d requests outstanding: %w", q.num, q.lim.maxRecv, verbs.ErrQueueFull)
 			break
 		}
 		first := n * q.lim.maxSGE
@@ -92,7 +92,7 @@ func (q *queuePair) PostRecv(wr *core.RecvRequest) (*core.RecvRequest, error) {
 			bad, err = wr, terr
 			break
 		}
-		q.rq.push(ringSlot{id: wr.ID, op: core.OpRecv, hint: hint})
+		q.rq.push(ringSlot{id: wr.ID, op: verbs.OpRecv, hint: hint})
 		q.rgo[n] = wr
 		n++
 	}

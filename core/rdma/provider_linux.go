@@ -13,14 +13,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 var (
-	_ core.Provider        = (*Provider)(nil)
-	_ core.Region          = (*region)(nil)
-	_ core.CompletionQueue = (*completionQueue)(nil)
-	_ core.QueuePair       = (*queuePair)(nil)
+	_ verbs.Provider        = (*Provider)(nil)
+	_ verbs.Region          = (*region)(nil)
+	_ verbs.CompletionQueue = (*completionQueue)(nil)
+	_ verbs.QueuePair       = (*queuePair)(nil)
 )
 
 // Provider is one verbs device context with one protection domain. It is
@@ -60,7 +60,7 @@ type portAttrs struct {
 
 // Open opens the device and port opts select (ibv_get_device_list,
 // ibv_open_device, ibv_query_port, ibv_alloc_pd). With no usable device
-// it returns an error wrapping core.ErrNotSupported that says why.
+// it returns an error wrapping verbs.ErrNotSupported that says why.
 func Open(opts Options) (*Provider, error) {
 	opts, err := opts.normalized()
 	if err != nil {
@@ -70,7 +70,7 @@ func Open(opts Options) (*Provider, error) {
 	var n C.int
 	list, errno := C.ibv_get_device_list(&n)
 	if list == nil {
-		return nil, fmt.Errorf("rdma: no RDMA device: ibv_get_device_list: %v: %w", noDeviceReason(errno), core.ErrNotSupported)
+		return nil, fmt.Errorf("rdma: no RDMA device: ibv_get_device_list: %v: %w", noDeviceReason(errno), verbs.ErrNotSupported)
 	}
 	defer C.ibv_free_device_list(list)
 	devs := unsafe.Slice(list, int(n))
@@ -172,14 +172,14 @@ func (p *Provider) init(port uint8) error {
 		global: pa.link_layer == C.IBV_LINK_LAYER_ETHERNET}
 	gid := C.sdp_query_gid(p.ctx, C.uint8_t(port), C.int(p.opts.GIDIndex))
 	if gid.err != 0 {
-		return fmt.Errorf("rdma: %s port %d: ibv_query_gid index %d: %v: %w", p.name, port, p.opts.GIDIndex, errnoOf(gid.err), core.ErrNotSupported)
+		return fmt.Errorf("rdma: %s port %d: ibv_query_gid index %d: %v: %w", p.name, port, p.opts.GIDIndex, errnoOf(gid.err), verbs.ErrNotSupported)
 	}
 	p.port.gid = *(*[16]byte)(unsafe.Pointer(&gid.raw))
 	if p.port.global && p.port.gid == [16]byte{} {
-		return fmt.Errorf("rdma: %s port %d: GID index %d is empty (RoCE needs a configured GID): %w", p.name, port, p.opts.GIDIndex, core.ErrNotSupported)
+		return fmt.Errorf("rdma: %s port %d: GID index %d is empty (RoCE needs a configured GID): %w", p.name, port, p.opts.GIDIndex, verbs.ErrNotSupported)
 	}
 	if !p.port.global && p.port.lid == 0 {
-		return fmt.Errorf("rdma: %s port %d: no LID assigned (is a subnet manager running?): %w", p.name, port, core.ErrNotSupported)
+		return fmt.Errorf("rdma: %s port %d: no LID assigned (is a subnet manager running?): %w", p.name, port, verbs.ErrNotSupported)
 	}
 
 	pd, errno := C.ibv_alloc_pd(p.ctx)
@@ -210,11 +210,11 @@ func (p *Provider) Close() error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return fmt.Errorf("rdma: close provider: %w", core.ErrClosed)
+		return fmt.Errorf("rdma: close provider: %w", verbs.ErrClosed)
 	}
 	if n := p.regions.count() + len(p.cqs) + len(p.qps); n > 0 {
 		p.mu.Unlock()
-		return fmt.Errorf("rdma: close provider: %d objects open: %w", n, core.ErrBusy)
+		return fmt.Errorf("rdma: close provider: %d objects open: %w", n, verbs.ErrBusy)
 	}
 	p.closed = true
 	p.mu.Unlock()

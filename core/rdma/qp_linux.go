@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // queuePair is an RC queue pair with the C memory its posts are built in.
@@ -32,34 +32,34 @@ type queuePair struct {
 	scq, rcq *completionQueue
 	lim      limits
 
-	state     atomic.Uint32 // core.QPInit, core.QPReady or core.QPClosed
+	state     atomic.Uint32 // verbs.QPInit, verbs.QPReady or verbs.QPClosed
 	closing   atomic.Bool   // Close moved it to ERR; destroy when idle
 	destroyed atomic.Bool
 	lifeMu    sync.RWMutex // held shared around verbs calls on qp outside the posting paths; exclusively to destroy
 
 	sqMu sync.Mutex
-	sq   workRing            // +checklocks:sqMu
-	sreq cArray[wireSend]    // maxSend requests; +checklocks:sqMu
-	ssge cArray[wireSGE]     // maxSend*maxSGE; +checklocks:sqMu
-	swr  unsafe.Pointer      // maxSend struct ibv_send_wr; +checklocks:sqMu
-	sgo  []*core.SendRequest // the caller's request of each built entry; +checklocks:sqMu
+	sq   workRing             // +checklocks:sqMu
+	sreq cArray[wireSend]     // maxSend requests; +checklocks:sqMu
+	ssge cArray[wireSGE]      // maxSend*maxSGE; +checklocks:sqMu
+	swr  unsafe.Pointer       // maxSend struct ibv_send_wr; +checklocks:sqMu
+	sgo  []*verbs.SendRequest // the caller's request of each built entry; +checklocks:sqMu
 
 	rqMu sync.Mutex
-	rq   workRing            // +checklocks:rqMu
-	rreq cArray[wireRecv]    // +checklocks:rqMu
-	rsge cArray[wireSGE]     // +checklocks:rqMu
-	rwr  unsafe.Pointer      // +checklocks:rqMu
-	rgo  []*core.RecvRequest // +checklocks:rqMu
+	rq   workRing             // +checklocks:rqMu
+	rreq cArray[wireRecv]     // +checklocks:rqMu
+	rsge cArray[wireSGE]      // +checklocks:rqMu
+	rwr  unsafe.Pointer       // +checklocks:rqMu
+	rgo  []*verbs.RecvRequest // +checklocks:rqMu
 }
 
 // CreateQP creates an RC queue pair and moves it to INIT (ibv_create_qp +
 // ibv_modify_qp). QPConfig zero values mean 128 sends, 128 receives, 64
 // inline bytes and 1 SGE.
-func (p *Provider) CreateQP(cfg core.QPConfig) (core.QueuePair, error) {
+func (p *Provider) CreateQP(cfg verbs.QPConfig) (verbs.QueuePair, error) {
 	scq, ok1 := cfg.SendCQ.(*completionQueue)
 	rcq, ok2 := cfg.RecvCQ.(*completionQueue)
 	if !ok1 || !ok2 || scq == nil || rcq == nil || scq.p != p || rcq.p != p {
-		return nil, fmt.Errorf("rdma: create QP: completion queues of another provider or nil: %w", core.ErrInvalid)
+		return nil, fmt.Errorf("rdma: create QP: completion queues of another provider or nil: %w", verbs.ErrInvalid)
 	}
 	lim, err := limitsOf(cfg, p.caps)
 	if err != nil {
@@ -67,7 +67,7 @@ func (p *Provider) CreateQP(cfg core.QPConfig) (core.QueuePair, error) {
 	}
 	q := &queuePair{p: p, scq: scq, rcq: rcq, lim: lim, psn: newPSN(),
 		sq: newWorkRing(lim.maxSend), rq: newWorkRing(lim.maxRecv),
-		sgo: make([]*core.SendRequest, lim.maxSend), rgo: make([]*core.RecvRequest, lim.maxRecv)}
+		sgo: make([]*verbs.SendRequest, lim.maxSend), rgo: make([]*verbs.RecvRequest, lim.maxRecv)}
 	if err := q.allocBuffers(); err != nil {
 		q.freeBuffers()
 		return nil, err
@@ -78,7 +78,7 @@ func (p *Provider) CreateQP(cfg core.QPConfig) (core.QueuePair, error) {
 	if c == nil {
 		q.freeBuffers()
 		if errno == unix.EINVAL {
-			errno = fmt.Errorf("%v (limits beyond the device's?): %w", errno, core.ErrInvalid)
+			errno = fmt.Errorf("%v (limits beyond the device's?): %w", errno, verbs.ErrInvalid)
 		}
 		return nil, fmt.Errorf("rdma: create QP: ibv_create_qp: %w", errno)
 	}
@@ -87,15 +87,15 @@ func (p *Provider) CreateQP(cfg core.QPConfig) (core.QueuePair, error) {
 		q.release()
 		return nil, fmt.Errorf("rdma: create QP: modify to INIT: %v", errnoOf(rc))
 	}
-	q.state.Store(uint32(core.QPInit))
+	q.state.Store(uint32(verbs.QPInit))
 	if !scq.attach(q) {
 		q.release()
-		return nil, fmt.Errorf("rdma: create QP: send CQ closed: %w", core.ErrClosed)
+		return nil, fmt.Errorf("rdma: create QP: send CQ closed: %w", verbs.ErrClosed)
 	}
 	if !rcq.attach(q) {
 		scq.detach(q)
 		q.release()
-		return nil, fmt.Errorf("rdma: create QP: recv CQ closed: %w", core.ErrClosed)
+		return nil, fmt.Errorf("rdma: create QP: recv CQ closed: %w", verbs.ErrClosed)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -103,7 +103,7 @@ func (p *Provider) CreateQP(cfg core.QPConfig) (core.QueuePair, error) {
 		scq.detach(q)
 		rcq.detach(q)
 		q.release()
-		return nil, fmt.Errorf("rdma: create QP: %w", core.ErrClosed)
+		return nil, fmt.Errorf("rdma: create QP: %w", verbs.ErrClosed)
 	}
 	p.qps[q] = struct{}{}
 	return q, nil
@@ -151,35 +151,35 @@ func (q *queuePair) release() {
 func (q *queuePair) Number() uint32 { return q.num }
 
 // State returns the device's state of the queue pair (ibv_query_qp).
-func (q *queuePair) State() core.QPState {
+func (q *queuePair) State() verbs.QPState {
 	q.lifeMu.RLock()
 	defer q.lifeMu.RUnlock()
-	if core.QPState(q.state.Load()) == core.QPClosed || q.destroyed.Load() {
-		return core.QPClosed
+	if verbs.QPState(q.state.Load()) == verbs.QPClosed || q.destroyed.Load() {
+		return verbs.QPClosed
 	}
 	s := int(C.sdp_qp_state(q.qp))
 	if s < 0 {
-		return core.QPError
+		return verbs.QPError
 	}
 	return qpStateOf(s)
 }
 
 // LocalEndpoint describes the queue pair for the peer's Connect; it
 // carries no files.
-func (q *queuePair) LocalEndpoint() (core.Endpoint, error) {
-	if core.QPState(q.state.Load()) == core.QPClosed {
-		return core.Endpoint{}, fmt.Errorf("rdma: local endpoint of QP %d: %w", q.num, core.ErrClosed)
+func (q *queuePair) LocalEndpoint() (verbs.Endpoint, error) {
+	if verbs.QPState(q.state.Load()) == verbs.QPClosed {
+		return verbs.Endpoint{}, fmt.Errorf("rdma: local endpoint of QP %d: %w", q.num, verbs.ErrClosed)
 	}
 	pa := q.p.port
 	e := endpointInfo{QPNum: q.num, PSN: q.psn, Port: pa.num, LID: pa.lid, GID: pa.gid,
 		MTU: pa.mtu, RdAtomic: uint8(q.p.rdAtomic), Global: pa.global}
-	return core.Endpoint{Data: e.encode()}, nil
+	return verbs.Endpoint{Data: e.encode()}, nil
 }
 
 // Connect moves the queue pair INIT -> RTR -> RTS toward the peer remote
 // describes (ibv_modify_qp). The endpoint carries no files; any that come
 // with it are closed.
-func (q *queuePair) Connect(remote core.Endpoint) error {
+func (q *queuePair) Connect(remote verbs.Endpoint) error {
 	for _, fd := range remote.Files {
 		unix.Close(fd)
 	}
@@ -190,15 +190,15 @@ func (q *queuePair) Connect(remote core.Endpoint) error {
 	pa := q.p.port
 	if peer.Global != pa.global {
 		return fmt.Errorf("rdma: connect QP %d: peer link needs global routing %v, this port %v (RoCE and InfiniBand do not mix): %w",
-			q.num, peer.Global, pa.global, core.ErrInvalid)
+			q.num, peer.Global, pa.global, verbs.ErrInvalid)
 	}
 	q.sqMu.Lock()
 	defer q.sqMu.Unlock()
-	switch core.QPState(q.state.Load()) {
-	case core.QPClosed:
-		return fmt.Errorf("rdma: connect QP %d: %w", q.num, core.ErrClosed)
-	case core.QPReady:
-		return fmt.Errorf("rdma: connect QP %d: already connected: %w", q.num, core.ErrInvalid)
+	switch verbs.QPState(q.state.Load()) {
+	case verbs.QPClosed:
+		return fmt.Errorf("rdma: connect QP %d: %w", q.num, verbs.ErrClosed)
+	case verbs.QPReady:
+		return fmt.Errorf("rdma: connect QP %d: already connected: %w", q.num, verbs.ErrInvalid)
 	}
 	path := C.struct_sdp_path{
 		dest_qpn:           C.uint32_t(peer.QPNum),
@@ -228,7 +228,7 @@ func (q *queuePair) Connect(remote core.Endpoint) error {
 		return fmt.Errorf("rdma: connect QP %d to QP %d: modify to %s: %v", q.num, peer.QPNum, stage, errnoOf(r.rc))
 	}
 	q.rqMu.Lock()
-	q.state.Store(uint32(core.QPReady))
+	q.state.Store(uint32(verbs.QPReady))
 	q.rqMu.Unlock()
 	return nil
 }
@@ -238,12 +238,12 @@ func (q *queuePair) Connect(remote core.Endpoint) error {
 func (q *queuePair) Close() error {
 	q.sqMu.Lock()
 	q.rqMu.Lock()
-	if core.QPState(q.state.Load()) == core.QPClosed {
+	if verbs.QPState(q.state.Load()) == verbs.QPClosed {
 		q.rqMu.Unlock()
 		q.sqMu.Unlock()
-		return fmt.Errorf("rdma: close QP %d: %w", q.num, core.ErrClosed)
+		return fmt.Errorf("rdma: close QP %d: %w", q.num, verbs.ErrClosed)
 	}
-	q.state.Store(uint32(core.QPClosed))
+	q.state.Store(uint32(verbs.QPClosed))
 	q.rqMu.Unlock()
 	q.sqMu.Unlock()
 	rc := C.sdp_qp_to_error(q.qp)
@@ -293,9 +293,9 @@ func (q *queuePair) destroy() {
 }
 
 // complete turns a device completion of this queue pair into a
-// core.Completion, retiring its request and the unsignaled ones before
+// verbs.Completion, retiring its request and the unsignaled ones before
 // it. false: the completion names no outstanding request.
-func (q *queuePair) complete(w *wireCompletion) (core.Completion, bool) {
+func (q *queuePair) complete(w *wireCompletion) (verbs.Completion, bool) {
 	if w.ID&recvTag != 0 {
 		q.rqMu.Lock()
 		s, ok := q.rq.complete(w.ID &^ recvTag)

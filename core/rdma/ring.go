@@ -1,6 +1,6 @@
 package rdma
 
-import "github.com/sdpshim/sdpshim/core"
+import "github.com/sdpshim/sdpshim/core/verbs"
 
 // workRing accounts for the outstanding requests of one work queue. The
 // wr_id given to verbs is not the caller's ID but the request's sequence
@@ -22,14 +22,14 @@ type workRing struct {
 	tail  uint64 // sequence number of the next request posted
 }
 
-// ringSlot is what a completion needs to become a core.Completion.
+// ringSlot is what a completion needs to become a verbs.Completion.
 type ringSlot struct {
-	id uint64      // the caller's wr_id
-	op core.Opcode // the request's opcode (OpRecv on a receive queue)
+	id uint64       // the caller's wr_id
+	op verbs.Opcode // the request's opcode (OpRecv on a receive queue)
 	// hint is the status translate.go predicted for a request whose SGEs
 	// it could not map (StatusLocalLength for an SGE outside its region);
 	// StatusSuccess otherwise. See refineStatus.
-	hint core.Status
+	hint verbs.Status
 }
 
 // recvTag marks the wr_id of a receive request, so a completion queue
@@ -72,8 +72,8 @@ func (r *workRing) complete(seq uint64) (ringSlot, bool) {
 // refineStatus corrects a device status with the hint recorded at post
 // time: a device reports an SGE outside its memory region as a local
 // protection error, where the contract names StatusLocalLength.
-func refineStatus(st, hint core.Status) core.Status {
-	if st == core.StatusLocalProtection && hint == core.StatusLocalLength {
+func refineStatus(st, hint verbs.Status) verbs.Status {
+	if st == verbs.StatusLocalProtection && hint == verbs.StatusLocalLength {
 		return hint
 	}
 	return st

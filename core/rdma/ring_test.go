@@ -3,13 +3,13 @@ package rdma
 import (
 	"testing"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 func TestWorkRingRetiresUnsignaled(t *testing.T) {
 	r := newWorkRing(4)
 	for i := range 4 {
-		if seq := r.push(ringSlot{id: uint64(100 + i), op: core.OpWrite}); seq != uint64(i) {
+		if seq := r.push(ringSlot{id: uint64(100 + i), op: verbs.OpWrite}); seq != uint64(i) {
 			t.Fatalf("push %d got seq %d", i, seq)
 		}
 	}
@@ -39,15 +39,15 @@ func TestWorkRingRetiresUnsignaled(t *testing.T) {
 }
 
 func TestRefineStatus(t *testing.T) {
-	if got := refineStatus(core.StatusLocalProtection, core.StatusLocalLength); got != core.StatusLocalLength {
+	if got := refineStatus(verbs.StatusLocalProtection, verbs.StatusLocalLength); got != verbs.StatusLocalLength {
 		t.Errorf("got %v", got)
 	}
-	for _, st := range []core.Status{core.StatusFlushed, core.StatusRemoteAccess, core.StatusSuccess, core.StatusLocalLength} {
-		if got := refineStatus(st, core.StatusLocalLength); got != st {
+	for _, st := range []verbs.Status{verbs.StatusFlushed, verbs.StatusRemoteAccess, verbs.StatusSuccess, verbs.StatusLocalLength} {
+		if got := refineStatus(st, verbs.StatusLocalLength); got != st {
 			t.Errorf("refineStatus(%v) = %v", st, got)
 		}
 	}
-	if got := refineStatus(core.StatusLocalProtection, core.StatusSuccess); got != core.StatusLocalProtection {
+	if got := refineStatus(verbs.StatusLocalProtection, verbs.StatusSuccess); got != verbs.StatusLocalProtection {
 		t.Errorf("no hint: %v", got)
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // Route is where rdma_cm would carry a connection to a remote address:
@@ -21,10 +21,10 @@ const defaultResolveTimeout = 2 * time.Second
 // checkResolveArgs validates Resolve's arguments in every build.
 func checkResolveArgs(addr netip.Addr, timeout time.Duration) (time.Duration, error) {
 	if !addr.IsValid() || addr.IsUnspecified() || addr.IsMulticast() {
-		return 0, fmt.Errorf("rdma: resolve %v: not a unicast address: %w", addr, core.ErrInvalid)
+		return 0, fmt.Errorf("rdma: resolve %v: not a unicast address: %w", addr, verbs.ErrInvalid)
 	}
 	if timeout < 0 {
-		return 0, fmt.Errorf("rdma: resolve %v: negative timeout: %w", addr, core.ErrInvalid)
+		return 0, fmt.Errorf("rdma: resolve %v: negative timeout: %w", addr, verbs.ErrInvalid)
 	}
 	if timeout == 0 {
 		timeout = defaultResolveTimeout

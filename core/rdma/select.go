@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // deviceFacts is what Open learned about one verbs device.
@@ -26,7 +26,7 @@ type portFacts struct {
 // with the reason, so that callers fall back to TCP.
 func chooseDevice(devs []deviceFacts, opts Options) (dev, port int, err error) {
 	if len(devs) == 0 {
-		return -1, 0, fmt.Errorf("rdma: no RDMA device: libibverbs lists no device (no RDMA NIC, or its kernel driver is not loaded): %w", core.ErrNotSupported)
+		return -1, 0, fmt.Errorf("rdma: no RDMA device: libibverbs lists no device (no RDMA NIC, or its kernel driver is not loaded): %w", verbs.ErrNotSupported)
 	}
 	var why []string
 	for i, d := range devs {
@@ -55,7 +55,7 @@ func chooseDevice(devs []deviceFacts, opts Options) (dev, port int, err error) {
 		for i, d := range devs {
 			names[i] = d.name
 		}
-		return -1, 0, fmt.Errorf("rdma: no RDMA device named %q (found %s): %w", opts.Device, strings.Join(names, ", "), core.ErrNotSupported)
+		return -1, 0, fmt.Errorf("rdma: no RDMA device named %q (found %s): %w", opts.Device, strings.Join(names, ", "), verbs.ErrNotSupported)
 	}
-	return -1, 0, fmt.Errorf("rdma: no RDMA device with an active port (%s): %w", strings.Join(why, "; "), core.ErrNotSupported)
+	return -1, 0, fmt.Errorf("rdma: no RDMA device with an active port (%s): %w", strings.Join(why, "; "), verbs.ErrNotSupported)
 }

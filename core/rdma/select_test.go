@@ -5,12 +5,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 func TestChooseDeviceNone(t *testing.T) {
 	_, _, err := chooseDevice(nil, Options{})
-	if !errors.Is(err, core.ErrNotSupported) || !strings.Contains(err.Error(), "no RDMA device") {
+	if !errors.Is(err, verbs.ErrNotSupported) || !strings.Contains(err.Error(), "no RDMA device") {
 		t.Fatalf("zero devices: %v, want ErrNotSupported saying no RDMA device", err)
 	}
 }
@@ -45,7 +45,7 @@ func TestChooseDevice(t *testing.T) {
 			}
 			continue
 		}
-		if !errors.Is(err, core.ErrNotSupported) || !strings.Contains(err.Error(), c.errContain) {
+		if !errors.Is(err, verbs.ErrNotSupported) || !strings.Contains(err.Error(), c.errContain) {
 			t.Errorf("%+v: %v, want ErrNotSupported containing %q", c.opts, err, c.errContain)
 		}
 	}
@@ -57,7 +57,7 @@ func TestOptionsNormalized(t *testing.T) {
 		t.Errorf("defaults: %+v %v", o, err)
 	}
 	for _, bad := range []Options{{Port: -1}, {Port: 256}, {GIDIndex: -1}, {RetryTimeout: 32}, {MinRNRTimer: 32}, {RetryTimeout: -1}} {
-		if _, err := bad.normalized(); !errors.Is(err, core.ErrInvalid) {
+		if _, err := bad.normalized(); !errors.Is(err, verbs.ErrInvalid) {
 			t.Errorf("%+v: %v, want ErrInvalid", bad, err)
 		}
 	}

@@ -5,7 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // Every translation between a libibverbs enum and its core counterpart
@@ -42,7 +42,7 @@ const (
 	ibvWCTMRndvIncomplete = 23
 )
 
-// statusTable maps enum ibv_wc_status to core.Status, indexed by the
+// statusTable maps enum ibv_wc_status to verbs.Status, indexed by the
 // verbs value. Statuses core has no name for are grouped by who failed:
 // the local device (StatusLocalProtection), the peer or the transport
 // between (StatusRemoteInvalid), or the peer being unreachable
@@ -51,38 +51,38 @@ const (
 // silently read as success (tables_test.go checks).
 var statusTable = [...]struct {
 	name   string
-	status core.Status
+	status verbs.Status
 }{
-	ibvWCSuccess:          {"IBV_WC_SUCCESS", core.StatusSuccess},
-	ibvWCLocLenErr:        {"IBV_WC_LOC_LEN_ERR", core.StatusLocalLength},
-	ibvWCLocQPOpErr:       {"IBV_WC_LOC_QP_OP_ERR", core.StatusLocalProtection},
-	ibvWCLocEECOpErr:      {"IBV_WC_LOC_EEC_OP_ERR", core.StatusLocalProtection},
-	ibvWCLocProtErr:       {"IBV_WC_LOC_PROT_ERR", core.StatusLocalProtection},
-	ibvWCWRFlushErr:       {"IBV_WC_WR_FLUSH_ERR", core.StatusFlushed},
-	ibvWCMWBindErr:        {"IBV_WC_MW_BIND_ERR", core.StatusLocalProtection},
-	ibvWCBadRespErr:       {"IBV_WC_BAD_RESP_ERR", core.StatusRemoteInvalid},
-	ibvWCLocAccessErr:     {"IBV_WC_LOC_ACCESS_ERR", core.StatusLocalProtection},
-	ibvWCRemInvReqErr:     {"IBV_WC_REM_INV_REQ_ERR", core.StatusRemoteInvalid},
-	ibvWCRemAccessErr:     {"IBV_WC_REM_ACCESS_ERR", core.StatusRemoteAccess},
-	ibvWCRemOpErr:         {"IBV_WC_REM_OP_ERR", core.StatusRemoteInvalid},
-	ibvWCRetryExcErr:      {"IBV_WC_RETRY_EXC_ERR", core.StatusRetryExceeded},
-	ibvWCRNRRetryExcErr:   {"IBV_WC_RNR_RETRY_EXC_ERR", core.StatusRetryExceeded},
-	ibvWCLocRDDViolErr:    {"IBV_WC_LOC_RDD_VIOL_ERR", core.StatusLocalProtection},
-	ibvWCRemInvRdReqErr:   {"IBV_WC_REM_INV_RD_REQ_ERR", core.StatusRemoteInvalid},
-	ibvWCRemAbortErr:      {"IBV_WC_REM_ABORT_ERR", core.StatusRetryExceeded},
-	ibvWCInvEECNErr:       {"IBV_WC_INV_EECN_ERR", core.StatusRemoteInvalid},
-	ibvWCInvEECStateErr:   {"IBV_WC_INV_EEC_STATE_ERR", core.StatusRemoteInvalid},
-	ibvWCFatalErr:         {"IBV_WC_FATAL_ERR", core.StatusLocalProtection},
-	ibvWCRespTimeoutErr:   {"IBV_WC_RESP_TIMEOUT_ERR", core.StatusRetryExceeded},
-	ibvWCGeneralErr:       {"IBV_WC_GENERAL_ERR", core.StatusLocalProtection},
-	ibvWCTMErr:            {"IBV_WC_TM_ERR", core.StatusLocalProtection},
-	ibvWCTMRndvIncomplete: {"IBV_WC_TM_RNDV_INCOMPLETE", core.StatusLocalProtection},
+	ibvWCSuccess:          {"IBV_WC_SUCCESS", verbs.StatusSuccess},
+	ibvWCLocLenErr:        {"IBV_WC_LOC_LEN_ERR", verbs.StatusLocalLength},
+	ibvWCLocQPOpErr:       {"IBV_WC_LOC_QP_OP_ERR", verbs.StatusLocalProtection},
+	ibvWCLocEECOpErr:      {"IBV_WC_LOC_EEC_OP_ERR", verbs.StatusLocalProtection},
+	ibvWCLocProtErr:       {"IBV_WC_LOC_PROT_ERR", verbs.StatusLocalProtection},
+	ibvWCWRFlushErr:       {"IBV_WC_WR_FLUSH_ERR", verbs.StatusFlushed},
+	ibvWCMWBindErr:        {"IBV_WC_MW_BIND_ERR", verbs.StatusLocalProtection},
+	ibvWCBadRespErr:       {"IBV_WC_BAD_RESP_ERR", verbs.StatusRemoteInvalid},
+	ibvWCLocAccessErr:     {"IBV_WC_LOC_ACCESS_ERR", verbs.StatusLocalProtection},
+	ibvWCRemInvReqErr:     {"IBV_WC_REM_INV_REQ_ERR", verbs.StatusRemoteInvalid},
+	ibvWCRemAccessErr:     {"IBV_WC_REM_ACCESS_ERR", verbs.StatusRemoteAccess},
+	ibvWCRemOpErr:         {"IBV_WC_REM_OP_ERR", verbs.StatusRemoteInvalid},
+	ibvWCRetryExcErr:      {"IBV_WC_RETRY_EXC_ERR", verbs.StatusRetryExceeded},
+	ibvWCRNRRetryExcErr:   {"IBV_WC_RNR_RETRY_EXC_ERR", verbs.StatusRetryExceeded},
+	ibvWCLocRDDViolErr:    {"IBV_WC_LOC_RDD_VIOL_ERR", verbs.StatusLocalProtection},
+	ibvWCRemInvRdReqErr:   {"IBV_WC_REM_INV_RD_REQ_ERR", verbs.StatusRemoteInvalid},
+	ibvWCRemAbortErr:      {"IBV_WC_REM_ABORT_ERR", verbs.StatusRetryExceeded},
+	ibvWCInvEECNErr:       {"IBV_WC_INV_EECN_ERR", verbs.StatusRemoteInvalid},
+	ibvWCInvEECStateErr:   {"IBV_WC_INV_EEC_STATE_ERR", verbs.StatusRemoteInvalid},
+	ibvWCFatalErr:         {"IBV_WC_FATAL_ERR", verbs.StatusLocalProtection},
+	ibvWCRespTimeoutErr:   {"IBV_WC_RESP_TIMEOUT_ERR", verbs.StatusRetryExceeded},
+	ibvWCGeneralErr:       {"IBV_WC_GENERAL_ERR", verbs.StatusLocalProtection},
+	ibvWCTMErr:            {"IBV_WC_TM_ERR", verbs.StatusLocalProtection},
+	ibvWCTMRndvIncomplete: {"IBV_WC_TM_RNDV_INCOMPLETE", verbs.StatusLocalProtection},
 }
 
-const statusUnknown = core.StatusLocalProtection
+const statusUnknown = verbs.StatusLocalProtection
 
 // statusOf maps a completion's ibv_wc_status.
-func statusOf(wc uint32) core.Status {
+func statusOf(wc uint32) verbs.Status {
 	if wc < uint32(len(statusTable)) {
 		return statusTable[wc].status
 	}
@@ -99,12 +99,12 @@ const (
 
 // recvOpOf maps the opcode of a successful receive completion; false for
 // an opcode a receive queue of an RC queue pair does not produce.
-func recvOpOf(wc uint32) (core.Opcode, bool) {
+func recvOpOf(wc uint32) (verbs.Opcode, bool) {
 	switch wc {
 	case ibvWCRecv:
-		return core.OpRecv, true
+		return verbs.OpRecv, true
 	case ibvWCRecvRDMAWithImm:
-		return core.OpRecvWithImm, true
+		return verbs.OpRecvWithImm, true
 	}
 	return 0, false
 }
@@ -120,15 +120,15 @@ const (
 
 // wrOpcodeOf maps a send request's opcode (and HasImm, for SEND) to enum
 // ibv_wr_opcode; false for an opcode a send queue does not take.
-func wrOpcodeOf(op core.Opcode, hasImm bool) (uint8, bool) {
+func wrOpcodeOf(op verbs.Opcode, hasImm bool) (uint8, bool) {
 	switch op {
-	case core.OpWrite:
+	case verbs.OpWrite:
 		return ibvWRRDMAWrite, true
-	case core.OpWriteWithImm:
+	case verbs.OpWriteWithImm:
 		return ibvWRRDMAWriteWithImm, true
-	case core.OpRead:
+	case verbs.OpRead:
 		return ibvWRRDMARead, true
-	case core.OpSend:
+	case verbs.OpSend:
 		if hasImm {
 			return ibvWRSendWithImm, true
 		}
@@ -145,15 +145,15 @@ const (
 )
 
 var sendFlagTable = [...]struct {
-	core core.SendFlags
+	core verbs.SendFlags
 	ibv  uint8
 }{
-	{core.SendSignaled, ibvSendSignaled},
-	{core.SendInline, ibvSendInline},
-	{core.SendFence, ibvSendFence},
+	{verbs.SendSignaled, ibvSendSignaled},
+	{verbs.SendInline, ibvSendInline},
+	{verbs.SendFence, ibvSendFence},
 }
 
-func sendFlagsOf(f core.SendFlags) uint8 {
+func sendFlagsOf(f verbs.SendFlags) uint8 {
 	var out uint8
 	for _, e := range sendFlagTable {
 		if f&e.core != 0 {
@@ -173,15 +173,15 @@ const (
 // accessOf maps region rights to ibv_reg_mr access flags. Verbs refuses
 // REMOTE_WRITE without LOCAL_WRITE, so a region the peer may write is also
 // locally writable by the device.
-func accessOf(a core.Access) int {
+func accessOf(a verbs.Access) int {
 	var out int
-	if a&core.AccessLocalWrite != 0 {
+	if a&verbs.AccessLocalWrite != 0 {
 		out |= ibvAccessLocalWrite
 	}
-	if a&core.AccessRemoteWrite != 0 {
+	if a&verbs.AccessRemoteWrite != 0 {
 		out |= ibvAccessRemoteWrite | ibvAccessLocalWrite
 	}
-	if a&core.AccessRemoteRead != 0 {
+	if a&verbs.AccessRemoteRead != 0 {
 		out |= ibvAccessRemoteRead
 	}
 	return out
@@ -201,22 +201,22 @@ const (
 
 // qpStateTable maps ibv_query_qp's state. RTR is still "not connected"
 // for the contract (sends are refused); SQD and SQE are transient.
-var qpStateTable = map[int]core.QPState{
-	ibvQPSReset:   core.QPInit,
-	ibvQPSInit:    core.QPInit,
-	ibvQPSRTR:     core.QPInit,
-	ibvQPSRTS:     core.QPReady,
-	ibvQPSSQD:     core.QPReady,
-	ibvQPSSQE:     core.QPError,
-	ibvQPSErr:     core.QPError,
-	ibvQPSUnknown: core.QPError,
+var qpStateTable = map[int]verbs.QPState{
+	ibvQPSReset:   verbs.QPInit,
+	ibvQPSInit:    verbs.QPInit,
+	ibvQPSRTR:     verbs.QPInit,
+	ibvQPSRTS:     verbs.QPReady,
+	ibvQPSSQD:     verbs.QPReady,
+	ibvQPSSQE:     verbs.QPError,
+	ibvQPSErr:     verbs.QPError,
+	ibvQPSUnknown: verbs.QPError,
 }
 
-func qpStateOf(s int) core.QPState {
+func qpStateOf(s int) verbs.QPState {
 	if st, ok := qpStateTable[s]; ok {
 		return st
 	}
-	return core.QPError
+	return verbs.QPError
 }
 
 // enum ibv_mtu: IBV_MTU_256 (1) to IBV_MTU_4096 (5).
@@ -238,9 +238,9 @@ func mtuBytes(m uint8) int {
 func postErrorOf(errno unix.Errno) error {
 	switch errno {
 	case unix.ENOMEM:
-		return fmt.Errorf("%v: %w", errno, core.ErrQueueFull)
+		return fmt.Errorf("%v: %w", errno, verbs.ErrQueueFull)
 	case unix.EINVAL:
-		return fmt.Errorf("%v: %w", errno, core.ErrInvalid)
+		return fmt.Errorf("%v: %w", errno, verbs.ErrInvalid)
 	}
 	return errno
 }

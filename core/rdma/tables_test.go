@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 func TestStatusTableHasNoGaps(t *testing.T) {
@@ -23,20 +23,20 @@ func TestStatusTableHasNoGaps(t *testing.T) {
 func TestStatusOf(t *testing.T) {
 	for _, c := range []struct {
 		wc   uint32
-		want core.Status
+		want verbs.Status
 	}{
-		{ibvWCSuccess, core.StatusSuccess},
-		{ibvWCLocLenErr, core.StatusLocalLength},
-		{ibvWCLocProtErr, core.StatusLocalProtection},
-		{ibvWCLocAccessErr, core.StatusLocalProtection},
-		{ibvWCRemAccessErr, core.StatusRemoteAccess},
-		{ibvWCRemInvReqErr, core.StatusRemoteInvalid},
-		{ibvWCRemOpErr, core.StatusRemoteInvalid},
-		{ibvWCWRFlushErr, core.StatusFlushed},
-		{ibvWCRetryExcErr, core.StatusRetryExceeded},
-		{ibvWCRNRRetryExcErr, core.StatusRetryExceeded},
-		{ibvWCRespTimeoutErr, core.StatusRetryExceeded},
-		{ibvWCGeneralErr, core.StatusLocalProtection},
+		{ibvWCSuccess, verbs.StatusSuccess},
+		{ibvWCLocLenErr, verbs.StatusLocalLength},
+		{ibvWCLocProtErr, verbs.StatusLocalProtection},
+		{ibvWCLocAccessErr, verbs.StatusLocalProtection},
+		{ibvWCRemAccessErr, verbs.StatusRemoteAccess},
+		{ibvWCRemInvReqErr, verbs.StatusRemoteInvalid},
+		{ibvWCRemOpErr, verbs.StatusRemoteInvalid},
+		{ibvWCWRFlushErr, verbs.StatusFlushed},
+		{ibvWCRetryExcErr, verbs.StatusRetryExceeded},
+		{ibvWCRNRRetryExcErr, verbs.StatusRetryExceeded},
+		{ibvWCRespTimeoutErr, verbs.StatusRetryExceeded},
+		{ibvWCGeneralErr, verbs.StatusLocalProtection},
 		{ibvWCTMRndvIncomplete + 1, statusUnknown},
 		{1 << 31, statusUnknown},
 	} {
@@ -45,7 +45,7 @@ func TestStatusOf(t *testing.T) {
 		}
 	}
 	for wc := uint32(1); wc < 64; wc++ {
-		if statusOf(wc) == core.StatusSuccess {
+		if statusOf(wc) == verbs.StatusSuccess {
 			t.Errorf("ibv_wc_status %d maps to success", wc)
 		}
 	}
@@ -54,11 +54,11 @@ func TestStatusOf(t *testing.T) {
 func TestRecvOpOf(t *testing.T) {
 	for _, c := range []struct {
 		wc   uint32
-		want core.Opcode
+		want verbs.Opcode
 		ok   bool
 	}{
-		{ibvWCRecv, core.OpRecv, true},
-		{ibvWCRecvRDMAWithImm, core.OpRecvWithImm, true},
+		{ibvWCRecv, verbs.OpRecv, true},
+		{ibvWCRecvRDMAWithImm, verbs.OpRecvWithImm, true},
 		{0, 0, false}, // IBV_WC_SEND
 		{1, 0, false}, // IBV_WC_RDMA_WRITE
 		{ibvWCRecv + 2, 0, false},
@@ -72,20 +72,20 @@ func TestRecvOpOf(t *testing.T) {
 
 func TestWROpcodeOf(t *testing.T) {
 	for _, c := range []struct {
-		op     core.Opcode
+		op     verbs.Opcode
 		hasImm bool
 		want   uint8
 		ok     bool
 	}{
-		{core.OpWrite, false, ibvWRRDMAWrite, true},
-		{core.OpWrite, true, ibvWRRDMAWrite, true}, // HasImm only matters for SEND
-		{core.OpWriteWithImm, false, ibvWRRDMAWriteWithImm, true},
-		{core.OpRead, false, ibvWRRDMARead, true},
-		{core.OpSend, false, ibvWRSend, true},
-		{core.OpSend, true, ibvWRSendWithImm, true},
+		{verbs.OpWrite, false, ibvWRRDMAWrite, true},
+		{verbs.OpWrite, true, ibvWRRDMAWrite, true}, // HasImm only matters for SEND
+		{verbs.OpWriteWithImm, false, ibvWRRDMAWriteWithImm, true},
+		{verbs.OpRead, false, ibvWRRDMARead, true},
+		{verbs.OpSend, false, ibvWRSend, true},
+		{verbs.OpSend, true, ibvWRSendWithImm, true},
 		{0, false, 0, false},
-		{core.OpRecv, false, 0, false},
-		{core.OpRecvWithImm, false, 0, false},
+		{verbs.OpRecv, false, 0, false},
+		{verbs.OpRecvWithImm, false, 0, false},
 		{200, false, 0, false},
 	} {
 		got, ok := wrOpcodeOf(c.op, c.hasImm)
@@ -96,21 +96,21 @@ func TestWROpcodeOf(t *testing.T) {
 }
 
 func TestSendFlagsAndAccess(t *testing.T) {
-	if got := sendFlagsOf(core.SendSignaled | core.SendInline | core.SendFence); got != ibvSendSignaled|ibvSendInline|ibvSendFence {
+	if got := sendFlagsOf(verbs.SendSignaled | verbs.SendInline | verbs.SendFence); got != ibvSendSignaled|ibvSendInline|ibvSendFence {
 		t.Errorf("all send flags = %#x", got)
 	}
 	if got := sendFlagsOf(0); got != 0 {
 		t.Errorf("no send flags = %#x", got)
 	}
 	for _, c := range []struct {
-		a    core.Access
+		a    verbs.Access
 		want int
 	}{
 		{0, 0},
-		{core.AccessLocalWrite, ibvAccessLocalWrite},
-		{core.AccessRemoteRead, ibvAccessRemoteRead},
-		{core.AccessRemoteWrite, ibvAccessRemoteWrite | ibvAccessLocalWrite},
-		{core.AccessLocalWrite | core.AccessRemoteWrite | core.AccessRemoteRead, ibvAccessLocalWrite | ibvAccessRemoteWrite | ibvAccessRemoteRead},
+		{verbs.AccessLocalWrite, ibvAccessLocalWrite},
+		{verbs.AccessRemoteRead, ibvAccessRemoteRead},
+		{verbs.AccessRemoteWrite, ibvAccessRemoteWrite | ibvAccessLocalWrite},
+		{verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead, ibvAccessLocalWrite | ibvAccessRemoteWrite | ibvAccessRemoteRead},
 	} {
 		if got := accessOf(c.a); got != c.want {
 			t.Errorf("accessOf(%#x) = %#x, want %#x", c.a, got, c.want)
@@ -119,10 +119,10 @@ func TestSendFlagsAndAccess(t *testing.T) {
 }
 
 func TestQPStateOf(t *testing.T) {
-	want := map[int]core.QPState{
-		ibvQPSReset: core.QPInit, ibvQPSInit: core.QPInit, ibvQPSRTR: core.QPInit,
-		ibvQPSRTS: core.QPReady, ibvQPSSQD: core.QPReady,
-		ibvQPSSQE: core.QPError, ibvQPSErr: core.QPError, ibvQPSUnknown: core.QPError, 99: core.QPError,
+	want := map[int]verbs.QPState{
+		ibvQPSReset: verbs.QPInit, ibvQPSInit: verbs.QPInit, ibvQPSRTR: verbs.QPInit,
+		ibvQPSRTS: verbs.QPReady, ibvQPSSQD: verbs.QPReady,
+		ibvQPSSQE: verbs.QPError, ibvQPSErr: verbs.QPError, ibvQPSUnknown: verbs.QPError, 99: verbs.QPError,
 	}
 	for s, w := range want {
 		if got := qpStateOf(s); got != w {
@@ -140,13 +140,13 @@ func TestMTUBytes(t *testing.T) {
 }
 
 func TestPostErrorOf(t *testing.T) {
-	if err := postErrorOf(unix.ENOMEM); !errors.Is(err, core.ErrQueueFull) {
+	if err := postErrorOf(unix.ENOMEM); !errors.Is(err, verbs.ErrQueueFull) {
 		t.Errorf("ENOMEM -> %v, want ErrQueueFull", err)
 	}
-	if err := postErrorOf(unix.EINVAL); !errors.Is(err, core.ErrInvalid) {
+	if err := postErrorOf(unix.EINVAL); !errors.Is(err, verbs.ErrInvalid) {
 		t.Errorf("EINVAL -> %v, want ErrInvalid", err)
 	}
-	if err := postErrorOf(unix.EIO); !errors.Is(err, unix.EIO) || errors.Is(err, core.ErrInvalid) {
+	if err := postErrorOf(unix.EIO); !errors.Is(err, unix.EIO) || errors.Is(err, verbs.ErrInvalid) {
 		t.Errorf("EIO -> %v", err)
 	}
 }

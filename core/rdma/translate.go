@@ -3,7 +3,7 @@ package rdma
 import (
 	"fmt"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // This file turns core work requests into the C layout the cgo layer
@@ -80,7 +80,7 @@ const (
 
 // limitsOf applies the QPConfig defaults (128 sends, 128 receives, 64
 // inline bytes, 1 SGE: those of the shm provider) and checks the bounds.
-func limitsOf(cfg core.QPConfig, caps deviceCaps) (limits, error) {
+func limitsOf(cfg verbs.QPConfig, caps deviceCaps) (limits, error) {
 	l := limits{cfg.MaxSend, cfg.MaxRecv, cfg.MaxInline, cfg.MaxSGE}
 	def := func(v *int, d int) {
 		if *v == 0 {
@@ -97,7 +97,7 @@ func limitsOf(cfg core.QPConfig, caps deviceCaps) (limits, error) {
 	if l.maxSend < 1 || l.maxSend > wr || l.maxRecv < 1 || l.maxRecv > wr ||
 		l.maxInline < 0 || l.maxInline > inl || l.maxSGE < 1 || l.maxSGE > sge {
 		return l, fmt.Errorf("rdma: QP limits send %d recv %d inline %d sge %d not within 1..%d/1..%d/0..%d/1..%d: %w",
-			cfg.MaxSend, cfg.MaxRecv, cfg.MaxInline, cfg.MaxSGE, wr, wr, inl, sge, core.ErrInvalid)
+			cfg.MaxSend, cfg.MaxRecv, cfg.MaxInline, cfg.MaxSGE, wr, wr, inl, sge, verbs.ErrInvalid)
 	}
 	return l, nil
 }
@@ -112,34 +112,34 @@ func limitsOf(cfg core.QPConfig, caps deviceCaps) (limits, error) {
 // error completion, as the contract requires; the hint records which
 // status that completion must report. Such a request is never posted
 // inline: the library would copy from the bogus address at post time.
-func translateSend(wr *core.SendRequest, lim limits, regions regionSet, seq uint64, w *wireSend, sges []wireSGE, sgeIndex uint32) (core.Status, error) {
+func translateSend(wr *verbs.SendRequest, lim limits, regions regionSet, seq uint64, w *wireSend, sges []wireSGE, sgeIndex uint32) (verbs.Status, error) {
 	opcode, ok := wrOpcodeOf(wr.Op, wr.HasImm)
 	if !ok {
-		return 0, fmt.Errorf("rdma: post send: opcode %v: %w", wr.Op, core.ErrInvalid)
+		return 0, fmt.Errorf("rdma: post send: opcode %v: %w", wr.Op, verbs.ErrInvalid)
 	}
 	if len(wr.SGEs) > lim.maxSGE {
-		return 0, fmt.Errorf("rdma: post send: %d SGEs over %d: %w", len(wr.SGEs), lim.maxSGE, core.ErrInvalid)
+		return 0, fmt.Errorf("rdma: post send: %d SGEs over %d: %w", len(wr.SGEs), lim.maxSGE, verbs.ErrInvalid)
 	}
-	inline := wr.Flags&core.SendInline != 0
+	inline := wr.Flags&verbs.SendInline != 0
 	if inline {
-		if wr.Op == core.OpRead {
-			return 0, fmt.Errorf("rdma: post send: inline READ: %w", core.ErrInvalid)
+		if wr.Op == verbs.OpRead {
+			return 0, fmt.Errorf("rdma: post send: inline READ: %w", verbs.ErrInvalid)
 		}
 		var total uint64
 		for _, s := range wr.SGEs {
 			total += uint64(s.Length)
 		}
 		if total > uint64(lim.maxInline) {
-			return 0, fmt.Errorf("rdma: post send: inline payload %d over %d: %w", total, lim.maxInline, core.ErrInvalid)
+			return 0, fmt.Errorf("rdma: post send: inline payload %d over %d: %w", total, lim.maxInline, verbs.ErrInvalid)
 		}
 	}
 	hint := mapSGEs(wr.SGEs, regions, sges)
 	flags := sendFlagsOf(wr.Flags)
-	if hint != core.StatusSuccess {
+	if hint != verbs.StatusSuccess {
 		flags &^= ibvSendInline
 	}
 	imm := uint32(0)
-	if wr.Op == core.OpWriteWithImm || (wr.Op == core.OpSend && wr.HasImm) {
+	if wr.Op == verbs.OpWriteWithImm || (wr.Op == verbs.OpSend && wr.HasImm) {
 		imm = wr.Imm
 	}
 	*w = wireSend{
@@ -152,7 +152,7 @@ func translateSend(wr *core.SendRequest, lim limits, regions regionSet, seq uint
 		Opcode:     opcode,
 		Flags:      flags,
 	}
-	if wr.Op == core.OpSend {
+	if wr.Op == verbs.OpSend {
 		w.RemoteAddr, w.RKey = 0, 0
 	}
 	return hint, nil
@@ -160,9 +160,9 @@ func translateSend(wr *core.SendRequest, lim limits, regions regionSet, seq uint
 
 // translateRecv is translateSend for a receive request: only too many
 // SGEs is a post-time error.
-func translateRecv(wr *core.RecvRequest, lim limits, regions regionSet, seq uint64, w *wireRecv, sges []wireSGE, sgeIndex uint32) (core.Status, error) {
+func translateRecv(wr *verbs.RecvRequest, lim limits, regions regionSet, seq uint64, w *wireRecv, sges []wireSGE, sgeIndex uint32) (verbs.Status, error) {
 	if len(wr.SGEs) > lim.maxSGE {
-		return 0, fmt.Errorf("rdma: post recv: %d SGEs over %d: %w", len(wr.SGEs), lim.maxSGE, core.ErrInvalid)
+		return 0, fmt.Errorf("rdma: post recv: %d SGEs over %d: %w", len(wr.SGEs), lim.maxSGE, verbs.ErrInvalid)
 	}
 	hint := mapSGEs(wr.SGEs, regions, sges)
 	*w = wireRecv{ID: seq | recvTag, SGE: sgeIndex, NumSGE: uint32(len(wr.SGEs))}
@@ -172,17 +172,17 @@ func translateRecv(wr *core.RecvRequest, lim limits, regions regionSet, seq uint
 // mapSGEs writes the verbs form of in to out and returns
 // StatusLocalProtection if an SGE names no region, else
 // StatusLocalLength if one reaches outside its region, else success.
-func mapSGEs(in []core.SGE, regions regionSet, out []wireSGE) core.Status {
-	hint := core.StatusSuccess
+func mapSGEs(in []verbs.SGE, regions regionSet, out []wireSGE) verbs.Status {
+	hint := verbs.StatusSuccess
 	for i, s := range in {
 		out[i] = wireSGE{Length: s.Length, LKey: s.Key}
 		r, ok := regions[s.Key]
 		switch {
 		case !ok:
-			hint = core.StatusLocalProtection
+			hint = verbs.StatusLocalProtection
 		case s.Offset > r.size || uint64(s.Length) > r.size-s.Offset:
-			if hint == core.StatusSuccess {
-				hint = core.StatusLocalLength
+			if hint == verbs.StatusSuccess {
+				hint = verbs.StatusLocalLength
 			}
 		default:
 			out[i].Addr = r.base + s.Offset
@@ -192,11 +192,11 @@ func mapSGEs(in []core.SGE, regions regionSet, out []wireSGE) core.Status {
 }
 
 // completionOf turns a device completion and the slot of its request into
-// a core.Completion. Verbs defines only wr_id, status and qp_num of an
+// a verbs.Completion. Verbs defines only wr_id, status and qp_num of an
 // error completion; the rest comes from the slot.
-func completionOf(w *wireCompletion, s ringSlot, recv bool) core.Completion {
-	c := core.Completion{ID: s.id, QP: w.QPNum, Op: s.op, Status: statusOf(w.Status)}
-	if c.Status != core.StatusSuccess {
+func completionOf(w *wireCompletion, s ringSlot, recv bool) verbs.Completion {
+	c := verbs.Completion{ID: s.id, QP: w.QPNum, Op: s.op, Status: statusOf(w.Status)}
+	if c.Status != verbs.StatusSuccess {
 		c.Status = refineStatus(c.Status, s.hint)
 		return c
 	}
@@ -210,7 +210,7 @@ func completionOf(w *wireCompletion, s ringSlot, recv bool) core.Completion {
 		}
 		return c
 	}
-	if s.op == core.OpRead {
+	if s.op == verbs.OpRead {
 		c.ByteLen = w.ByteLen
 	}
 	return c

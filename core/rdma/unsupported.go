@@ -7,7 +7,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // Provider is the RDMA device. In this build (without the rdma tag, or
@@ -15,11 +15,11 @@ import (
 // compile the same way in every build.
 type Provider struct{ _ struct{} }
 
-var _ core.Provider = (*Provider)(nil)
+var _ verbs.Provider = (*Provider)(nil)
 
-var errNotBuilt = fmt.Errorf("rdma: %s: %w", buildHint, core.ErrNotSupported)
+var errNotBuilt = fmt.Errorf("rdma: %s: %w", buildHint, verbs.ErrNotSupported)
 
-// Open returns an error wrapping core.ErrNotSupported that says how to
+// Open returns an error wrapping verbs.ErrNotSupported that says how to
 // build with RDMA support.
 func Open(opts Options) (*Provider, error) {
 	if _, err := opts.normalized(); err != nil {
@@ -28,7 +28,7 @@ func Open(opts Options) (*Provider, error) {
 	return nil, errNotBuilt
 }
 
-// Resolve returns an error wrapping core.ErrNotSupported that says how to
+// Resolve returns an error wrapping verbs.ErrNotSupported that says how to
 // build with RDMA support (after checking its arguments).
 func Resolve(addr netip.Addr, timeout time.Duration) (Route, error) {
 	if _, err := checkResolveArgs(addr, timeout); err != nil {
@@ -39,10 +39,10 @@ func Resolve(addr netip.Addr, timeout time.Duration) (Route, error) {
 
 func (*Provider) Name() string { return "rdma" }
 
-func (*Provider) RegisterRegion(int, core.Access) (core.Region, error) { return nil, errNotBuilt }
+func (*Provider) RegisterRegion(int, verbs.Access) (verbs.Region, error) { return nil, errNotBuilt }
 
-func (*Provider) CreateCQ(int) (core.CompletionQueue, error) { return nil, errNotBuilt }
+func (*Provider) CreateCQ(int) (verbs.CompletionQueue, error) { return nil, errNotBuilt }
 
-func (*Provider) CreateQP(core.QPConfig) (core.QueuePair, error) { return nil, errNotBuilt }
+func (*Provider) CreateQP(verbs.QPConfig) (verbs.QueuePair, error) { return nil, errNotBuilt }
 
 func (*Provider) Close() error { return errNotBuilt }

@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wait"
 )
 
 // Answer is a positive answer to an Offer. The caller owns Payload.Files.
@@ -118,7 +118,7 @@ func (a *Answer) WaitVerdict(timeout time.Duration) Verdict {
 		fd, usable := a.g.fd, a.committed && !a.g.closed
 		if usable {
 			// Poll under the lock: Close cannot recycle fd meanwhile.
-			usable = core.WaitFD(fd, unix.POLLIN, deadline) == nil
+			usable = wait.WaitFD(fd, unix.POLLIN, deadline) == nil
 		}
 		a.g.mu.Unlock()
 		if !usable {

@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wait"
 )
 
 // sendFrame writes an encoded frame (message.encode) with files as
@@ -24,7 +24,7 @@ func sendFrame(fd int, frame []byte, files []int, deadline time.Time) error {
 		case err == unix.EINTR:
 			continue
 		case err == unix.EAGAIN:
-			if err := core.WaitFD(fd, unix.POLLOUT, deadline); err != nil {
+			if err := wait.WaitFD(fd, unix.POLLOUT, deadline); err != nil {
 				return err
 			}
 			continue
@@ -92,7 +92,7 @@ func recvFull(fd int, p []byte, files []int, deadline time.Time) ([]int, error) 
 		case err == unix.EINTR:
 			continue
 		case err == unix.EAGAIN:
-			if err := core.WaitFD(fd, unix.POLLIN, deadline); err != nil {
+			if err := wait.WaitFD(fd, unix.POLLIN, deadline); err != nil {
 				return files, err
 			}
 			continue

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wait"
 )
 
 // TestHostileClients sends the listener's server broken and malicious
@@ -191,7 +191,7 @@ func TestHostileListener(t *testing.T) {
 		}, ReasonUnsupportedOption},
 		"close":   {func(int, message) {}, ReasonPeerGone},
 		"half":    {func(fd int, req message) { unix.Write(fd, answer(req).encode()[:20]) }, ReasonPeerGone},
-		"silence": {func(fd int, _ message) { core.WaitFD(fd, unix.POLLIN, time.Now().Add(guard)) }, ReasonTimeout},
+		"silence": {func(fd int, _ message) { wait.WaitFD(fd, unix.POLLIN, time.Now().Add(guard)) }, ReasonTimeout},
 	}
 	for name, c := range cases {
 		path := fakeListener(t, c.respond)

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/fdhook"
 )
 
 // server is a Node's rendezvous socket and the goroutines serving it: one
@@ -37,7 +37,7 @@ func startServer(n *Node) (*server, error) {
 		if err != nil {
 			return err
 		}
-		core.NoteFDs(fd) // long-lived: kept from the host (core.FDHook)
+		fdhook.NoteFDs(fd) // long-lived: kept from the host (fdhook.FDHook)
 		// The socket inode's mode becomes the file's mode at bind (less
 		// the umask), so no moment exists where others may connect. The
 		// group may: in a shared run directory (rundir.go) its members are
@@ -65,7 +65,7 @@ func startServer(n *Node) (*server, error) {
 			}
 		}
 		if err != nil {
-			core.CloseFD(fd)
+			fdhook.CloseFD(fd)
 			return err
 		}
 		return nil
@@ -86,7 +86,7 @@ func (s *server) stop() {
 	// valid until the loop has returned.
 	unix.Shutdown(s.fd, unix.SHUT_RDWR)
 	s.loop.Wait()
-	core.CloseFD(s.fd)
+	fdhook.CloseFD(s.fd)
 	unix.Unlink(s.path)
 	s.conns.Wait()
 }

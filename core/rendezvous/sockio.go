@@ -5,14 +5,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wait"
 )
 
 // Every rendezvous socket is nonblocking; a wait goes through poll(2) with
 // the remaining time to a deadline, so no read or write outlives it.
 
-// errTimeout is a rendezvous deadline passing (core.WaitFD's answer).
-var errTimeout = core.ErrFDTimeout
+// errTimeout is a rendezvous deadline passing (wait.WaitFD's answer).
+var errTimeout = wait.ErrFDTimeout
 
 // peerCred returns the credentials of the process at the other end of the
 // unix socket fd (SO_PEERCRED: pid and effective uid at connect or listen

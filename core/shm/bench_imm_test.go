@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // The doorbell and sliding-window paths: WRITE_WITH_IMM, each consuming a
@@ -15,12 +15,12 @@ import (
 
 // immWR is an unsignaled WRITE_WITH_IMM of size bytes from the start of
 // from's region to offset off of to's region.
-func immWR(from, to *side, off uint64, size uint32, inline bool) *core.SendRequest {
+func immWR(from, to *side, off uint64, size uint32, inline bool) *verbs.SendRequest {
 	rr := to.mr.Remote()
-	wr := &core.SendRequest{Op: core.OpWriteWithImm, SGEs: sge(from.mr, 0, size),
+	wr := &verbs.SendRequest{Op: verbs.OpWriteWithImm, SGEs: sge(from.mr, 0, size),
 		RemoteKey: rr.Key, RemoteAddr: rr.At(off)}
 	if inline {
-		wr.Flags = core.SendInline
+		wr.Flags = verbs.SendInline
 	}
 	return wr
 }
@@ -28,7 +28,7 @@ func immWR(from, to *side, off uint64, size uint32, inline bool) *core.SendReque
 // postRecvs posts n receives without SGEs.
 func postRecvs(tb testing.TB, s *side, n int) {
 	for i := 0; i < n; i++ {
-		if _, err := s.qp.PostRecv(&core.RecvRequest{ID: uint64(i)}); err != nil {
+		if _, err := s.qp.PostRecv(&verbs.RecvRequest{ID: uint64(i)}); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -38,17 +38,17 @@ func postRecvs(tb testing.TB, s *side, n int) {
 // by one from the other goroutine (a doorbell ring and its answer). Each
 // side keeps one RECV posted ahead.
 func BenchmarkWriteWithImmPingPong(b *testing.B) {
-	a, p := newPair(b, core.QPConfig{MaxInline: 64}, 1<<16)
+	a, p := newPair(b, verbs.QPConfig{MaxInline: 64}, 1<<16)
 	postRecvs(b, a, 2)
 	postRecvs(b, p, 2)
 	const stop = 0xffffffff
 	echoDone := make(chan error, 1)
 	go func() {
-		out := make([]core.Completion, 1)
+		out := make([]verbs.Completion, 1)
 		wr := immWR(p, a, 64, 8, true)
-		recv := &core.RecvRequest{ID: 1}
+		recv := &verbs.RecvRequest{ID: 1}
 		for {
-			if !waitOne(p.cq, out, false) || out[0].Status != core.StatusSuccess {
+			if !waitOne(p.cq, out, false) || out[0].Status != verbs.StatusSuccess {
 				echoDone <- fmt.Errorf("echo RECV: %+v", out[0])
 				return
 			}
@@ -67,9 +67,9 @@ func BenchmarkWriteWithImmPingPong(b *testing.B) {
 			}
 		}
 	}()
-	out := make([]core.Completion, 1)
+	out := make([]verbs.Completion, 1)
 	wr := immWR(a, p, 64, 8, true)
-	recv := &core.RecvRequest{ID: 1}
+	recv := &verbs.RecvRequest{ID: 1}
 	b.ReportAllocs()
 	var i uint32
 	for b.Loop() {
@@ -78,7 +78,7 @@ func BenchmarkWriteWithImmPingPong(b *testing.B) {
 		if _, err := a.qp.PostSend(wr); err != nil {
 			b.Fatal(err)
 		}
-		if !waitOne(a.cq, out, false) || out[0].Status != core.StatusSuccess || out[0].Imm != i {
+		if !waitOne(a.cq, out, false) || out[0].Status != verbs.StatusSuccess || out[0].Imm != i {
 			b.Fatalf("RECV: %+v, want imm %d", out[0], i)
 		}
 		if _, err := a.qp.PostRecv(recv); err != nil {
@@ -102,13 +102,13 @@ func BenchmarkWriteWithImmStream(b *testing.B) {
 	for _, size := range []uint32{64, 4 << 10, 16 << 10} {
 		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
 			const window, slots = 64, 16
-			a, p := newPair(b, core.QPConfig{MaxSend: window, MaxRecv: window, MaxInline: 64}, slots*int(size))
+			a, p := newPair(b, verbs.QPConfig{MaxSend: window, MaxRecv: window, MaxInline: 64}, slots*int(size))
 			postRecvs(b, p, window)
 			total := b.N
 			sinkDone := make(chan error, 1)
 			go func() {
-				out := make([]core.Completion, 16)
-				recv := &core.RecvRequest{ID: 1}
+				out := make([]verbs.Completion, 16)
+				recv := &verbs.RecvRequest{ID: 1}
 				for got := 0; got < total; {
 					n, err := p.cq.Poll(out)
 					if err != nil {
@@ -116,7 +116,7 @@ func BenchmarkWriteWithImmStream(b *testing.B) {
 						return
 					}
 					for _, c := range out[:n] {
-						if c.Status != core.StatusSuccess || c.Op != core.OpRecvWithImm {
+						if c.Status != verbs.StatusSuccess || c.Op != verbs.OpRecvWithImm {
 							sinkDone <- fmt.Errorf("sink: %+v", c)
 							return
 						}
@@ -133,7 +133,7 @@ func BenchmarkWriteWithImmStream(b *testing.B) {
 				sinkDone <- nil
 			}()
 			wr := immWR(a, p, 0, size, false)
-			out := make([]core.Completion, 16)
+			out := make([]verbs.Completion, 16)
 			outstanding := 0
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
@@ -145,7 +145,7 @@ func BenchmarkWriteWithImmStream(b *testing.B) {
 						b.Fatal(err)
 					}
 					for _, c := range out[:n] {
-						if c.Status != core.StatusSuccess {
+						if c.Status != verbs.StatusSuccess {
 							b.Fatalf("send: %+v", c)
 						}
 						outstanding -= 16
@@ -157,7 +157,7 @@ func BenchmarkWriteWithImmStream(b *testing.B) {
 				wr.RemoteAddr = p.mr.Remote().At(uint64(i%slots) * uint64(size))
 				wr.Flags = 0
 				if i%16 == 15 {
-					wr.Flags = core.SendSignaled
+					wr.Flags = verbs.SendSignaled
 					outstanding += 16
 				}
 				for {
@@ -165,7 +165,7 @@ func BenchmarkWriteWithImmStream(b *testing.B) {
 					if err == nil {
 						break
 					}
-					if !errors.Is(err, core.ErrQueueFull) {
+					if !errors.Is(err, verbs.ErrQueueFull) {
 						b.Fatal(err)
 					}
 					yield() // entries wait for the receiver's acknowledgement

@@ -8,16 +8,16 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // writePair builds the status-byte hot path: a data WRITE chained with an
 // inline WRITE of an 8-byte status word.
-func writePair(a, b *side, size uint32) (data, status *core.SendRequest) {
+func writePair(a, b *side, size uint32) (data, status *verbs.SendRequest) {
 	rb := b.mr.Remote()
-	status = &core.SendRequest{ID: 2, Op: core.OpWrite, Flags: core.SendInline,
+	status = &verbs.SendRequest{ID: 2, Op: verbs.OpWrite, Flags: verbs.SendInline,
 		SGEs: sge(a.mr, 1<<15, 8), RemoteKey: rb.Key, RemoteAddr: rb.At(1 << 15)}
-	data = &core.SendRequest{ID: 1, Op: core.OpWrite, SGEs: sge(a.mr, 0, size),
+	data = &verbs.SendRequest{ID: 1, Op: verbs.OpWrite, SGEs: sge(a.mr, 0, size),
 		RemoteKey: rb.Key, RemoteAddr: rb.At(0), Next: status}
 	return data, status
 }
@@ -25,11 +25,11 @@ func writePair(a, b *side, size uint32) (data, status *core.SendRequest) {
 // TestHotPathDoesNotAllocate: posting WRITE + inline WRITE allocates
 // nothing, signaled or not.
 func TestHotPathDoesNotAllocate(t *testing.T) {
-	a, b := newPair(t, core.QPConfig{MaxInline: 64}, 1<<16)
+	a, b := newPair(t, verbs.QPConfig{MaxInline: 64}, 1<<16)
 	data, status := writePair(a, b, 256)
-	out := make([]core.Completion, 1)
+	out := make([]verbs.Completion, 1)
 	allocs := testing.AllocsPerRun(200, func() {
-		status.Flags ^= core.SendSignaled
+		status.Flags ^= verbs.SendSignaled
 		if _, err := a.qp.PostSend(data); err != nil {
 			t.Fatal(err)
 		}
@@ -45,18 +45,18 @@ func TestHotPathDoesNotAllocate(t *testing.T) {
 func BenchmarkWriteInlinePair(b *testing.B) {
 	for _, size := range []uint32{64, 256, 4096} {
 		b.Run(fmt.Sprintf("%dB", size), func(bb *testing.B) {
-			a, p := newPair(bb, core.QPConfig{MaxInline: 64}, 1<<16)
+			a, p := newPair(bb, verbs.QPConfig{MaxInline: 64}, 1<<16)
 			data, status := writePair(a, p, size)
-			out := make([]core.Completion, 1)
+			out := make([]verbs.Completion, 1)
 			bb.ReportAllocs()
 			bb.SetBytes(int64(size) + 8)
 			i := 0
 			for bb.Loop() {
 				i++
 				signal := i%64 == 0
-				status.Flags = core.SendInline
+				status.Flags = verbs.SendInline
 				if signal {
-					status.Flags |= core.SendSignaled
+					status.Flags |= verbs.SendSignaled
 				}
 				if _, err := a.qp.PostSend(data); err != nil {
 					bb.Fatal(err)
@@ -74,7 +74,7 @@ func BenchmarkWriteInlinePair(b *testing.B) {
 // waitOne returns one completion of cq. In event mode it sleeps on the
 // notification fd (the worst case for latency); otherwise it polls,
 // yielding the processor between polls. ok is false after waitLimit.
-func waitOne(cq core.CompletionQueue, out []core.Completion, event bool) bool {
+func waitOne(cq verbs.CompletionQueue, out []verbs.Completion, event bool) bool {
 	deadline := time.Now().Add(waitLimit)
 	for {
 		if n, err := cq.Poll(out[:1]); n == 1 || err != nil {
@@ -106,19 +106,19 @@ func BenchmarkSendRecvRoundTrip(b *testing.B) {
 }
 
 func roundTrips(b *testing.B, event bool) {
-	a, p := newPair(b, core.QPConfig{}, 4096)
+	a, p := newPair(b, verbs.QPConfig{}, 4096)
 	const stop = 1
 	echoDone := make(chan error, 1)
 	go func() {
-		out := make([]core.Completion, 1)
-		recv := &core.RecvRequest{ID: 1, SGEs: sge(p.mr, 0, 64)}
-		send := &core.SendRequest{ID: 2, Op: core.OpSend, SGEs: sge(p.mr, 0, 64)}
+		out := make([]verbs.Completion, 1)
+		recv := &verbs.RecvRequest{ID: 1, SGEs: sge(p.mr, 0, 64)}
+		send := &verbs.SendRequest{ID: 2, Op: verbs.OpSend, SGEs: sge(p.mr, 0, 64)}
 		for {
 			if _, err := p.qp.PostRecv(recv); err != nil {
 				echoDone <- err
 				return
 			}
-			if !waitOne(p.cq, out, event) || out[0].Status != core.StatusSuccess {
+			if !waitOne(p.cq, out, event) || out[0].Status != verbs.StatusSuccess {
 				echoDone <- fmt.Errorf("echo RECV: %+v", out[0])
 				return
 			}
@@ -132,9 +132,9 @@ func roundTrips(b *testing.B, event bool) {
 			}
 		}
 	}()
-	out := make([]core.Completion, 1)
-	recv := &core.RecvRequest{ID: 3, SGEs: sge(a.mr, 0, 64)}
-	send := &core.SendRequest{ID: 4, Op: core.OpSend, SGEs: sge(a.mr, 0, 64)}
+	out := make([]verbs.Completion, 1)
+	recv := &verbs.RecvRequest{ID: 3, SGEs: sge(a.mr, 0, 64)}
+	send := &verbs.SendRequest{ID: 4, Op: verbs.OpSend, SGEs: sge(a.mr, 0, 64)}
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := a.qp.PostRecv(recv); err != nil {
@@ -143,11 +143,11 @@ func roundTrips(b *testing.B, event bool) {
 		if _, err := a.qp.PostSend(send); err != nil {
 			b.Fatal(err)
 		}
-		if !waitOne(a.cq, out, event) || out[0].Status != core.StatusSuccess {
+		if !waitOne(a.cq, out, event) || out[0].Status != verbs.StatusSuccess {
 			b.Fatalf("RECV: %+v", out[0])
 		}
 	}
-	bye := &core.SendRequest{ID: 5, Op: core.OpSend, HasImm: true, Imm: stop}
+	bye := &verbs.SendRequest{ID: 5, Op: verbs.OpSend, HasImm: true, Imm: stop}
 	if _, err := a.qp.PostSend(bye); err != nil {
 		b.Fatal(err)
 	}

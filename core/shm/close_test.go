@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // TestPeerCloseFlushes: when the peer's queue pair closes, a SEND waiting
@@ -14,15 +14,15 @@ import (
 // posted RECVs StatusFlushed, the queue pair is in QPError, and later posts
 // flush.
 func TestPeerCloseFlushes(t *testing.T) {
-	a, b := newPair(t, core.QPConfig{}, 4096)
+	a, b := newPair(t, verbs.QPConfig{}, 4096)
 	rb := b.mr.Remote()
 	for _, id := range []uint64{10, 11} {
-		if _, err := a.qp.PostRecv(&core.RecvRequest{ID: id, SGEs: sge(a.mr, 0, 64)}); err != nil {
+		if _, err := a.qp.PostRecv(&verbs.RecvRequest{ID: id, SGEs: sge(a.mr, 0, 64)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	chain := &core.SendRequest{ID: 1, Op: core.OpSend, SGEs: sge(a.mr, 0, 8),
-		Next: &core.SendRequest{ID: 2, Op: core.OpWrite, SGEs: sge(a.mr, 0, 8), RemoteKey: rb.Key}}
+	chain := &verbs.SendRequest{ID: 1, Op: verbs.OpSend, SGEs: sge(a.mr, 0, 8),
+		Next: &verbs.SendRequest{ID: 2, Op: verbs.OpWrite, SGEs: sge(a.mr, 0, 8), RemoteKey: rb.Key}}
 	if _, err := a.qp.PostSend(chain); err != nil {
 		t.Fatal(err)
 	}
@@ -30,9 +30,9 @@ func TestPeerCloseFlushes(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := waitCQ(t, a.cq, 4)
-	var sends, recvs []core.Completion
+	var sends, recvs []verbs.Completion
 	for _, c := range cs {
-		if c.Op == core.OpRecv {
+		if c.Op == verbs.OpRecv {
 			recvs = append(recvs, c)
 		} else {
 			sends = append(sends, c)
@@ -41,29 +41,29 @@ func TestPeerCloseFlushes(t *testing.T) {
 	if len(sends) != 2 || len(recvs) != 2 {
 		t.Fatalf("completions %+v", cs)
 	}
-	wantStatus(t, sends[0], 1, core.OpSend, core.StatusRetryExceeded)
-	wantStatus(t, sends[1], 2, core.OpWrite, core.StatusFlushed)
-	wantStatus(t, recvs[0], 10, core.OpRecv, core.StatusFlushed)
-	wantStatus(t, recvs[1], 11, core.OpRecv, core.StatusFlushed)
-	if a.qp.State() != core.QPError {
+	wantStatus(t, sends[0], 1, verbs.OpSend, verbs.StatusRetryExceeded)
+	wantStatus(t, sends[1], 2, verbs.OpWrite, verbs.StatusFlushed)
+	wantStatus(t, recvs[0], 10, verbs.OpRecv, verbs.StatusFlushed)
+	wantStatus(t, recvs[1], 11, verbs.OpRecv, verbs.StatusFlushed)
+	if a.qp.State() != verbs.QPError {
 		t.Fatalf("state %v", a.qp.State())
 	}
-	if _, err := a.qp.PostSend(&core.SendRequest{ID: 3, Op: core.OpSend}); err != nil {
+	if _, err := a.qp.PostSend(&verbs.SendRequest{ID: 3, Op: verbs.OpSend}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.qp.PostRecv(&core.RecvRequest{ID: 12}); err != nil {
+	if _, err := a.qp.PostRecv(&verbs.RecvRequest{ID: 12}); err != nil {
 		t.Fatal(err)
 	}
 	cs = waitCQ(t, a.cq, 2)
-	wantStatus(t, cs[0], 3, core.OpSend, core.StatusFlushed)
-	wantStatus(t, cs[1], 12, core.OpRecv, core.StatusFlushed)
+	wantStatus(t, cs[0], 3, verbs.OpSend, verbs.StatusFlushed)
+	wantStatus(t, cs[1], 12, verbs.OpRecv, verbs.StatusFlushed)
 }
 
 // TestPeerSocketGone: the peer vanishing without a word (its side channel
 // reaching EOF, as when its process dies) moves the queue pair to QPError.
 func TestPeerSocketGone(t *testing.T) {
-	a, b := newPair(t, core.QPConfig{}, 4096)
-	if _, err := a.qp.PostRecv(&core.RecvRequest{ID: 1}); err != nil {
+	a, b := newPair(t, verbs.QPConfig{}, 4096)
+	if _, err := a.qp.PostRecv(&verbs.RecvRequest{ID: 1}); err != nil {
 		t.Fatal(err)
 	}
 	// Simulate the death of b's process: its end of the side channel
@@ -72,17 +72,17 @@ func TestPeerSocketGone(t *testing.T) {
 	qb.sqMu.Lock()
 	unix.Shutdown(qb.keep, unix.SHUT_RDWR)
 	qb.sqMu.Unlock()
-	wantStatus(t, waitCQ(t, a.cq, 1)[0], 1, core.OpRecv, core.StatusFlushed)
-	waitFor(t, "QPError", func() bool { return a.qp.State() == core.QPError })
+	wantStatus(t, waitCQ(t, a.cq, 1)[0], 1, verbs.OpRecv, verbs.StatusFlushed)
+	waitFor(t, "QPError", func() bool { return a.qp.State() == verbs.QPError })
 }
 
 // TestOwnCloseFlushes: Close completes outstanding work with StatusFlushed.
 func TestOwnCloseFlushes(t *testing.T) {
-	a, _ := newPair(t, core.QPConfig{}, 4096)
-	if _, err := a.qp.PostRecv(&core.RecvRequest{ID: 1}); err != nil {
+	a, _ := newPair(t, verbs.QPConfig{}, 4096)
+	if _, err := a.qp.PostRecv(&verbs.RecvRequest{ID: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.qp.PostSend(&core.SendRequest{ID: 2, Op: core.OpSend, SGEs: sge(a.mr, 0, 4)}); err != nil {
+	if _, err := a.qp.PostSend(&verbs.SendRequest{ID: 2, Op: verbs.OpSend, SGEs: sge(a.mr, 0, 4)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.qp.Close(); err != nil {
@@ -90,11 +90,11 @@ func TestOwnCloseFlushes(t *testing.T) {
 	}
 	cs := waitCQ(t, a.cq, 2)
 	for _, c := range cs {
-		if c.Status != core.StatusFlushed {
+		if c.Status != verbs.StatusFlushed {
 			t.Errorf("completion %+v, want flushed", c)
 		}
 	}
-	if _, err := a.qp.PostSend(&core.SendRequest{ID: 3, Op: core.OpWrite}); !isErr(err, core.ErrClosed) {
+	if _, err := a.qp.PostSend(&verbs.SendRequest{ID: 3, Op: verbs.OpWrite}); !isErr(err, verbs.ErrClosed) {
 		t.Fatalf("PostSend after Close: %v", err)
 	}
 }
@@ -104,7 +104,7 @@ func TestOwnCloseFlushes(t *testing.T) {
 // socket) leaves no descriptor, mapping user or goroutine behind.
 func TestNoLeaks(t *testing.T) {
 	run := func(viaSocket bool) {
-		a, b := newSide(t, core.QPConfig{}, 4096), newSide(t, core.QPConfig{}, 4096)
+		a, b := newSide(t, verbs.QPConfig{}, 4096), newSide(t, verbs.QPConfig{}, 4096)
 		if viaSocket {
 			connectViaSocket(t, a, b)
 		} else {
@@ -114,11 +114,11 @@ func TestNoLeaks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.qp.PostRecv(&core.RecvRequest{ID: 1, SGEs: sge(b.mr, 0, 64)}); err != nil {
+		if _, err := b.qp.PostRecv(&verbs.RecvRequest{ID: 1, SGEs: sge(b.mr, 0, 64)}); err != nil {
 			t.Fatal(err)
 		}
-		chain := &core.SendRequest{ID: 1, Op: core.OpWrite, SGEs: sge(a.mr, 0, 64), RemoteKey: extra.Remote().Key,
-			Next: &core.SendRequest{ID: 2, Op: core.OpSend, Flags: core.SendSignaled, SGEs: sge(a.mr, 0, 64)}}
+		chain := &verbs.SendRequest{ID: 1, Op: verbs.OpWrite, SGEs: sge(a.mr, 0, 64), RemoteKey: extra.Remote().Key,
+			Next: &verbs.SendRequest{ID: 2, Op: verbs.OpSend, Flags: verbs.SendSignaled, SGEs: sge(a.mr, 0, 64)}}
 		if _, err := a.qp.PostSend(chain); err != nil {
 			t.Fatal(err)
 		}

@@ -4,14 +4,14 @@ import (
 	"os"
 	"testing"
 
-	"github.com/sdpshim/sdpshim/core"
 	"github.com/sdpshim/sdpshim/core/coretest"
 	"github.com/sdpshim/sdpshim/core/shm"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 var harness = coretest.Harness{
 	Name: "shm",
-	Open: func() (core.Provider, error) { return shm.Open() },
+	Open: func() (verbs.Provider, error) { return shm.Open() },
 }
 
 func TestMain(m *testing.M) {

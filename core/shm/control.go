@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"sync/atomic"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/sharedmem"
 )
 
 // Control area layout. A queue pair creates one control area and both it
@@ -31,7 +31,7 @@ const (
 	offEpoch    = 68  // uint32: bumped after every region announcement
 	offCons     = 72  // uint64: inbound ring bytes consumed
 	offNack     = 80  // uint64: 1 + ring position of a record the owner rejected
-	offNackSt   = 88  // uint32: core.Status of that rejection, stored before nack
+	offNackSt   = 88  // uint32: verbs.Status of that rejection, stored before nack
 	offSleeping = 128 // uint32: owner asleep, ring me
 	offProd     = 192 // uint64: inbound ring bytes produced
 
@@ -98,13 +98,13 @@ func newArea(mem []byte) area {
 	return area{
 		mem:      mem,
 		ring:     mem[ringOff : ringOff+ringSize],
-		state:    core.Uint32At(mem, offState),
-		epoch:    core.Uint32At(mem, offEpoch),
-		sleeping: core.Uint32At(mem, offSleeping),
-		cons:     core.Uint64At(mem, offCons),
-		nack:     core.Uint64At(mem, offNack),
-		nackSt:   core.Uint32At(mem, offNackSt),
-		prod:     core.Uint64At(mem, offProd),
+		state:    sharedmem.Uint32At(mem, offState),
+		epoch:    sharedmem.Uint32At(mem, offEpoch),
+		sleeping: sharedmem.Uint32At(mem, offSleeping),
+		cons:     sharedmem.Uint64At(mem, offCons),
+		nack:     sharedmem.Uint64At(mem, offNack),
+		nackSt:   sharedmem.Uint32At(mem, offNackSt),
+		prod:     sharedmem.Uint64At(mem, offProd),
 	}
 }
 
@@ -120,8 +120,8 @@ func (a *area) initHeader() {
 
 // headerValid reports whether a peer's area carries this version's header.
 func (a *area) headerValid() bool {
-	return core.Uint32At(a.mem, offMagic).Load() == ctlMagic &&
-		core.Uint32At(a.mem, offVersion).Load() == ctlVersion
+	return sharedmem.Uint32At(a.mem, offMagic).Load() == ctlMagic &&
+		sharedmem.Uint32At(a.mem, offVersion).Load() == ctlVersion
 }
 
 // putRecordHeader writes a record header at ring offset off.
@@ -137,5 +137,5 @@ func putRecordHeader(ring []byte, off uint64, length, kind, imm uint32) {
 // caller validates the values, never the memory again.
 func loadRecordHeader(ring []byte, off uint64) (length, kind, imm uint32) {
 	o := int(off)
-	return core.Uint32At(ring, o).Load(), core.Uint32At(ring, o+4).Load(), core.Uint32At(ring, o+8).Load()
+	return sharedmem.Uint32At(ring, o).Load(), sharedmem.Uint32At(ring, o+4).Load(), sharedmem.Uint32At(ring, o+8).Load()
 }

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/sharedmem"
 )
 
 // storeSmall stores src (1, 2, 4 or 8 bytes) into dst, which has the same
@@ -15,7 +15,7 @@ import (
 func storeSmall(dst, src []byte) {
 	switch len(src) {
 	case 1:
-		core.StoreByte(dst, 0, src[0])
+		sharedmem.StoreByte(dst, 0, src[0])
 	case 2:
 		w, shift := halfWordOf(dst)
 		v := uint32(binary.LittleEndian.Uint16(src)) << shift
@@ -26,9 +26,9 @@ func storeSmall(dst, src []byte) {
 			}
 		}
 	case 4:
-		core.Uint32At(dst, 0).Store(binary.LittleEndian.Uint32(src))
+		sharedmem.Uint32At(dst, 0).Store(binary.LittleEndian.Uint32(src))
 	case 8:
-		core.Uint64At(dst, 0).Store(binary.LittleEndian.Uint64(src))
+		sharedmem.Uint64At(dst, 0).Store(binary.LittleEndian.Uint64(src))
 	}
 }
 
@@ -37,14 +37,14 @@ func storeSmall(dst, src []byte) {
 func loadSmall(dst, src []byte) {
 	switch len(dst) {
 	case 1:
-		dst[0] = core.LoadByte(src, 0)
+		dst[0] = sharedmem.LoadByte(src, 0)
 	case 2:
 		w, shift := halfWordOf(src)
 		binary.LittleEndian.PutUint16(dst, uint16(w.Load()>>shift))
 	case 4:
-		binary.LittleEndian.PutUint32(dst, core.Uint32At(src, 0).Load())
+		binary.LittleEndian.PutUint32(dst, sharedmem.Uint32At(src, 0).Load())
 	case 8:
-		binary.LittleEndian.PutUint64(dst, core.Uint64At(src, 0).Load())
+		binary.LittleEndian.PutUint64(dst, sharedmem.Uint64At(src, 0).Load())
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // completionQueue is a bounded ring of completions with an eventfd as its
@@ -16,15 +16,15 @@ import (
 type completionQueue struct {
 	p   *Provider
 	efd int           // notification eventfd (non-blocking); owned
-	ch  chan struct{} // notifications in this process (core.NotifyChanner); capacity 1
+	ch  chan struct{} // notifications in this process (verbs.NotifyChanner); capacity 1
 
 	mu      sync.Mutex
-	ring    []core.Completion // +checklocks:mu
-	head    int               // oldest entry; +checklocks:mu
-	n       int               // entries queued; +checklocks:mu
-	armed   bool              // next push notifies; +checklocks:mu
-	overrun bool              // sticky; +checklocks:mu
-	closed  bool              // +checklocks:mu
+	ring    []verbs.Completion // +checklocks:mu
+	head    int                // oldest entry; +checklocks:mu
+	n       int                // entries queued; +checklocks:mu
+	armed   bool               // next push notifies; +checklocks:mu
+	overrun bool               // sticky; +checklocks:mu
+	closed  bool               // +checklocks:mu
 
 	qpMu   sync.Mutex
 	qps    map[*queuePair]struct{}      // queue pairs using the queue; +checklocks:qpMu
@@ -43,7 +43,7 @@ func newCompletionQueue(p *Provider, depth int) (*completionQueue, error) {
 		p:    p,
 		efd:  efd,
 		ch:   make(chan struct{}, 1),
-		ring: make([]core.Completion, depth),
+		ring: make([]verbs.Completion, depth),
 		qps:  make(map[*queuePair]struct{}),
 	}, nil
 }
@@ -51,7 +51,7 @@ func newCompletionQueue(p *Provider, depth int) (*completionQueue, error) {
 // push appends c. On overrun the completion is lost, Poll reports
 // ErrCQOverrun from then on, and every queue pair using the queue is asked
 // to move to QPError (asynchronously: the caller may hold its locks).
-func (cq *completionQueue) push(c core.Completion) {
+func (cq *completionQueue) push(c verbs.Completion) {
 	cq.mu.Lock()
 	if cq.closed || cq.overrun {
 		cq.mu.Unlock()
@@ -94,7 +94,7 @@ func (cq *completionQueue) notifyLocked() {
 // overrun it still returns what was queued, together with ErrCQOverrun.
 // Finding the queue empty, it first does the ready work of the queue
 // pairs using it (queuePair.pollProgress), then looks again.
-func (cq *completionQueue) Poll(out []core.Completion) (int, error) {
+func (cq *completionQueue) Poll(out []verbs.Completion) (int, error) {
 	k, err := cq.take(out)
 	if k > 0 || err != nil || len(out) == 0 || !cq.progress() {
 		return k, err
@@ -120,11 +120,11 @@ func (cq *completionQueue) progress() bool {
 }
 
 // take is Poll without progress.
-func (cq *completionQueue) take(out []core.Completion) (int, error) {
+func (cq *completionQueue) take(out []verbs.Completion) (int, error) {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
 	if cq.closed {
-		return 0, fmt.Errorf("shm: poll CQ: %w", core.ErrClosed)
+		return 0, fmt.Errorf("shm: poll CQ: %w", verbs.ErrClosed)
 	}
 	k := 0
 	for k < len(out) && cq.n > 0 {
@@ -137,7 +137,7 @@ func (cq *completionQueue) take(out []core.Completion) (int, error) {
 		cq.n--
 	}
 	if cq.overrun {
-		return k, core.ErrCQOverrun
+		return k, verbs.ErrCQOverrun
 	}
 	return k, nil
 }
@@ -148,7 +148,7 @@ func (cq *completionQueue) Arm() error {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
 	if cq.closed {
-		return fmt.Errorf("shm: arm CQ: %w", core.ErrClosed)
+		return fmt.Errorf("shm: arm CQ: %w", verbs.ErrClosed)
 	}
 	cq.armed = true
 	if cq.n > 0 || cq.overrun {
@@ -168,7 +168,7 @@ func (cq *completionQueue) AckNotify() error {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
 	if cq.closed {
-		return fmt.Errorf("shm: ack CQ notification: %w", core.ErrClosed)
+		return fmt.Errorf("shm: ack CQ notification: %w", verbs.ErrClosed)
 	}
 	drainEventfd(cq.efd)
 	select {
@@ -183,7 +183,7 @@ func (cq *completionQueue) Close() error {
 	cq.qpMu.Lock()
 	if n := len(cq.qps); n > 0 {
 		cq.qpMu.Unlock()
-		return fmt.Errorf("shm: close CQ: %d queue pairs use it: %w", n, core.ErrBusy)
+		return fmt.Errorf("shm: close CQ: %d queue pairs use it: %w", n, verbs.ErrBusy)
 	}
 	cq.mu.Lock()
 	wasClosed := cq.closed
@@ -191,7 +191,7 @@ func (cq *completionQueue) Close() error {
 	cq.mu.Unlock()
 	cq.qpMu.Unlock()
 	if wasClosed {
-		return fmt.Errorf("shm: close CQ: %w", core.ErrClosed)
+		return fmt.Errorf("shm: close CQ: %w", verbs.ErrClosed)
 	}
 	cq.p.forgetCQ(cq)
 	closeRaw(cq.efd)

@@ -5,7 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // readable reports whether fd is readable right now (no waiting).
@@ -23,7 +23,7 @@ func readable(t *testing.T, fd int) bool {
 // when a completion arrives; AckNotify makes it quiet again; Arm with a
 // completion already queued fires at once; an unarmed CQ stays quiet.
 func TestNotifyFDWithEpoll(t *testing.T) {
-	a, b := newPair(t, core.QPConfig{}, 4096)
+	a, b := newPair(t, verbs.QPConfig{}, 4096)
 	rb := b.mr.Remote()
 	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
@@ -35,7 +35,7 @@ func TestNotifyFDWithEpoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	write := func(id uint64) {
-		wr := &core.SendRequest{ID: id, Op: core.OpWrite, Flags: core.SendSignaled,
+		wr := &verbs.SendRequest{ID: id, Op: verbs.OpWrite, Flags: verbs.SendSignaled,
 			SGEs: sge(a.mr, 0, 8), RemoteKey: rb.Key}
 		if _, err := a.qp.PostSend(wr); err != nil {
 			t.Fatal(err)
@@ -68,11 +68,11 @@ func TestNotifyFDWithEpoll(t *testing.T) {
 	if err := a.cq.Arm(); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := a.cq.Poll(make([]core.Completion, 1)); n != 0 {
+	if n, _ := a.cq.Poll(make([]verbs.Completion, 1)); n != 0 {
 		t.Fatal("unexpected completion")
 	}
 	go func() {
-		wr := &core.SendRequest{ID: 2, Op: core.OpWrite, Flags: core.SendSignaled,
+		wr := &verbs.SendRequest{ID: 2, Op: verbs.OpWrite, Flags: verbs.SendSignaled,
 			SGEs: sge(a.mr, 0, 8), RemoteKey: rb.Key}
 		if _, err := a.qp.PostSend(wr); err != nil {
 			t.Error(err)
@@ -82,21 +82,21 @@ func TestNotifyFDWithEpoll(t *testing.T) {
 		t.Fatalf("epoll_wait for a completion after Arm: %d, %v", n, err)
 	}
 	a.cq.AckNotify()
-	wantStatus(t, waitCQ(t, a.cq, 1)[0], 2, core.OpWrite, core.StatusSuccess)
+	wantStatus(t, waitCQ(t, a.cq, 1)[0], 2, verbs.OpWrite, verbs.StatusSuccess)
 }
 
 func TestCQOverrun(t *testing.T) {
-	a, b := newPair(t, core.QPConfig{}, 4096)
+	a, b := newPair(t, verbs.QPConfig{}, 4096)
 	rb := b.mr.Remote()
 	small, err := a.p.CreateCQ(2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	qp, err := a.p.CreateQP(core.QPConfig{SendCQ: small, RecvCQ: a.cq})
+	qp, err := a.p.CreateQP(verbs.QPConfig{SendCQ: small, RecvCQ: a.cq})
 	if err != nil {
 		t.Fatal(err)
 	}
-	qb, err := b.p.CreateQP(core.QPConfig{SendCQ: b.cq, RecvCQ: b.cq})
+	qb, err := b.p.CreateQP(verbs.QPConfig{SendCQ: b.cq, RecvCQ: b.cq})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,52 +109,52 @@ func TestCQOverrun(t *testing.T) {
 	}()
 	connect(t, &side{qp: qp}, &side{qp: qb})
 	for i := uint64(1); i <= 3; i++ {
-		wr := &core.SendRequest{ID: i, Op: core.OpWrite, Flags: core.SendSignaled, SGEs: sge(a.mr, 0, 8), RemoteKey: rb.Key}
+		wr := &verbs.SendRequest{ID: i, Op: verbs.OpWrite, Flags: verbs.SendSignaled, SGEs: sge(a.mr, 0, 8), RemoteKey: rb.Key}
 		if _, err := qp.PostSend(wr); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := small.Close(); !isErr(err, core.ErrBusy) {
+	if err := small.Close(); !isErr(err, verbs.ErrBusy) {
 		t.Fatalf("closing a CQ in use: %v, want ErrBusy", err)
 	}
-	out := make([]core.Completion, 4)
+	out := make([]verbs.Completion, 4)
 	n, err := small.Poll(out)
-	if !isErr(err, core.ErrCQOverrun) || n != 2 {
+	if !isErr(err, verbs.ErrCQOverrun) || n != 2 {
 		t.Fatalf("Poll after overrun: %d, %v", n, err)
 	}
-	waitFor(t, "QPError after overrun", func() bool { return qp.State() == core.QPError })
-	if a.qp.State() != core.QPReady {
+	waitFor(t, "QPError after overrun", func() bool { return qp.State() == verbs.QPError })
+	if a.qp.State() != verbs.QPReady {
 		t.Fatalf("a queue pair on another CQ moved to %v", a.qp.State())
 	}
 }
 
 func TestCloseRules(t *testing.T) {
-	s := newSide(t, core.QPConfig{}, 4096)
-	if err := s.p.Close(); !isErr(err, core.ErrBusy) {
+	s := newSide(t, verbs.QPConfig{}, 4096)
+	if err := s.p.Close(); !isErr(err, verbs.ErrBusy) {
 		t.Fatalf("provider close with live objects: %v", err)
 	}
-	if err := s.cq.Close(); !isErr(err, core.ErrBusy) {
+	if err := s.cq.Close(); !isErr(err, verbs.ErrBusy) {
 		t.Fatalf("CQ close with a QP: %v", err)
 	}
-	if _, err := s.qp.PostSend(&core.SendRequest{Op: core.OpWrite}); !isErr(err, core.ErrNotReady) {
+	if _, err := s.qp.PostSend(&verbs.SendRequest{Op: verbs.OpWrite}); !isErr(err, verbs.ErrNotReady) {
 		t.Fatalf("PostSend in init: %v", err)
 	}
 	// RECVs are accepted before Connect and flushed by Close.
-	if _, err := s.qp.PostRecv(&core.RecvRequest{ID: 3}); err != nil {
+	if _, err := s.qp.PostRecv(&verbs.RecvRequest{ID: 3}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.qp.Close(); err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, waitCQ(t, s.cq, 1)[0], 3, core.OpRecv, core.StatusFlushed)
-	if _, err := s.qp.PostRecv(&core.RecvRequest{ID: 4}); !isErr(err, core.ErrClosed) {
+	wantStatus(t, waitCQ(t, s.cq, 1)[0], 3, verbs.OpRecv, verbs.StatusFlushed)
+	if _, err := s.qp.PostRecv(&verbs.RecvRequest{ID: 4}); !isErr(err, verbs.ErrClosed) {
 		t.Fatalf("PostRecv after Close: %v", err)
 	}
-	if err := s.qp.Close(); !isErr(err, core.ErrClosed) {
+	if err := s.qp.Close(); !isErr(err, verbs.ErrClosed) {
 		t.Fatalf("second Close: %v", err)
 	}
 	s.close(t)
-	if _, err := s.p.RegisterRegion(1, 0); !isErr(err, core.ErrClosed) {
+	if _, err := s.p.RegisterRegion(1, 0); !isErr(err, verbs.ErrClosed) {
 		t.Fatalf("RegisterRegion on a closed provider: %v", err)
 	}
 }

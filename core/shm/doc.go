@@ -1,5 +1,5 @@
 // Package shm is sdpshim's intra-host provider: a software "NIC" that
-// implements core.Provider over shared memory between processes (or between
+// implements verbs.Provider over shared memory between processes (or between
 // two Providers of one process) on one host. Open returns a *Provider.
 //
 // Memory regions. A Region is a memfd (MFD_CLOEXEC, sealed against shrink
@@ -52,7 +52,7 @@
 // in shared memory.
 //
 // Descriptors. Every descriptor the provider creates or takes over is
-// reported to the process's core.FDHook when it appears and before it is
+// reported to the process's fdhook.FDHook when it appears and before it is
 // closed (the shim keeps them out of the host program's reach).
 //
 // Trust. Everything read from shared memory or from the side channel is

@@ -9,7 +9,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
+	"github.com/sdpshim/sdpshim/core/wait"
 )
 
 // Endpoint data, version 1 (little-endian, 40 bytes):
@@ -49,14 +50,14 @@ func encodeEndpoint(q *queuePair) []byte {
 func decodeEndpoint(b []byte) (endpointData, error) {
 	le := binary.LittleEndian
 	if len(b) != epSize || le.Uint32(b[0:]) != epMagic {
-		return endpointData{}, fmt.Errorf("shm: endpoint of %d bytes is not an shm endpoint: %w", len(b), core.ErrInvalid)
+		return endpointData{}, fmt.Errorf("shm: endpoint of %d bytes is not an shm endpoint: %w", len(b), verbs.ErrInvalid)
 	}
 	if v := le.Uint32(b[4:]); v != epVersion {
-		return endpointData{}, fmt.Errorf("shm: endpoint version %d, want %d: %w", v, epVersion, core.ErrNotSupported)
+		return endpointData{}, fmt.Errorf("shm: endpoint version %d, want %d: %w", v, epVersion, verbs.ErrNotSupported)
 	}
 	if le.Uint32(b[24:]) != ctlSize || le.Uint32(b[28:]) != ringSize ||
 		le.Uint32(b[32:]) != MaxMessageSize || le.Uint32(b[36:]) != epFiles {
-		return endpointData{}, fmt.Errorf("shm: endpoint sizes differ from this build's: %w", core.ErrNotSupported)
+		return endpointData{}, fmt.Errorf("shm: endpoint sizes differ from this build's: %w", verbs.ErrNotSupported)
 	}
 	return endpointData{pid: le.Uint32(b[8:]), qpn: le.Uint32(b[12:]), nonce: le.Uint64(b[16:])}, nil
 }
@@ -94,7 +95,7 @@ func unregisterEndpoint(q *queuePair) {
 // the very descriptors a queue pair of this process handed out in its
 // Endpoint (a direct, in-process connect), that queue pair stops owning
 // them, so each descriptor has exactly one owner.
-func adoptFiles(remote core.Endpoint, ed endpointData) []int {
+func adoptFiles(remote verbs.Endpoint, ed endpointData) []int {
 	if ed.pid != uint32(unix.Getpid()) {
 		return remote.Files
 	}
@@ -109,22 +110,22 @@ func adoptFiles(remote core.Endpoint, ed endpointData) []int {
 // LocalEndpoint returns the queue pair's description. Its Files remain
 // owned by the queue pair; after they were handed directly to a queue pair
 // of this process, LocalEndpoint fails with ErrInvalid.
-func (q *queuePair) LocalEndpoint() (core.Endpoint, error) {
+func (q *queuePair) LocalEndpoint() (verbs.Endpoint, error) {
 	registry.mu.Lock()
 	defer registry.mu.Unlock()
-	if core.QPState(q.state.Load()) == core.QPClosed {
-		return core.Endpoint{}, fmt.Errorf("shm: local endpoint of QP %d: %w", q.num, core.ErrClosed)
+	if verbs.QPState(q.state.Load()) == verbs.QPClosed {
+		return verbs.Endpoint{}, fmt.Errorf("shm: local endpoint of QP %d: %w", q.num, verbs.ErrClosed)
 	}
 	if q.give == nil {
-		return core.Endpoint{}, fmt.Errorf("shm: local endpoint of QP %d: files already taken by a connected queue pair: %w", q.num, core.ErrInvalid)
+		return verbs.Endpoint{}, fmt.Errorf("shm: local endpoint of QP %d: files already taken by a connected queue pair: %w", q.num, verbs.ErrInvalid)
 	}
-	return core.Endpoint{Data: slices.Clone(q.epData), Files: slices.Clone(q.give)}, nil
+	return verbs.Endpoint{Data: slices.Clone(q.epData), Files: slices.Clone(q.give)}, nil
 }
 
 // Connect validates the peer's Endpoint, maps its control area, and starts
 // the NIC goroutine. It owns remote.Files from the start: it keeps the
 // eventfd and the side channel and closes everything else, also on error.
-func (q *queuePair) Connect(remote core.Endpoint) error {
+func (q *queuePair) Connect(remote verbs.Endpoint) error {
 	noteFDs(remote.Files...)
 	ed, err := decodeEndpoint(remote.Data)
 	if err != nil {
@@ -134,7 +135,7 @@ func (q *queuePair) Connect(remote core.Endpoint) error {
 	files := adoptFiles(remote, ed)
 	if len(files) != epFiles {
 		closeFDs(files)
-		return fmt.Errorf("shm: endpoint with %d files, want %d: %w", len(files), epFiles, core.ErrInvalid)
+		return fmt.Errorf("shm: endpoint with %d files, want %d: %w", len(files), epFiles, verbs.ErrInvalid)
 	}
 	ctlFD, peerEfd, rx := files[0], files[1], files[2]
 	mem, err := mapPeerMemfd(ctlFD, ctlSize, true)
@@ -149,7 +150,7 @@ func (q *queuePair) Connect(remote core.Endpoint) error {
 	if err == nil {
 		peer = newArea(mem)
 		if !peer.headerValid() {
-			err = fmt.Errorf("shm: peer control area header: %w", core.ErrInvalid)
+			err = fmt.Errorf("shm: peer control area header: %w", verbs.ErrInvalid)
 		}
 	}
 	epfd := -1
@@ -179,15 +180,15 @@ func (q *queuePair) attachPeer(peer area, peerEfd, rx, epfd int) error {
 	defer q.rqMu.Unlock()
 	q.annMu.Lock()
 	defer q.annMu.Unlock()
-	if s := core.QPState(q.state.Load()); s != core.QPInit {
-		if s == core.QPClosed {
-			return core.ErrClosed
+	if s := verbs.QPState(q.state.Load()); s != verbs.QPInit {
+		if s == verbs.QPClosed {
+			return verbs.ErrClosed
 		}
-		return fmt.Errorf("queue pair is %v: %w", s, core.ErrInvalid)
+		return fmt.Errorf("queue pair is %v: %w", s, verbs.ErrInvalid)
 	}
 	q.peer, q.peerEfd, q.rx, q.epfd = peer, peerEfd, rx, epfd
-	q.epPark = core.NewParkFD(epfd, q.nicReady)
-	q.state.Store(uint32(core.QPReady))
+	q.epPark = wait.NewParkFD(epfd, q.nicReady)
+	q.state.Store(uint32(verbs.QPReady))
 	q.my.state.Store(wireReady)
 	q.ringPeer()
 	q.startNIC()

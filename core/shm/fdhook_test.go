@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/fdhook"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // openFDs returns the descriptors open in this process.
@@ -26,7 +27,7 @@ func openFDs(t *testing.T) map[int]bool {
 	return out
 }
 
-// TestFDHookSeesEveryDescriptor: with a core.FDHook installed, every
+// TestFDHookSeesEveryDescriptor: with a fdhook.FDHook installed, every
 // descriptor the provider holds while two queue pairs are connected (as
 // between processes, with regions announced both ways) was reported
 // opened, and every one is reported closing before the objects' Close
@@ -35,7 +36,7 @@ func TestFDHookSeesEveryDescriptor(t *testing.T) {
 	var mu sync.Mutex
 	held := map[int]int{} // fd -> times reported opened and not yet closing
 	var before map[int]bool
-	core.SetFDHook(core.FDHook{
+	fdhook.SetFDHook(fdhook.FDHook{
 		Opened: func(fd int) { mu.Lock(); held[fd]++; mu.Unlock() },
 		Closing: func(fd int) {
 			mu.Lock()
@@ -48,11 +49,11 @@ func TestFDHookSeesEveryDescriptor(t *testing.T) {
 			delete(held, fd)
 		},
 	})
-	defer core.SetFDHook(core.FDHook{})
+	defer fdhook.SetFDHook(fdhook.FDHook{})
 	mu.Lock()
 	before = openFDs(t)
 	mu.Unlock()
-	a, b := newSide(t, core.QPConfig{}, 4096), newSide(t, core.QPConfig{}, 4096)
+	a, b := newSide(t, verbs.QPConfig{}, 4096), newSide(t, verbs.QPConfig{}, 4096)
 	connectViaSocket(t, a, b)
 	late, err := a.p.RegisterRegion(4096, accessAll)
 	if err != nil {

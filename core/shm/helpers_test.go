@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // waitLimit bounds every wait in these tests: a test fails rather than hangs.
@@ -19,14 +19,14 @@ const waitLimit = 20 * time.Second
 // queues, a queue pair and a region with every access right.
 type side struct {
 	p  *Provider
-	cq core.CompletionQueue
-	qp core.QueuePair
-	mr core.Region
+	cq verbs.CompletionQueue
+	qp verbs.QueuePair
+	mr verbs.Region
 }
 
 func (s *side) q() *queuePair { return s.qp.(*queuePair) }
 
-func newSide(t testing.TB, cfg core.QPConfig, regionSize int) *side {
+func newSide(t testing.TB, cfg verbs.QPConfig, regionSize int) *side {
 	t.Helper()
 	p, err := Open()
 	if err != nil {
@@ -49,10 +49,10 @@ func newSide(t testing.TB, cfg core.QPConfig, regionSize int) *side {
 // close releases everything and checks that each object closes cleanly.
 func (s *side) close(t testing.TB) {
 	t.Helper()
-	if err := s.qp.Close(); err != nil && !errors.Is(err, core.ErrClosed) {
+	if err := s.qp.Close(); err != nil && !errors.Is(err, verbs.ErrClosed) {
 		t.Errorf("close QP: %v", err)
 	}
-	if err := s.mr.Close(); err != nil && !errors.Is(err, core.ErrClosed) {
+	if err := s.mr.Close(); err != nil && !errors.Is(err, verbs.ErrClosed) {
 		t.Errorf("close region: %v", err)
 	}
 	if err := s.cq.Close(); err != nil {
@@ -84,7 +84,7 @@ func connect(t testing.TB, a, b *side) {
 }
 
 // newPair returns two connected sides and closes them at cleanup.
-func newPair(t testing.TB, cfg core.QPConfig, regionSize int) (a, b *side) {
+func newPair(t testing.TB, cfg verbs.QPConfig, regionSize int) (a, b *side) {
 	t.Helper()
 	a, b = newSide(t, cfg, regionSize), newSide(t, cfg, regionSize)
 	t.Cleanup(func() { a.close(t); b.close(t) })
@@ -94,11 +94,11 @@ func newPair(t testing.TB, cfg core.QPConfig, regionSize int) (a, b *side) {
 
 // waitCQ returns the next n completions of cq, sleeping on its
 // notification fd between polls; it fails the test after waitLimit.
-func waitCQ(t testing.TB, cq core.CompletionQueue, n int) []core.Completion {
+func waitCQ(t testing.TB, cq verbs.CompletionQueue, n int) []verbs.Completion {
 	t.Helper()
 	deadline := time.Now().Add(waitLimit)
-	out := make([]core.Completion, 0, n)
-	buf := make([]core.Completion, n)
+	out := make([]verbs.Completion, 0, n)
+	buf := make([]verbs.Completion, n)
 	for len(out) < n {
 		k, err := cq.Poll(buf[:n-len(out)])
 		if err != nil {
@@ -138,7 +138,7 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 }
 
 // wantStatus checks one completion.
-func wantStatus(t testing.TB, c core.Completion, id uint64, op core.Opcode, st core.Status) {
+func wantStatus(t testing.TB, c verbs.Completion, id uint64, op verbs.Opcode, st verbs.Status) {
 	t.Helper()
 	if c.ID != id || c.Op != op || c.Status != st {
 		t.Errorf("completion %+v (status %v), want id %d op %v status %v", c, c.Status, id, op, st)
@@ -155,8 +155,8 @@ func countFDs(t testing.TB) int {
 	return len(ents)
 }
 
-func sge(r core.Region, off uint64, n uint32) []core.SGE {
-	return []core.SGE{{Key: r.LocalKey(), Offset: off, Length: n}}
+func sge(r verbs.Region, off uint64, n uint32) []verbs.SGE {
+	return []verbs.SGE{{Key: r.LocalKey(), Offset: off, Length: n}}
 }
 
 func isErr(err, target error) bool { return errors.Is(err, target) }
@@ -180,10 +180,10 @@ func connectViaSocket(t testing.TB, a, b *side) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := core.SendEndpoint(sp[0], ep); err != nil {
+		if err := verbs.SendEndpoint(sp[0], ep); err != nil {
 			t.Fatal(err)
 		}
-		got, err := core.RecvEndpoint(sp[1])
+		got, err := verbs.RecvEndpoint(sp[1])
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // A hostile or broken peer can write anything into the control areas it
@@ -19,10 +19,10 @@ import (
 func expectFailed(t *testing.T, b *side, recvID uint64) {
 	t.Helper()
 	c := waitCQ(t, b.cq, 1)[0]
-	if c.ID != recvID || c.Status == core.StatusSuccess {
+	if c.ID != recvID || c.Status == verbs.StatusSuccess {
 		t.Fatalf("RECV completed %+v, want an error", c)
 	}
-	waitFor(t, "QPError", func() bool { return b.qp.State() == core.QPError })
+	waitFor(t, "QPError", func() bool { return b.qp.State() == verbs.QPError })
 }
 
 func TestHostileInboundRing(t *testing.T) {
@@ -72,8 +72,8 @@ func TestHostileInboundRing(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			a, b := newPair(t, core.QPConfig{}, 4096)
-			if _, err := b.qp.PostRecv(&core.RecvRequest{ID: 1, SGEs: sge(b.mr, 0, 4096)}); err != nil {
+			a, b := newPair(t, verbs.QPConfig{}, 4096)
+			if _, err := b.qp.PostRecv(&verbs.RecvRequest{ID: 1, SGEs: sge(b.mr, 0, 4096)}); err != nil {
 				t.Fatal(err)
 			}
 			qa := a.q()
@@ -90,8 +90,8 @@ func TestHostileInboundRing(t *testing.T) {
 // random bytes, again and again while the victim runs.
 func TestHostileScribble(t *testing.T) {
 	for seed := uint64(1); seed <= 8; seed++ {
-		a, b := newPair(t, core.QPConfig{}, 4096)
-		if _, err := b.qp.PostRecv(&core.RecvRequest{ID: 1, SGEs: sge(b.mr, 0, 4096)}); err != nil {
+		a, b := newPair(t, verbs.QPConfig{}, 4096)
+		if _, err := b.qp.PostRecv(&verbs.RecvRequest{ID: 1, SGEs: sge(b.mr, 0, 4096)}); err != nil {
 			t.Fatal(err)
 		}
 		qa := a.q()
@@ -121,18 +121,18 @@ func TestHostileOwnerWords(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			a, b := newPair(t, core.QPConfig{}, 4096)
-			if _, err := a.qp.PostSend(&core.SendRequest{ID: 1, Op: core.OpSend, SGEs: sge(a.mr, 0, 16)}); err != nil {
+			a, b := newPair(t, verbs.QPConfig{}, 4096)
+			if _, err := a.qp.PostSend(&verbs.SendRequest{ID: 1, Op: verbs.OpSend, SGEs: sge(a.mr, 0, 16)}); err != nil {
 				t.Fatal(err)
 			}
 			qb := b.q()
 			c.write(&qb.my) // what b publishes is what a reads
 			ringEventfd(qb.peerEfd)
 			got := waitCQ(t, a.cq, 1)[0]
-			if got.ID != 1 || got.Status == core.StatusSuccess {
+			if got.ID != 1 || got.Status == verbs.StatusSuccess {
 				t.Fatalf("SEND completed %+v, want an error", got)
 			}
-			waitFor(t, "QPError", func() bool { return a.qp.State() == core.QPError })
+			waitFor(t, "QPError", func() bool { return a.qp.State() == verbs.QPError })
 		})
 	}
 }
@@ -176,7 +176,7 @@ func TestHostileAnnouncements(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			a, b := newPair(t, core.QPConfig{}, 4096)
+			a, b := newPair(t, verbs.QPConfig{}, 4096)
 			qb := b.q()
 			msg := make([]byte, annSize)
 			binary.LittleEndian.PutUint32(msg[0:], annAdd)
@@ -192,14 +192,14 @@ func TestHostileAnnouncements(t *testing.T) {
 				t.Fatal(err)
 			}
 			qb.my.epoch.Add(1)
-			wr := &core.SendRequest{ID: 1, Op: core.OpWrite, SGEs: sge(a.mr, 0, 16), RemoteKey: 4242}
+			wr := &verbs.SendRequest{ID: 1, Op: verbs.OpWrite, SGEs: sge(a.mr, 0, 16), RemoteKey: 4242}
 			if _, err := a.qp.PostSend(wr); err != nil {
 				t.Fatal(err)
 			}
-			if c := waitCQ(t, a.cq, 1)[0]; c.ID != 1 || c.Status == core.StatusSuccess {
+			if c := waitCQ(t, a.cq, 1)[0]; c.ID != 1 || c.Status == verbs.StatusSuccess {
 				t.Fatalf("WRITE to a badly announced region completed %+v", c)
 			}
-			waitFor(t, "QPError", func() bool { return a.qp.State() == core.QPError })
+			waitFor(t, "QPError", func() bool { return a.qp.State() == verbs.QPError })
 		})
 	}
 }

@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // pageRound rounds n up to a multiple of the page size.
@@ -46,8 +46,8 @@ func createSealedMemfd(name string, size int) (fd int, mem []byte, err error) {
 // size is sealed against shrinking (so the mapping can never fault). It
 // does not close fd.
 func mapPeerMemfd(fd int, size uint64, writable bool) ([]byte, error) {
-	if size == 0 || size > core.MaxRegionSize {
-		return nil, fmt.Errorf("peer memfd of %d bytes: %w", size, core.ErrInvalid)
+	if size == 0 || size > verbs.MaxRegionSize {
+		return nil, fmt.Errorf("peer memfd of %d bytes: %w", size, verbs.ErrInvalid)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -55,11 +55,11 @@ func mapPeerMemfd(fd int, size uint64, writable bool) ([]byte, error) {
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size < 0 || uint64(st.Size) < size {
 		return nil, fmt.Errorf("peer memfd: mode %o size %d, want regular file of %d bytes: %w",
-			st.Mode, st.Size, size, core.ErrInvalid)
+			st.Mode, st.Size, size, verbs.ErrInvalid)
 	}
 	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
 	if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
-		return nil, fmt.Errorf("peer memfd not sealed against shrinking (seals %#x, %v): %w", seals, err, core.ErrInvalid)
+		return nil, fmt.Errorf("peer memfd not sealed against shrinking (seals %#x, %v): %w", seals, err, verbs.ErrInvalid)
 	}
 	prot := unix.PROT_READ
 	if writable {
@@ -84,7 +84,7 @@ func checkEventfd(fd int) error {
 		return fmt.Errorf("inspect peer eventfd: %w", err)
 	}
 	if string(buf[:n]) != "anon_inode:[eventfd]" {
-		return fmt.Errorf("peer doorbell is %q, not an eventfd: %w", buf[:n], core.ErrInvalid)
+		return fmt.Errorf("peer doorbell is %q, not an eventfd: %w", buf[:n], verbs.ErrInvalid)
 	}
 	if err := unix.SetNonblock(fd, true); err != nil {
 		return fmt.Errorf("peer eventfd non-blocking: %w", err)
@@ -103,7 +103,7 @@ func checkSeqpacket(fd int) error {
 		return fmt.Errorf("inspect peer socket: %w", err)
 	}
 	if dom != unix.AF_UNIX || typ != unix.SOCK_SEQPACKET {
-		return fmt.Errorf("peer side channel is domain %d type %d: %w", dom, typ, core.ErrInvalid)
+		return fmt.Errorf("peer side channel is domain %d type %d: %w", dom, typ, verbs.ErrInvalid)
 	}
 	return nil
 }

@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // The software NIC: one goroutine per connected queue pair. It consumes
@@ -59,7 +59,7 @@ func (q *queuePair) runNIC() {
 			continue
 		}
 		if err != nil {
-			q.fail(core.StatusRetryExceeded) // cannot wait any more
+			q.fail(verbs.StatusRetryExceeded) // cannot wait any more
 			return
 		}
 		for _, ev := range q.nicEv[:n] {
@@ -76,7 +76,7 @@ func (q *queuePair) runNIC() {
 }
 
 // nicWait sleeps until the NIC's epoll set has events and returns them
-// (in q.nicEv), parked in the Go runtime's poller (core.ParkFD: the epoll
+// (in q.nicEv), parked in the Go runtime's poller (wait.ParkFD: the epoll
 // fd is itself pollable), not blocked in epoll_wait.
 func (q *queuePair) nicWait() (int, error) {
 	q.nicN, q.nicErr = 0, nil
@@ -119,9 +119,9 @@ func (q *queuePair) disarm() {
 func (q *queuePair) nicProgress() {
 	q.kick.Store(0)
 	if q.failPending.Load() {
-		q.fail(core.StatusFlushed)
+		q.fail(verbs.StatusFlushed)
 	}
-	if core.QPState(q.state.Load()) != core.QPReady {
+	if verbs.QPState(q.state.Load()) != verbs.QPReady {
 		return
 	}
 	q.inMu.Lock()
@@ -138,7 +138,7 @@ func (q *queuePair) nicHasWork() bool {
 	if q.kick.Load() != 0 || q.failPending.Load() || q.stopping.Load() {
 		return true
 	}
-	if core.QPState(q.state.Load()) != core.QPReady {
+	if verbs.QPState(q.state.Load()) != verbs.QPReady {
 		return false
 	}
 	if q.peer.state.Load() != q.peerStateSeen.Load() {
@@ -151,7 +151,7 @@ func (q *queuePair) nicHasWork() bool {
 // inbound blocks to process or acknowledgements to take (pollProgress's
 // work; it checks again under its locks).
 func (q *queuePair) pollHasWork() bool {
-	if core.QPState(q.state.Load()) != core.QPReady {
+	if verbs.QPState(q.state.Load()) != verbs.QPReady {
 		return false
 	}
 	// my.cons is in.cons whenever no consumer is inside processInbound.
@@ -173,7 +173,7 @@ func (q *queuePair) onSideChannel(events uint32) {
 	// Level-triggered: stop watching a dead or broken channel.
 	unix.EpollCtl(q.epfd, unix.EPOLL_CTL_DEL, q.rx, nil)
 	if !bad {
-		q.fail(core.StatusRetryExceeded)
+		q.fail(verbs.StatusRetryExceeded)
 	}
 }
 

@@ -5,7 +5,8 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/sharedmem"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // TestWriteThenInlineStatusOrdering drives the status-byte pattern: a data
@@ -15,7 +16,7 @@ import (
 func TestWriteThenInlineStatusOrdering(t *testing.T) {
 	const words = 512 // data block of 4 KiB
 	const rounds = 3000
-	a, b := newPair(t, core.QPConfig{MaxInline: 64}, 1<<16)
+	a, b := newPair(t, verbs.QPConfig{MaxInline: 64}, 1<<16)
 	rb := b.mr.Remote()
 	statusOff := uint64(words * 8)
 	src := a.mr.Bytes()
@@ -23,7 +24,7 @@ func TestWriteThenInlineStatusOrdering(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		dst := b.mr.Bytes()
-		status := core.Uint64At(dst, int(statusOff))
+		status := sharedmem.Uint64At(dst, int(statusOff))
 		var last uint64
 		for last < rounds {
 			s := status.Load()
@@ -32,7 +33,7 @@ func TestWriteThenInlineStatusOrdering(t *testing.T) {
 				return
 			}
 			for i := 0; i < words; i++ {
-				if w := core.Uint64At(dst, i*8).Load(); w < s {
+				if w := sharedmem.Uint64At(dst, i*8).Load(); w < s {
 					done <- errorf("status %d visible before data (word %d = %d)", s, i, w)
 					return
 				}
@@ -47,20 +48,20 @@ func TestWriteThenInlineStatusOrdering(t *testing.T) {
 			binary.LittleEndian.PutUint64(src[w*8:], i)
 		}
 		binary.LittleEndian.PutUint64(src[statusOff+8:], i)
-		flags := core.SendInline
+		flags := verbs.SendInline
 		if i%64 == 0 || i == rounds {
-			flags |= core.SendSignaled
+			flags |= verbs.SendSignaled
 		}
-		status := &core.SendRequest{ID: i, Op: core.OpWrite, Flags: flags,
+		status := &verbs.SendRequest{ID: i, Op: verbs.OpWrite, Flags: flags,
 			SGEs: sge(a.mr, statusOff+8, 8), RemoteKey: rb.Key, RemoteAddr: rb.At(statusOff)}
-		data := &core.SendRequest{ID: i, Op: core.OpWrite, SGEs: sge(a.mr, 0, words*8),
+		data := &verbs.SendRequest{ID: i, Op: verbs.OpWrite, SGEs: sge(a.mr, 0, words*8),
 			RemoteKey: rb.Key, RemoteAddr: rb.At(0), Next: status}
 		if bad, err := a.qp.PostSend(data); err != nil {
 			t.Fatalf("post %d: %v (bad %v)", i, err, bad.ID)
 		}
-		if flags&core.SendSignaled != 0 {
+		if flags&verbs.SendSignaled != 0 {
 			c := waitCQ(t, a.cq, 1)
-			wantStatus(t, c[0], i, core.OpWrite, core.StatusSuccess)
+			wantStatus(t, c[0], i, verbs.OpWrite, verbs.StatusSuccess)
 		}
 	}
 	if err := <-done; err != nil {
@@ -69,20 +70,20 @@ func TestWriteThenInlineStatusOrdering(t *testing.T) {
 }
 
 func TestRead(t *testing.T) {
-	a, b := newPair(t, core.QPConfig{}, 8192)
+	a, b := newPair(t, verbs.QPConfig{}, 8192)
 	rb := b.mr.Remote()
 	copy(b.mr.Bytes()[100:], "hello, remote memory")
 	binary.LittleEndian.PutUint64(b.mr.Bytes()[4096:], 0x1122334455667788)
-	rd := &core.SendRequest{ID: 1, Op: core.OpRead, Flags: core.SendSignaled,
+	rd := &verbs.SendRequest{ID: 1, Op: verbs.OpRead, Flags: verbs.SendSignaled,
 		SGEs: sge(a.mr, 10, 20), RemoteKey: rb.Key, RemoteAddr: rb.At(100),
-		Next: &core.SendRequest{ID: 2, Op: core.OpRead, Flags: core.SendSignaled,
+		Next: &verbs.SendRequest{ID: 2, Op: verbs.OpRead, Flags: verbs.SendSignaled,
 			SGEs: sge(a.mr, 4096, 8), RemoteKey: rb.Key, RemoteAddr: rb.At(4096)}}
 	if _, err := a.qp.PostSend(rd); err != nil {
 		t.Fatal(err)
 	}
 	cs := waitCQ(t, a.cq, 2)
-	wantStatus(t, cs[0], 1, core.OpRead, core.StatusSuccess)
-	wantStatus(t, cs[1], 2, core.OpRead, core.StatusSuccess)
+	wantStatus(t, cs[0], 1, verbs.OpRead, verbs.StatusSuccess)
+	wantStatus(t, cs[1], 2, verbs.OpRead, verbs.StatusSuccess)
 	if cs[0].ByteLen != 20 {
 		t.Errorf("READ byte length %d, want 20", cs[0].ByteLen)
 	}
@@ -97,7 +98,7 @@ func TestRead(t *testing.T) {
 // TestSmallAlignedWrites covers the single-store path for every size and
 // checks that neighbouring bytes are untouched.
 func TestSmallAlignedWrites(t *testing.T) {
-	a, b := newPair(t, core.QPConfig{}, 4096)
+	a, b := newPair(t, verbs.QPConfig{}, 4096)
 	rb := b.mr.Remote()
 	dst := b.mr.Bytes()
 	for i := range 64 {
@@ -105,12 +106,12 @@ func TestSmallAlignedWrites(t *testing.T) {
 	}
 	copy(a.mr.Bytes(), []byte{1, 2, 3, 4, 5, 6, 7, 8})
 	for _, c := range []struct{ off, n uint64 }{{0, 8}, {8, 4}, {12, 2}, {15, 1}, {17, 2}, {21, 4}} {
-		wr := &core.SendRequest{ID: c.off, Op: core.OpWrite, Flags: core.SendSignaled,
+		wr := &verbs.SendRequest{ID: c.off, Op: verbs.OpWrite, Flags: verbs.SendSignaled,
 			SGEs: sge(a.mr, 0, uint32(c.n)), RemoteKey: rb.Key, RemoteAddr: rb.At(16 + c.off)}
 		if _, err := a.qp.PostSend(wr); err != nil {
 			t.Fatal(err)
 		}
-		wantStatus(t, waitCQ(t, a.cq, 1)[0], c.off, core.OpWrite, core.StatusSuccess)
+		wantStatus(t, waitCQ(t, a.cq, 1)[0], c.off, verbs.OpWrite, verbs.StatusSuccess)
 	}
 	want := []byte{
 		0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
@@ -124,51 +125,51 @@ func TestSmallAlignedWrites(t *testing.T) {
 
 func TestPostListPartialFailure(t *testing.T) {
 	t.Run("post-time", func(t *testing.T) {
-		a, b := newPair(t, core.QPConfig{MaxInline: 16, MaxSGE: 2}, 4096)
+		a, b := newPair(t, verbs.QPConfig{MaxInline: 16, MaxSGE: 2}, 4096)
 		rb := b.mr.Remote()
-		w := func(id uint64, next *core.SendRequest) *core.SendRequest {
-			return &core.SendRequest{ID: id, Op: core.OpWrite, Flags: core.SendSignaled,
+		w := func(id uint64, next *verbs.SendRequest) *verbs.SendRequest {
+			return &verbs.SendRequest{ID: id, Op: verbs.OpWrite, Flags: verbs.SendSignaled,
 				SGEs: sge(a.mr, 0, 8), RemoteKey: rb.Key, RemoteAddr: rb.At(id * 8), Next: next}
 		}
-		for _, bad := range []*core.SendRequest{
-			{ID: 9, Op: core.OpRecv},
-			{ID: 9, Op: core.OpWrite, Flags: core.SendInline, SGEs: sge(a.mr, 0, 17)},
-			{ID: 9, Op: core.OpRead, Flags: core.SendInline, SGEs: sge(a.mr, 0, 1)},
-			{ID: 9, Op: core.OpWrite, SGEs: make([]core.SGE, 3)},
+		for _, bad := range []*verbs.SendRequest{
+			{ID: 9, Op: verbs.OpRecv},
+			{ID: 9, Op: verbs.OpWrite, Flags: verbs.SendInline, SGEs: sge(a.mr, 0, 17)},
+			{ID: 9, Op: verbs.OpRead, Flags: verbs.SendInline, SGEs: sge(a.mr, 0, 1)},
+			{ID: 9, Op: verbs.OpWrite, SGEs: make([]verbs.SGE, 3)},
 		} {
 			chain := w(1, bad)
 			bad.Next = w(3, nil)
 			got, err := a.qp.PostSend(chain)
-			if got != bad || !isErr(err, core.ErrInvalid) {
+			if got != bad || !isErr(err, verbs.ErrInvalid) {
 				t.Fatalf("PostSend = %v, %v; want the bad request and ErrInvalid", got, err)
 			}
-			wantStatus(t, waitCQ(t, a.cq, 1)[0], 1, core.OpWrite, core.StatusSuccess)
-			if n, _ := a.cq.Poll(make([]core.Completion, 4)); n != 0 {
+			wantStatus(t, waitCQ(t, a.cq, 1)[0], 1, verbs.OpWrite, verbs.StatusSuccess)
+			if n, _ := a.cq.Poll(make([]verbs.Completion, 4)); n != 0 {
 				t.Fatalf("%d completions after the failing request", n)
 			}
 		}
-		if a.qp.State() != core.QPReady {
+		if a.qp.State() != verbs.QPReady {
 			t.Fatalf("state %v after post-time errors", a.qp.State())
 		}
 	})
 	t.Run("execution", func(t *testing.T) {
-		a, b := newPair(t, core.QPConfig{}, 4096)
+		a, b := newPair(t, verbs.QPConfig{}, 4096)
 		rb := b.mr.Remote()
-		chain := &core.SendRequest{ID: 1, Op: core.OpWrite, SGEs: sge(a.mr, 0, 8), RemoteKey: rb.Key, RemoteAddr: 0,
-			Next: &core.SendRequest{ID: 2, Op: core.OpWrite, SGEs: sge(a.mr, 0, 8), RemoteKey: rb.Key + 1000, RemoteAddr: 0,
-				Next: &core.SendRequest{ID: 3, Op: core.OpWrite, Flags: core.SendSignaled, SGEs: sge(a.mr, 0, 8), RemoteKey: rb.Key}}}
+		chain := &verbs.SendRequest{ID: 1, Op: verbs.OpWrite, SGEs: sge(a.mr, 0, 8), RemoteKey: rb.Key, RemoteAddr: 0,
+			Next: &verbs.SendRequest{ID: 2, Op: verbs.OpWrite, SGEs: sge(a.mr, 0, 8), RemoteKey: rb.Key + 1000, RemoteAddr: 0,
+				Next: &verbs.SendRequest{ID: 3, Op: verbs.OpWrite, Flags: verbs.SendSignaled, SGEs: sge(a.mr, 0, 8), RemoteKey: rb.Key}}}
 		if bad, err := a.qp.PostSend(chain); err != nil {
 			t.Fatalf("PostSend: %v at %d", err, bad.ID)
 		}
 		cs := waitCQ(t, a.cq, 2)
-		wantStatus(t, cs[0], 2, core.OpWrite, core.StatusRemoteAccess)
-		wantStatus(t, cs[1], 3, core.OpWrite, core.StatusFlushed)
-		if a.qp.State() != core.QPError {
+		wantStatus(t, cs[0], 2, verbs.OpWrite, verbs.StatusRemoteAccess)
+		wantStatus(t, cs[1], 3, verbs.OpWrite, verbs.StatusFlushed)
+		if a.qp.State() != verbs.QPError {
 			t.Fatalf("state %v, want error", a.qp.State())
 		}
-		if _, err := a.qp.PostSend(&core.SendRequest{ID: 4, Op: core.OpWrite}); err != nil {
+		if _, err := a.qp.PostSend(&verbs.SendRequest{ID: 4, Op: verbs.OpWrite}); err != nil {
 			t.Fatal(err)
 		}
-		wantStatus(t, waitCQ(t, a.cq, 1)[0], 4, core.OpWrite, core.StatusFlushed)
+		wantStatus(t, waitCQ(t, a.cq, 1)[0], 4, verbs.OpWrite, verbs.StatusFlushed)
 	})
 }

@@ -3,24 +3,24 @@ package shm
 import (
 	"fmt"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // PostSend posts a chain of send requests. A one-sided request (WRITE,
 // READ) that finds the send queue empty and the peer connected runs here,
 // on the caller's goroutine, before PostSend returns; any other request is
 // queued and runs as soon as everything before it allows (see sendqueue.go).
-func (q *queuePair) PostSend(wr *core.SendRequest) (*core.SendRequest, error) {
+func (q *queuePair) PostSend(wr *verbs.SendRequest) (*verbs.SendRequest, error) {
 	if q.failPending.Load() {
-		q.fail(core.StatusFlushed)
+		q.fail(verbs.StatusFlushed)
 	}
 	q.sqMu.Lock()
 	defer q.sqMu.Unlock()
-	switch core.QPState(q.state.Load()) {
-	case core.QPInit:
-		return wr, fmt.Errorf("shm: post send on QP %d: %w", q.num, core.ErrNotReady)
-	case core.QPClosed:
-		return wr, fmt.Errorf("shm: post send on QP %d: %w", q.num, core.ErrClosed)
+	switch verbs.QPState(q.state.Load()) {
+	case verbs.QPInit:
+		return wr, fmt.Errorf("shm: post send on QP %d: %w", q.num, verbs.ErrNotReady)
+	case verbs.QPClosed:
+		return wr, fmt.Errorf("shm: post send on QP %d: %w", q.num, verbs.ErrClosed)
 	}
 	q.checkPeerLocked()
 	queued := false
@@ -32,25 +32,25 @@ func (q *queuePair) PostSend(wr *core.SendRequest) (*core.SendRequest, error) {
 			return wr, err
 		}
 		if q.failPending.Load() {
-			q.failLocked(core.StatusFlushed)
+			q.failLocked(verbs.StatusFlushed)
 		}
-		if core.QPState(q.state.Load()) != core.QPReady {
-			q.sendCQ.push(core.Completion{ID: wr.ID, QP: q.num, Op: wr.Op, Status: core.StatusFlushed})
+		if verbs.QPState(q.state.Load()) != verbs.QPReady {
+			q.sendCQ.push(verbs.Completion{ID: wr.ID, QP: q.num, Op: wr.Op, Status: verbs.StatusFlushed})
 			continue
 		}
-		if q.sq.empty() && q.sq.peerReady && (wr.Op == core.OpWrite || wr.Op == core.OpRead) {
+		if q.sq.empty() && q.sq.peerReady && (wr.Op == verbs.OpWrite || wr.Op == verbs.OpRead) {
 			q.execNowLocked(wr)
 			continue
 		}
 		if q.sq.full() {
 			q.progressSendLocked() // acknowledgements may free entries
-			if core.QPState(q.state.Load()) != core.QPReady {
-				q.sendCQ.push(core.Completion{ID: wr.ID, QP: q.num, Op: wr.Op, Status: core.StatusFlushed})
+			if verbs.QPState(q.state.Load()) != verbs.QPReady {
+				q.sendCQ.push(verbs.Completion{ID: wr.ID, QP: q.num, Op: wr.Op, Status: verbs.StatusFlushed})
 				continue
 			}
 		}
 		if q.sq.full() {
-			return wr, fmt.Errorf("shm: post send: %d requests outstanding: %w", len(q.sq.ents), core.ErrQueueFull)
+			return wr, fmt.Errorf("shm: post send: %d requests outstanding: %w", len(q.sq.ents), verbs.ErrQueueFull)
 		}
 		q.enqueueLocked(wr)
 		queued = true
@@ -64,7 +64,7 @@ func (q *queuePair) PostSend(wr *core.SendRequest) (*core.SendRequest, error) {
 // checkPeerLocked notices a connected, failed or closed peer and pending
 // region announcements before requests run.
 func (q *queuePair) checkPeerLocked() {
-	if core.QPState(q.state.Load()) != core.QPReady {
+	if verbs.QPState(q.state.Load()) != verbs.QPReady {
 		return
 	}
 	ps := q.peer.state.Load()
@@ -80,26 +80,26 @@ func (q *queuePair) checkPeerLocked() {
 	}
 }
 
-// validateSend applies the post-time checks of core.QueuePair.PostSend.
-func (q *queuePair) validateSend(wr *core.SendRequest) error {
+// validateSend applies the post-time checks of verbs.QueuePair.PostSend.
+func (q *queuePair) validateSend(wr *verbs.SendRequest) error {
 	switch wr.Op {
-	case core.OpWrite, core.OpWriteWithImm, core.OpRead, core.OpSend:
+	case verbs.OpWrite, verbs.OpWriteWithImm, verbs.OpRead, verbs.OpSend:
 	default:
-		return fmt.Errorf("shm: post send: opcode %v: %w", wr.Op, core.ErrInvalid)
+		return fmt.Errorf("shm: post send: opcode %v: %w", wr.Op, verbs.ErrInvalid)
 	}
 	if len(wr.SGEs) > q.lim.maxSGE {
-		return fmt.Errorf("shm: post send: %d SGEs over %d: %w", len(wr.SGEs), q.lim.maxSGE, core.ErrInvalid)
+		return fmt.Errorf("shm: post send: %d SGEs over %d: %w", len(wr.SGEs), q.lim.maxSGE, verbs.ErrInvalid)
 	}
-	if wr.Flags&core.SendInline != 0 {
-		if wr.Op == core.OpRead {
-			return fmt.Errorf("shm: post send: inline READ: %w", core.ErrInvalid)
+	if wr.Flags&verbs.SendInline != 0 {
+		if wr.Op == verbs.OpRead {
+			return fmt.Errorf("shm: post send: inline READ: %w", verbs.ErrInvalid)
 		}
 		var total uint64
 		for _, s := range wr.SGEs {
 			total += uint64(s.Length)
 		}
 		if total > uint64(q.lim.maxInline) {
-			return fmt.Errorf("shm: post send: inline payload %d over %d: %w", total, q.lim.maxInline, core.ErrInvalid)
+			return fmt.Errorf("shm: post send: inline payload %d over %d: %w", total, q.lim.maxInline, verbs.ErrInvalid)
 		}
 	}
 	return nil
@@ -107,34 +107,34 @@ func (q *queuePair) validateSend(wr *core.SendRequest) error {
 
 // execNowLocked runs a one-sided request on the posting goroutine. On
 // error the request completes with its status and the queue pair fails.
-func (q *queuePair) execNowLocked(wr *core.SendRequest) {
+func (q *queuePair) execNowLocked(wr *verbs.SendRequest) {
 	var n uint32
-	var st core.Status
-	if wr.Op == core.OpRead {
+	var st verbs.Status
+	if wr.Op == verbs.OpRead {
 		n, st = q.execRead(wr.SGEs, wr.RemoteAddr, wr.RemoteKey)
 	} else {
 		n, st = q.execWrite(wr.SGEs, nil, wr.RemoteAddr, wr.RemoteKey)
 	}
-	if st != core.StatusSuccess {
-		q.sendCQ.push(core.Completion{ID: wr.ID, QP: q.num, Op: wr.Op, Status: st})
-		q.failLocked(core.StatusFlushed)
+	if st != verbs.StatusSuccess {
+		q.sendCQ.push(verbs.Completion{ID: wr.ID, QP: q.num, Op: wr.Op, Status: st})
+		q.failLocked(verbs.StatusFlushed)
 		return
 	}
-	if wr.Flags&core.SendSignaled != 0 {
-		q.sendCQ.push(core.Completion{ID: wr.ID, QP: q.num, Op: wr.Op, ByteLen: n})
+	if wr.Flags&verbs.SendSignaled != 0 {
+		q.sendCQ.push(verbs.Completion{ID: wr.ID, QP: q.num, Op: wr.Op, ByteLen: n})
 	}
 }
 
 // enqueueLocked copies wr into the tail entry. An inline payload is copied
 // now; a bad local key found doing so fails the entry when it executes.
-func (q *queuePair) enqueueLocked(wr *core.SendRequest) {
+func (q *queuePair) enqueueLocked(wr *verbs.SendRequest) {
 	e := q.sq.at(q.sq.tail)
 	e.id, e.op, e.imm, e.rkey, e.raddr = wr.ID, wr.Op, wr.Imm, wr.RemoteKey, wr.RemoteAddr
-	e.signaled = wr.Flags&core.SendSignaled != 0
-	e.hasImm = wr.HasImm || wr.Op == core.OpWriteWithImm
-	e.oneSided = wr.Op == core.OpWrite || wr.Op == core.OpRead
-	e.inline = wr.Flags&core.SendInline != 0
-	e.failed, e.status, e.byteLen = false, core.StatusSuccess, 0
+	e.signaled = wr.Flags&verbs.SendSignaled != 0
+	e.hasImm = wr.HasImm || wr.Op == verbs.OpWriteWithImm
+	e.oneSided = wr.Op == verbs.OpWrite || wr.Op == verbs.OpRead
+	e.inline = wr.Flags&verbs.SendInline != 0
+	e.failed, e.status, e.byteLen = false, verbs.StatusSuccess, 0
 	e.sges = e.sgeBuf[:copy(e.sgeBuf, wr.SGEs)]
 	if e.inline {
 		var total int
@@ -142,7 +142,7 @@ func (q *queuePair) enqueueLocked(wr *core.SendRequest) {
 			total += int(s.Length)
 		}
 		e.stash = e.stash[:total]
-		if st := q.gatherLocal(wr.SGEs, e.stash); st != core.StatusSuccess {
+		if st := q.gatherLocal(wr.SGEs, e.stash); st != verbs.StatusSuccess {
 			e.failed, e.status = true, st
 		}
 	}

@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 var (
-	_ core.Provider        = (*Provider)(nil)
-	_ core.Region          = (*region)(nil)
-	_ core.CompletionQueue = (*completionQueue)(nil)
-	_ core.QueuePair       = (*queuePair)(nil)
+	_ verbs.Provider        = (*Provider)(nil)
+	_ verbs.Region          = (*region)(nil)
+	_ verbs.CompletionQueue = (*completionQueue)(nil)
+	_ verbs.QueuePair       = (*queuePair)(nil)
 )
 
 // Provider is the shm device: it hands out regions, completion queues and
@@ -44,19 +44,19 @@ func (p *Provider) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return fmt.Errorf("shm: close provider: %w", core.ErrClosed)
+		return fmt.Errorf("shm: close provider: %w", verbs.ErrClosed)
 	}
 	if n := p.regions.count + len(p.qps) + len(p.cqs); n > 0 {
-		return fmt.Errorf("shm: close provider: %d objects open: %w", n, core.ErrBusy)
+		return fmt.Errorf("shm: close provider: %d objects open: %w", n, verbs.ErrBusy)
 	}
 	p.closed = true
 	return nil
 }
 
 // CreateCQ creates a completion queue of depth entries (1 to 1<<20).
-func (p *Provider) CreateCQ(depth int) (core.CompletionQueue, error) {
+func (p *Provider) CreateCQ(depth int) (verbs.CompletionQueue, error) {
 	if depth <= 0 || depth > maxCQDepth {
-		return nil, fmt.Errorf("shm: CQ depth %d not in 1..%d: %w", depth, maxCQDepth, core.ErrInvalid)
+		return nil, fmt.Errorf("shm: CQ depth %d not in 1..%d: %w", depth, maxCQDepth, verbs.ErrInvalid)
 	}
 	cq, err := newCompletionQueue(p, depth)
 	if err != nil {
@@ -66,7 +66,7 @@ func (p *Provider) CreateCQ(depth int) (core.CompletionQueue, error) {
 	defer p.mu.Unlock()
 	if p.closed {
 		cq.release()
-		return nil, fmt.Errorf("shm: create CQ: %w", core.ErrClosed)
+		return nil, fmt.Errorf("shm: create CQ: %w", verbs.ErrClosed)
 	}
 	p.cqs[cq] = depth
 	return cq, nil
@@ -74,11 +74,11 @@ func (p *Provider) CreateCQ(depth int) (core.CompletionQueue, error) {
 
 // CreateQP creates a queue pair in QPInit; see the package documentation
 // for the QPConfig defaults and limits.
-func (p *Provider) CreateQP(cfg core.QPConfig) (core.QueuePair, error) {
+func (p *Provider) CreateQP(cfg verbs.QPConfig) (verbs.QueuePair, error) {
 	scq, ok1 := cfg.SendCQ.(*completionQueue)
 	rcq, ok2 := cfg.RecvCQ.(*completionQueue)
 	if !ok1 || !ok2 || scq == nil || rcq == nil || scq.p != p || rcq.p != p {
-		return nil, fmt.Errorf("shm: create QP: completion queues of another provider or nil: %w", core.ErrInvalid)
+		return nil, fmt.Errorf("shm: create QP: completion queues of another provider or nil: %w", verbs.ErrInvalid)
 	}
 	lim, err := limitsOf(cfg)
 	if err != nil {
@@ -92,13 +92,13 @@ func (p *Provider) CreateQP(cfg core.QPConfig) (core.QueuePair, error) {
 	if p.closed || !scq.attach(q) {
 		p.mu.Unlock()
 		q.release()
-		return nil, fmt.Errorf("shm: create QP: provider or CQ closed: %w", core.ErrClosed)
+		return nil, fmt.Errorf("shm: create QP: provider or CQ closed: %w", verbs.ErrClosed)
 	}
 	if rcq != scq && !rcq.attach(q) {
 		scq.detach(q)
 		p.mu.Unlock()
 		q.release()
-		return nil, fmt.Errorf("shm: create QP: CQ closed: %w", core.ErrClosed)
+		return nil, fmt.Errorf("shm: create QP: CQ closed: %w", verbs.ErrClosed)
 	}
 	p.nextQPN++
 	q.num = p.nextQPN
@@ -143,7 +143,7 @@ const (
 )
 
 // limitsOf applies the defaults and bounds documented in the package.
-func limitsOf(cfg core.QPConfig) (qpLimits, error) {
+func limitsOf(cfg verbs.QPConfig) (qpLimits, error) {
 	l := qpLimits{cfg.MaxSend, cfg.MaxRecv, cfg.MaxInline, cfg.MaxSGE}
 	def := func(v *int, d int) {
 		if *v == 0 {
@@ -158,7 +158,7 @@ func limitsOf(cfg core.QPConfig) (qpLimits, error) {
 		l.maxInline < 0 || l.maxInline > maxInlineLimit || l.maxSGE < 0 || l.maxSGE > maxSGELimit {
 		return l, fmt.Errorf("shm: QP limits send %d recv %d inline %d sge %d over %d/%d/%d/%d: %w",
 			cfg.MaxSend, cfg.MaxRecv, cfg.MaxInline, cfg.MaxSGE,
-			maxWorkQueue, maxWorkQueue, maxInlineLimit, maxSGELimit, core.ErrInvalid)
+			maxWorkQueue, maxWorkQueue, maxInlineLimit, maxSGELimit, verbs.ErrInvalid)
 	}
 	return l, nil
 }

@@ -7,7 +7,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
+	"github.com/sdpshim/sdpshim/core/wait"
 )
 
 // queuePair is a reliable-connected queue pair. Lock order: inMu, sqMu,
@@ -23,7 +24,7 @@ type queuePair struct {
 	nonce  uint64 // identifies the queue pair's Endpoint inside this process
 	epData []byte // LocalEndpoint data, immutable once published
 
-	state       atomic.Uint32 // core.QPState; changes hold sqMu
+	state       atomic.Uint32 // verbs.QPState; changes hold sqMu
 	failPending atomic.Bool   // a CQ overrun asked for QPError
 
 	// Own resources, from creation to Close.
@@ -37,7 +38,7 @@ type queuePair struct {
 	peerEfd int  // the peer's eventfd
 	rx      int  // the peer's side-channel end: announcements in, EOF when gone
 	epfd    int
-	epPark  *core.ParkFD       // the NIC goroutine's wait on epfd (owns epfd once connected)
+	epPark  *wait.ParkFD       // the NIC goroutine's wait on epfd (owns epfd once connected)
 	nicEv   [4]unix.EpollEvent // epfd's events for the NIC goroutine (nicReady)
 	nicN    int
 	nicErr  error
@@ -145,10 +146,10 @@ func (q *queuePair) Number() uint32 { return q.num }
 
 // State returns the current state; a requested but not yet applied move to
 // QPError already reads as QPError.
-func (q *queuePair) State() core.QPState {
-	s := core.QPState(q.state.Load())
-	if (s == core.QPInit || s == core.QPReady) && q.failPending.Load() {
-		return core.QPError
+func (q *queuePair) State() verbs.QPState {
+	s := verbs.QPState(q.state.Load())
+	if (s == verbs.QPInit || s == verbs.QPReady) && q.failPending.Load() {
+		return verbs.QPError
 	}
 	return s
 }
@@ -158,12 +159,12 @@ func (q *queuePair) State() core.QPState {
 // every descriptor and mapping.
 func (q *queuePair) Close() error {
 	q.sqMu.Lock()
-	if core.QPState(q.state.Load()) == core.QPClosed {
+	if verbs.QPState(q.state.Load()) == verbs.QPClosed {
 		q.sqMu.Unlock()
-		return fmt.Errorf("shm: close QP %d: %w", q.num, core.ErrClosed)
+		return fmt.Errorf("shm: close QP %d: %w", q.num, verbs.ErrClosed)
 	}
-	q.state.Store(uint32(core.QPClosed))
-	q.flushSendLocked(core.StatusFlushed)
+	q.state.Store(uint32(verbs.QPClosed))
+	q.flushSendLocked(verbs.StatusFlushed)
 	q.my.state.Store(wireClosed)
 	if q.peer.mapped() {
 		q.ringPeer()
@@ -218,14 +219,14 @@ func (q *queuePair) Close() error {
 // send requests are left to the NIC goroutine, which it kicks.
 func (q *queuePair) pollProgress() {
 	if q.inMu.TryLock() {
-		if core.QPState(q.state.Load()) == core.QPReady && q.my.prod.Load() != q.in.cons &&
+		if verbs.QPState(q.state.Load()) == verbs.QPReady && q.my.prod.Load() != q.in.cons &&
 			!(q.in.blocked && q.rqCount.Load() == 0) {
 			q.processInbound()
 		}
 		q.inMu.Unlock()
 	}
 	if q.sqBusy.Load() && q.sqMu.TryLock() {
-		if core.QPState(q.state.Load()) == core.QPReady && q.sq.peerReady && q.peer.cons.Load() != q.sq.acked {
+		if verbs.QPState(q.state.Load()) == verbs.QPReady && q.sq.peerReady && q.peer.cons.Load() != q.sq.acked {
 			if q.ackLocked() && q.sq.exec != q.sq.tail {
 				q.kickNIC()
 			}

@@ -4,14 +4,14 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // recvEntry is a posted receive; its SGEs are a copy of the request's.
 type recvEntry struct {
 	id     uint64
-	sges   []core.SGE
-	sgeBuf []core.SGE
+	sges   []verbs.SGE
+	sgeBuf []verbs.SGE
 }
 
 // recvQueue is the FIFO of posted receives.
@@ -23,7 +23,7 @@ type recvQueue struct {
 
 func (r *recvQueue) init(lim qpLimits) {
 	r.ents = make([]recvEntry, lim.maxRecv)
-	sges := make([]core.SGE, lim.maxRecv*lim.maxSGE)
+	sges := make([]verbs.SGE, lim.maxRecv*lim.maxSGE)
 	for i := range r.ents {
 		r.ents[i].sgeBuf = sges[i*lim.maxSGE : (i+1)*lim.maxSGE : (i+1)*lim.maxSGE]
 	}
@@ -35,33 +35,33 @@ func (r *recvQueue) full() bool             { return r.tail-r.head == uint64(len
 
 // PostRecv posts a chain of receives. It is allowed in QPInit and
 // QPReady; in QPError the receives complete at once with StatusFlushed.
-func (q *queuePair) PostRecv(wr *core.RecvRequest) (*core.RecvRequest, error) {
+func (q *queuePair) PostRecv(wr *verbs.RecvRequest) (*verbs.RecvRequest, error) {
 	if q.failPending.Load() {
-		q.fail(core.StatusFlushed)
+		q.fail(verbs.StatusFlushed)
 	}
 	q.rqMu.Lock()
 	defer q.rqMu.Unlock()
-	st := core.QPState(q.state.Load())
-	if st == core.QPClosed {
-		return wr, fmt.Errorf("shm: post recv on QP %d: %w", q.num, core.ErrClosed)
+	st := verbs.QPState(q.state.Load())
+	if st == verbs.QPClosed {
+		return wr, fmt.Errorf("shm: post recv on QP %d: %w", q.num, verbs.ErrClosed)
 	}
 	for ; wr != nil; wr = wr.Next {
 		if len(wr.SGEs) > q.lim.maxSGE {
-			return wr, fmt.Errorf("shm: post recv: %d SGEs over %d: %w", len(wr.SGEs), q.lim.maxSGE, core.ErrInvalid)
+			return wr, fmt.Errorf("shm: post recv: %d SGEs over %d: %w", len(wr.SGEs), q.lim.maxSGE, verbs.ErrInvalid)
 		}
-		if st == core.QPError {
-			q.recvCQ.push(core.Completion{ID: wr.ID, QP: q.num, Op: core.OpRecv, Status: core.StatusFlushed})
+		if st == verbs.QPError {
+			q.recvCQ.push(verbs.Completion{ID: wr.ID, QP: q.num, Op: verbs.OpRecv, Status: verbs.StatusFlushed})
 			continue
 		}
 		if q.rq.full() {
-			return wr, fmt.Errorf("shm: post recv: %d receives outstanding: %w", len(q.rq.ents), core.ErrQueueFull)
+			return wr, fmt.Errorf("shm: post recv: %d receives outstanding: %w", len(q.rq.ents), verbs.ErrQueueFull)
 		}
 		e := q.rq.at(q.rq.tail)
 		e.id = wr.ID
 		e.sges = e.sgeBuf[:copy(e.sgeBuf, wr.SGEs)]
 		q.rq.tail++
 		q.rqCount.Add(1)
-		if q.rq.waiting && st == core.QPReady {
+		if q.rq.waiting && st == verbs.QPReady {
 			q.rq.waiting = false
 			q.kickNIC()
 		}
@@ -74,7 +74,7 @@ func (q *queuePair) flushRecv() {
 	q.rqMu.Lock()
 	for ; !q.rq.empty(); q.rq.head++ {
 		e := q.rq.at(q.rq.head)
-		q.recvCQ.push(core.Completion{ID: e.id, QP: q.num, Op: core.OpRecv, Status: core.StatusFlushed})
+		q.recvCQ.push(verbs.Completion{ID: e.id, QP: q.num, Op: verbs.OpRecv, Status: verbs.StatusFlushed})
 	}
 	q.rqCount.Store(0)
 	q.rq.waiting = false
@@ -93,7 +93,7 @@ type inbound struct {
 // stops at a record that finds no receive (receiver not ready). Every value
 // read from the ring is validated; a violation fails the queue pair.
 func (q *queuePair) processInbound() {
-	for core.QPState(q.state.Load()) == core.QPReady {
+	for verbs.QPState(q.state.Load()) == verbs.QPReady {
 		p := q.my.prod.Load()
 		avail := p - q.in.cons
 		if avail == 0 {
@@ -135,7 +135,7 @@ func (q *queuePair) processInbound() {
 			q.in.cons += size
 			continue
 		}
-		st, consumed := core.StatusSuccess, true
+		st, consumed := verbs.StatusSuccess, true
 		if kind == recWrite {
 			st = q.execCarriedWrite(off, length)
 		} else {
@@ -148,13 +148,13 @@ func (q *queuePair) processInbound() {
 		}
 		q.in.blocked = false
 		q.inBlocked.Store(false)
-		if st != core.StatusSuccess {
+		if st != verbs.StatusSuccess {
 			// The rejection's status goes first: the peer reads it once it
 			// sees nack.
 			q.my.nackSt.Store(uint32(st))
 			q.my.nack.Store(q.in.cons + 1)
 			q.publishCons()
-			q.fail(core.StatusFlushed)
+			q.fail(verbs.StatusFlushed)
 			return
 		}
 		q.in.cons += size
@@ -167,27 +167,27 @@ func (q *queuePair) processInbound() {
 
 // deliver consumes the oldest posted receive for the record at ring
 // offset off and completes it; consumed is false when none is posted.
-func (q *queuePair) deliver(off uint64, length, kind, imm uint32) (st core.Status, consumed bool) {
+func (q *queuePair) deliver(off uint64, length, kind, imm uint32) (st verbs.Status, consumed bool) {
 	q.rqMu.Lock()
 	defer q.rqMu.Unlock()
 	if q.rq.empty() {
 		q.rq.waiting = true
-		return core.StatusSuccess, false
+		return verbs.StatusSuccess, false
 	}
 	if kind == recWriteData {
 		// The write goes first; a failed one consumes no receive (the
 		// queue pair fails and flushes them all).
-		if st := q.execCarriedWrite(off, length); st != core.StatusSuccess {
+		if st := q.execCarriedWrite(off, length); st != verbs.StatusSuccess {
 			return st, true
 		}
 	}
 	e := q.rq.at(q.rq.head)
 	q.rq.head++
 	q.rqCount.Add(-1)
-	c := core.Completion{ID: e.id, QP: q.num, Op: core.OpRecv, ByteLen: length, Imm: imm}
+	c := verbs.Completion{ID: e.id, QP: q.num, Op: verbs.OpRecv, ByteLen: length, Imm: imm}
 	switch kind {
 	case recWriteImm, recWriteData:
-		c.Op, c.HasImm = core.OpRecvWithImm, true
+		c.Op, c.HasImm = verbs.OpRecvWithImm, true
 	case recSendImm:
 		c.HasImm = true
 		fallthrough
@@ -197,7 +197,7 @@ func (q *queuePair) deliver(off uint64, length, kind, imm uint32) (st core.Statu
 			room += uint64(s.Length)
 		}
 		if uint64(length) > room {
-			c.Status = core.StatusLocalLength
+			c.Status = verbs.StatusLocalLength
 		} else {
 			c.Status = q.scatterLocal(q.my.ring[off+recHeader:off+recHeader+uint64(length)], e.sges)
 		}
@@ -225,26 +225,26 @@ func (q *queuePair) publishCons() {
 // regions: the peer reaches only regions of this queue pair's protection
 // domain that grant remote write. An aligned 1/2/4/8-byte write is one
 // atomic store, as on the direct path.
-func (q *queuePair) execCarriedWrite(off uint64, length uint32) core.Status {
+func (q *queuePair) execCarriedWrite(off uint64, length uint32) verbs.Status {
 	body := q.my.ring[off+recHeader : off+recHeader+writeHeader+uint64(length)]
 	raddr := binary.LittleEndian.Uint64(body[0:])
 	rkey := binary.LittleEndian.Uint32(body[8:])
 	src := body[writeHeader:]
 	if length == 0 {
-		return core.StatusSuccess
+		return verbs.StatusSuccess
 	}
 	r := q.p.regions.lookup(rkey)
-	if r == nil || r.access&core.AccessRemoteWrite == 0 {
-		return core.StatusRemoteAccess
+	if r == nil || r.access&verbs.AccessRemoteWrite == 0 {
+		return verbs.StatusRemoteAccess
 	}
 	mem := r.acquire()
 	if mem == nil {
-		return core.StatusRemoteAccess
+		return verbs.StatusRemoteAccess
 	}
 	defer r.release()
 	n := uint64(length)
 	if raddr > uint64(len(mem)) || n > uint64(len(mem))-raddr {
-		return core.StatusRemoteAccess
+		return verbs.StatusRemoteAccess
 	}
 	dst := mem[raddr : raddr+n]
 	if smallAligned(n, raddr) {
@@ -252,11 +252,11 @@ func (q *queuePair) execCarriedWrite(off uint64, length uint32) core.Status {
 	} else {
 		copy(dst, src)
 	}
-	return core.StatusSuccess
+	return verbs.StatusSuccess
 }
 
 // peerViolation fails the queue pair after the peer broke the ring
 // protocol (garbage in shared memory).
 func (q *queuePair) peerViolation() {
-	q.fail(core.StatusRemoteInvalid)
+	q.fail(verbs.StatusRemoteInvalid)
 }

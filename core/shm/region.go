@@ -7,17 +7,17 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
-const accessAll = core.AccessLocalWrite | core.AccessRemoteWrite | core.AccessRemoteRead
+const accessAll = verbs.AccessLocalWrite | verbs.AccessRemoteWrite | verbs.AccessRemoteRead
 
 // region is a registered memfd mapping. Work requests use it between
 // acquire and release; Close waits for them and then unmaps.
 type region struct {
 	p      *Provider
 	key    uint32
-	access core.Access
+	access verbs.Access
 	size   int    // requested size; the mapping is rounded up to a page
 	fd     int    // kept to announce the region to queue pairs created later
 	bytes  []byte // the caller's view, mem[:size:size]
@@ -29,9 +29,9 @@ type region struct {
 // RegisterRegion allocates size zeroed bytes in a sealed memfd and, when
 // access grants remote rights, announces the region to the peer of every
 // queue pair of p before returning.
-func (p *Provider) RegisterRegion(size int, access core.Access) (core.Region, error) {
-	if size <= 0 || size > core.MaxRegionSize || access&^accessAll != 0 {
-		return nil, fmt.Errorf("shm: register region of %d bytes, access %#x: %w", size, access, core.ErrInvalid)
+func (p *Provider) RegisterRegion(size int, access verbs.Access) (verbs.Region, error) {
+	if size <= 0 || size > verbs.MaxRegionSize || access&^accessAll != 0 {
+		return nil, fmt.Errorf("shm: register region of %d bytes, access %#x: %w", size, access, verbs.ErrInvalid)
 	}
 	fd, mem, err := createSealedMemfd("sdpshim-region", pageRound(size))
 	if err != nil {
@@ -42,7 +42,7 @@ func (p *Provider) RegisterRegion(size int, access core.Access) (core.Region, er
 	defer p.mu.Unlock()
 	if p.closed {
 		r.unmap()
-		return nil, fmt.Errorf("shm: register region: %w", core.ErrClosed)
+		return nil, fmt.Errorf("shm: register region: %w", verbs.ErrClosed)
 	}
 	if err := p.regions.add(r); err != nil {
 		r.unmap()
@@ -61,15 +61,15 @@ func (r *region) LocalKey() uint32 { return r.key }
 
 // Remote returns the key and length the peer uses; Addr is 0 because the
 // provider addresses remote memory by offset.
-func (r *region) Remote() core.RemoteRegion {
+func (r *region) Remote() verbs.RemoteRegion {
 	if !r.remote() {
-		return core.RemoteRegion{}
+		return verbs.RemoteRegion{}
 	}
-	return core.RemoteRegion{Key: r.key, Addr: 0, Len: uint64(r.size)}
+	return verbs.RemoteRegion{Key: r.key, Addr: 0, Len: uint64(r.size)}
 }
 
 func (r *region) remote() bool {
-	return r.access&(core.AccessRemoteRead|core.AccessRemoteWrite) != 0
+	return r.access&(verbs.AccessRemoteRead|verbs.AccessRemoteWrite) != 0
 }
 
 // Close withdraws the region from the peers it was announced to, waits for
@@ -79,7 +79,7 @@ func (r *region) Close() error {
 	p.mu.Lock()
 	if !p.regions.remove(r) {
 		p.mu.Unlock()
-		return fmt.Errorf("shm: close region %d: %w", r.key, core.ErrClosed)
+		return fmt.Errorf("shm: close region %d: %w", r.key, verbs.ErrClosed)
 	}
 	if r.remote() {
 		for q := range p.qps {
@@ -159,7 +159,7 @@ func (t *regionTable) add(r *region) error {
 		t.free = t.free[:n-1]
 	} else {
 		if len(old) > maxRegions {
-			return fmt.Errorf("shm: more than %d regions: %w", maxRegions, core.ErrBusy)
+			return fmt.Errorf("shm: more than %d regions: %w", maxRegions, verbs.ErrBusy)
 		}
 		idx = uint32(len(old))
 		t.gens = append(t.gens, 0)

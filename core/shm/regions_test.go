@@ -5,15 +5,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // TestRegionAfterConnect: a region registered after Connect is reachable
 // by the peer as soon as RegisterRegion returns; once closed, the peer's
 // access fails with StatusRemoteAccess.
 func TestRegionAfterConnect(t *testing.T) {
-	a, b := newPair(t, core.QPConfig{}, 4096)
-	late, err := b.p.RegisterRegion(100, core.AccessRemoteWrite|core.AccessRemoteRead)
+	a, b := newPair(t, verbs.QPConfig{}, 4096)
+	late, err := b.p.RegisterRegion(100, verbs.AccessRemoteWrite|verbs.AccessRemoteRead)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,12 +22,12 @@ func TestRegionAfterConnect(t *testing.T) {
 	if rl.Addr != 0 || rl.Len != 100 || rl.Key == 0 {
 		t.Fatalf("remote %+v", rl)
 	}
-	wr := &core.SendRequest{ID: 1, Op: core.OpWrite, Flags: core.SendSignaled, SGEs: sge(a.mr, 0, 11),
+	wr := &verbs.SendRequest{ID: 1, Op: verbs.OpWrite, Flags: verbs.SendSignaled, SGEs: sge(a.mr, 0, 11),
 		RemoteKey: rl.Key, RemoteAddr: rl.At(89)}
 	if _, err := a.qp.PostSend(wr); err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, waitCQ(t, a.cq, 1)[0], 1, core.OpWrite, core.StatusSuccess)
+	wantStatus(t, waitCQ(t, a.cq, 1)[0], 1, verbs.OpWrite, verbs.StatusSuccess)
 	if got := string(late.Bytes()[89:]); got != "late region" {
 		t.Fatalf("late region holds %q", got)
 	}
@@ -38,18 +38,18 @@ func TestRegionAfterConnect(t *testing.T) {
 	if _, err := a.qp.PostSend(wr); err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, waitCQ(t, a.cq, 1)[0], 2, core.OpWrite, core.StatusRemoteAccess)
+	wantStatus(t, waitCQ(t, a.cq, 1)[0], 2, verbs.OpWrite, verbs.StatusRemoteAccess)
 }
 
 // TestManyRegionsBeforeConnect: more announcements than the side channel
 // holds are made before the peer connects; RegisterRegion never blocks and
 // the peer still reaches every region.
 func TestManyRegionsBeforeConnect(t *testing.T) {
-	a, b := newSide(t, core.QPConfig{}, 4096), newSide(t, core.QPConfig{}, 4096)
+	a, b := newSide(t, verbs.QPConfig{}, 4096), newSide(t, verbs.QPConfig{}, 4096)
 	const n = 1500
-	regions := make([]core.Region, n)
+	regions := make([]verbs.Region, n)
 	for i := range regions {
-		r, err := b.p.RegisterRegion(64, core.AccessRemoteWrite)
+		r, err := b.p.RegisterRegion(64, verbs.AccessRemoteWrite)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,12 +64,12 @@ func TestManyRegionsBeforeConnect(t *testing.T) {
 	connect(t, a, b)
 	for _, i := range []int{1, n/2 + 1, n - 1} {
 		rr := regions[i].Remote()
-		wr := &core.SendRequest{ID: uint64(i), Op: core.OpWrite, Flags: core.SendSignaled,
+		wr := &verbs.SendRequest{ID: uint64(i), Op: verbs.OpWrite, Flags: verbs.SendSignaled,
 			SGEs: sge(a.mr, 0, 8), RemoteKey: rr.Key}
 		if _, err := a.qp.PostSend(wr); err != nil {
 			t.Fatal(err)
 		}
-		wantStatus(t, waitCQ(t, a.cq, 1)[0], uint64(i), core.OpWrite, core.StatusSuccess)
+		wantStatus(t, waitCQ(t, a.cq, 1)[0], uint64(i), verbs.OpWrite, verbs.StatusSuccess)
 	}
 	for i := 1; i < n; i++ {
 		if i%3 != 0 {
@@ -84,7 +84,7 @@ func TestManyRegionsBeforeConnect(t *testing.T) {
 // under the owner's mapping.
 func TestRegionsAreSealed(t *testing.T) {
 	p, _ := Open()
-	r, err := p.RegisterRegion(100, core.AccessRemoteWrite)
+	r, err := p.RegisterRegion(100, verbs.AccessRemoteWrite)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,8 +101,8 @@ func TestRegionsAreSealed(t *testing.T) {
 // channels, one provider each: the peer of the second never receives the
 // first channel's regions, registered before or after Connect.
 func TestRegionsStayInTheirProvider(t *testing.T) {
-	a1, b1 := newPair(t, core.QPConfig{}, 4096)
-	a2, b2 := newPair(t, core.QPConfig{}, 4096)
+	a1, b1 := newPair(t, verbs.QPConfig{}, 4096)
+	a2, b2 := newPair(t, verbs.QPConfig{}, 4096)
 	late, err := a1.p.RegisterRegion(8192, accessAll)
 	if err != nil {
 		t.Fatal(err)

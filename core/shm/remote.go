@@ -6,14 +6,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // remoteRegion is the local mapping of a peer's region.
 type remoteRegion struct {
 	mem    []byte
 	length uint64
-	access core.Access
+	access verbs.Access
 }
 
 // annWait bounds how long a request naming an unknown key waits for
@@ -86,12 +86,12 @@ func (q *queuePair) applyAnnouncement(msg []byte, fds []int) bool {
 	kind := binary.LittleEndian.Uint32(msg[0:])
 	key := binary.LittleEndian.Uint32(msg[4:])
 	length := binary.LittleEndian.Uint64(msg[8:])
-	access := core.Access(binary.LittleEndian.Uint32(msg[16:]))
+	access := verbs.Access(binary.LittleEndian.Uint32(msg[16:]))
 	var rr *remoteRegion
 	switch {
 	case kind == annRemove && len(fds) == 0:
 	case kind == annAdd && len(fds) == 1 && access&^accessAll == 0:
-		mem, err := mapPeerMemfd(fds[0], length, access&core.AccessRemoteWrite != 0)
+		mem, err := mapPeerMemfd(fds[0], length, access&verbs.AccessRemoteWrite != 0)
 		if err != nil {
 			return false
 		}

@@ -3,7 +3,7 @@ package shm
 import (
 	"encoding/binary"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // sendEntry is a send request that could not run at post time, or a SEND
@@ -12,18 +12,18 @@ import (
 // SendRequest may be reused once PostSend returns.
 type sendEntry struct {
 	id       uint64
-	op       core.Opcode
+	op       verbs.Opcode
 	signaled bool
 	inline   bool
 	hasImm   bool
 	imm      uint32
 	rkey     uint32
 	raddr    uint64
-	sges     []core.SGE // backed by sgeBuf
-	sgeBuf   []core.SGE // cap lim.maxSGE
-	stash    []byte     // inline payload; cap lim.maxInline
-	failed   bool       // status below was found before execution
-	status   core.Status
+	sges     []verbs.SGE // backed by sgeBuf
+	sgeBuf   []verbs.SGE // cap lim.maxSGE
+	stash    []byte      // inline payload; cap lim.maxInline
+	failed   bool        // status below was found before execution
+	status   verbs.Status
 	wirePos  uint64 // ring position of the record
 	endPos   uint64 // ring position after the record
 	byteLen  uint32
@@ -43,7 +43,7 @@ type sendQueue struct {
 
 func (s *sendQueue) init(lim qpLimits) {
 	s.ents = make([]sendEntry, lim.maxSend)
-	sges := make([]core.SGE, lim.maxSend*lim.maxSGE)
+	sges := make([]verbs.SGE, lim.maxSend*lim.maxSGE)
 	stash := make([]byte, lim.maxSend*lim.maxInline)
 	for i := range s.ents {
 		s.ents[i].sgeBuf = sges[i*lim.maxSGE : (i+1)*lim.maxSGE : (i+1)*lim.maxSGE]
@@ -59,7 +59,7 @@ func (s *sendQueue) full() bool             { return s.tail-s.head == uint64(len
 // reacts to the peer's state, and executes waiting entries in order until
 // one must wait (for an acknowledgement, ring space or the peer's Connect).
 func (q *queuePair) progressSendLocked() {
-	if core.QPState(q.state.Load()) != core.QPReady || !q.peer.mapped() {
+	if verbs.QPState(q.state.Load()) != verbs.QPReady || !q.peer.mapped() {
 		return
 	}
 	ps := q.peer.state.Load()
@@ -74,7 +74,7 @@ func (q *queuePair) progressSendLocked() {
 		return
 	}
 	if ps != wireReady {
-		q.failLocked(core.StatusRetryExceeded)
+		q.failLocked(verbs.StatusRetryExceeded)
 		return
 	}
 	if q.announcementsPending() {
@@ -93,21 +93,21 @@ func (q *queuePair) progressSendLocked() {
 			break
 		}
 		if e.failed {
-			q.failLocked(core.StatusFlushed) // e is the oldest: it gets its own status
+			q.failLocked(verbs.StatusFlushed) // e is the oldest: it gets its own status
 			return
 		}
 		if e.oneSided && !behind {
 			n, st := q.execEntry(e)
-			if st != core.StatusSuccess {
+			if st != verbs.StatusSuccess {
 				e.failed, e.status = true, st
 				continue
 			}
 			q.sq.exec++
-			q.completeHeadLocked(core.StatusSuccess, n)
+			q.completeHeadLocked(verbs.StatusSuccess, n)
 			continue
 		}
 		ok, st := q.putOnWireLocked(e, behind)
-		if st != core.StatusSuccess {
+		if st != verbs.StatusSuccess {
 			e.failed, e.status = true, st
 			continue
 		}
@@ -124,8 +124,8 @@ func (q *queuePair) progressSendLocked() {
 }
 
 // execEntry runs a queued one-sided entry.
-func (q *queuePair) execEntry(e *sendEntry) (uint32, core.Status) {
-	if e.op == core.OpRead {
+func (q *queuePair) execEntry(e *sendEntry) (uint32, verbs.Status) {
+	if e.op == verbs.OpRead {
 		return q.execRead(e.sges, e.raddr, e.rkey)
 	}
 	if e.inline {
@@ -143,7 +143,7 @@ func (q *queuePair) ackLocked() bool {
 		return true
 	}
 	if c-q.sq.acked > q.sq.prod-q.sq.acked || c%recAlign != 0 {
-		q.failLocked(core.StatusRemoteInvalid)
+		q.failLocked(verbs.StatusRemoteInvalid)
 		return false
 	}
 	q.sq.acked = c
@@ -153,7 +153,7 @@ func (q *queuePair) ackLocked() bool {
 		if e.endPos > c { // positions only grow: 2^64 ring bytes never wrap
 			break
 		}
-		q.completeHeadLocked(core.StatusSuccess, e.byteLen)
+		q.completeHeadLocked(verbs.StatusSuccess, e.byteLen)
 	}
 	return true
 }
@@ -165,9 +165,9 @@ func (q *queuePair) ackLocked() bool {
 // requests before it, so it waits for their acknowledgement).
 func (q *queuePair) ringCarries(e *sendEntry) bool {
 	switch e.op {
-	case core.OpSend:
+	case verbs.OpSend:
 		return true
-	case core.OpWrite, core.OpWriteWithImm:
+	case verbs.OpWrite, verbs.OpWriteWithImm:
 		return entryLength(e) <= MaxMessageSize
 	}
 	return false
@@ -191,23 +191,23 @@ func entryLength(e *sendEntry) uint64 {
 // travels in the record for the peer to write. It returns false without
 // side effects when the ring lacks space, and a status other than success
 // when e cannot be sent.
-func (q *queuePair) putOnWireLocked(e *sendEntry, carried bool) (bool, core.Status) {
+func (q *queuePair) putOnWireLocked(e *sendEntry, carried bool) (bool, verbs.Status) {
 	var payload, data uint64
 	kind := uint32(recWriteImm)
 	switch {
-	case e.op == core.OpSend:
+	case e.op == verbs.OpSend:
 		kind = recSend
 		if e.hasImm {
 			kind = recSendImm
 		}
 		data = entryLength(e)
 		if data > MaxMessageSize {
-			return false, core.StatusLocalLength
+			return false, verbs.StatusLocalLength
 		}
 		payload = data
 	case carried:
 		kind = recWriteData
-		if e.op == core.OpWrite {
+		if e.op == verbs.OpWrite {
 			kind = recWrite
 		}
 		data = entryLength(e)
@@ -221,20 +221,20 @@ func (q *queuePair) putOnWireLocked(e *sendEntry, carried bool) (bool, core.Stat
 		pad = ringSize - off
 	}
 	if pos-q.sq.acked+pad+size > ringSize {
-		return false, core.StatusSuccess
+		return false, verbs.StatusSuccess
 	}
 	switch {
-	case carried && e.op != core.OpSend:
+	case carried && e.op != verbs.OpSend:
 		// Checked here as a direct WRITE would be; the peer checks again
 		// (the region may be gone by the time it executes the record).
 		if data > 0 {
-			if _, st := q.acquireRemote(e.rkey, e.raddr, data, core.AccessRemoteWrite); st != core.StatusSuccess {
+			if _, st := q.acquireRemote(e.rkey, e.raddr, data, verbs.AccessRemoteWrite); st != verbs.StatusSuccess {
 				return false, st
 			}
 		}
-	case e.op == core.OpWriteWithImm:
+	case e.op == verbs.OpWriteWithImm:
 		n, st := q.execEntryWrite(e)
-		if st != core.StatusSuccess {
+		if st != verbs.StatusSuccess {
 			return false, st
 		}
 		e.byteLen = n
@@ -244,9 +244,9 @@ func (q *queuePair) putOnWireLocked(e *sendEntry, carried bool) (bool, core.Stat
 		pos += pad
 		off = 0
 	}
-	if e.op == core.OpSend || carried {
+	if e.op == verbs.OpSend || carried {
 		body := q.peer.ring[off+recHeader : off+recHeader+payload]
-		if e.op != core.OpSend {
+		if e.op != verbs.OpSend {
 			binary.LittleEndian.PutUint64(body[0:], e.raddr)
 			binary.LittleEndian.PutUint32(body[8:], e.rkey)
 			binary.LittleEndian.PutUint32(body[12:], 0)
@@ -254,7 +254,7 @@ func (q *queuePair) putOnWireLocked(e *sendEntry, carried bool) (bool, core.Stat
 		}
 		if e.inline {
 			copy(body, e.stash)
-		} else if st := q.gatherLocal(e.sges, body); st != core.StatusSuccess {
+		} else if st := q.gatherLocal(e.sges, body); st != verbs.StatusSuccess {
 			return false, st
 		}
 		e.byteLen = uint32(data)
@@ -263,11 +263,11 @@ func (q *queuePair) putOnWireLocked(e *sendEntry, carried bool) (bool, core.Stat
 	e.wirePos = pos
 	e.endPos = pos + size
 	q.sq.prod = e.endPos
-	return true, core.StatusSuccess
+	return true, verbs.StatusSuccess
 }
 
 // execEntryWrite runs the data part of a WRITE_WITH_IMM.
-func (q *queuePair) execEntryWrite(e *sendEntry) (uint32, core.Status) {
+func (q *queuePair) execEntryWrite(e *sendEntry) (uint32, verbs.Status) {
 	if e.inline {
 		return q.execWrite(nil, e.stash, e.raddr, e.rkey)
 	}
@@ -275,10 +275,10 @@ func (q *queuePair) execEntryWrite(e *sendEntry) (uint32, core.Status) {
 }
 
 // completeHeadLocked retires the head entry with status st.
-func (q *queuePair) completeHeadLocked(st core.Status, n uint32) {
+func (q *queuePair) completeHeadLocked(st verbs.Status, n uint32) {
 	e := q.sq.at(q.sq.head)
-	if e.signaled || st != core.StatusSuccess {
-		q.sendCQ.push(core.Completion{ID: e.id, QP: q.num, Op: e.op, Status: st, ByteLen: n})
+	if e.signaled || st != verbs.StatusSuccess {
+		q.sendCQ.push(verbs.Completion{ID: e.id, QP: q.num, Op: e.op, Status: st, ByteLen: n})
 	}
 	q.sq.head++
 	if q.sq.head == q.sq.tail {
@@ -290,7 +290,7 @@ func (q *queuePair) completeHeadLocked(st core.Status, n uint32) {
 // with its own status, the oldest other one with first, the rest with
 // StatusFlushed. A wire entry the peer rejected (nack) completes with
 // the status the peer gave (see nackStatus).
-func (q *queuePair) flushSendLocked(first core.Status) {
+func (q *queuePair) flushSendLocked(first verbs.Status) {
 	var nack uint64
 	if q.peer.mapped() {
 		nack = q.peer.nack.Load()
@@ -298,7 +298,7 @@ func (q *queuePair) flushSendLocked(first core.Status) {
 	oldest, exec := q.sq.head, q.sq.exec
 	for i := oldest; i != q.sq.tail; i++ {
 		e := q.sq.at(i)
-		st := core.StatusFlushed
+		st := verbs.StatusFlushed
 		switch {
 		case e.failed:
 			st = e.status
@@ -316,11 +316,11 @@ func (q *queuePair) flushSendLocked(first core.Status) {
 // the peer could not execute is StatusRemoteAccess; anything else (a
 // record its receive could not take, or a value this build does not
 // know) is StatusRemoteInvalid.
-func nackStatus(v uint32) core.Status {
-	if core.Status(v) == core.StatusRemoteAccess {
-		return core.StatusRemoteAccess
+func nackStatus(v uint32) verbs.Status {
+	if verbs.Status(v) == verbs.StatusRemoteAccess {
+		return verbs.StatusRemoteAccess
 	}
-	return core.StatusRemoteInvalid
+	return verbs.StatusRemoteInvalid
 }
 
 // enterErrorLocked moves an Init or Ready queue pair to QPError and tells
@@ -329,10 +329,10 @@ func nackStatus(v uint32) core.Status {
 func (q *queuePair) enterErrorLocked() bool {
 	for {
 		s := q.state.Load()
-		if s != uint32(core.QPInit) && s != uint32(core.QPReady) {
+		if s != uint32(verbs.QPInit) && s != uint32(verbs.QPReady) {
 			return false
 		}
-		if q.state.CompareAndSwap(s, uint32(core.QPError)) {
+		if q.state.CompareAndSwap(s, uint32(verbs.QPError)) {
 			break
 		}
 	}
@@ -347,7 +347,7 @@ func (q *queuePair) enterErrorLocked() bool {
 // failLocked moves the queue pair to QPError and flushes both queues;
 // first is the status of the oldest outstanding send request that has none
 // of its own. The caller holds sqMu (and not rqMu).
-func (q *queuePair) failLocked(first core.Status) {
+func (q *queuePair) failLocked(first verbs.Status) {
 	if !q.enterErrorLocked() {
 		return
 	}
@@ -356,7 +356,7 @@ func (q *queuePair) failLocked(first core.Status) {
 }
 
 // fail is failLocked for callers that hold no queue pair lock.
-func (q *queuePair) fail(first core.Status) {
+func (q *queuePair) fail(first verbs.Status) {
 	q.sqMu.Lock()
 	q.failLocked(first)
 	q.sqMu.Unlock()

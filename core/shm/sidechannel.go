@@ -15,7 +15,7 @@ import (
 //	0  kind    uint32 (annAdd with the memfd as SCM_RIGHTS, or annRemove)
 //	4  key     uint32
 //	8  length  uint64
-//	16 access  uint32 (core.Access)
+//	16 access  uint32 (verbs.Access)
 //	20 reserved
 //
 // The epoch word of the owner's control area counts announcements made.

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // TestConcurrentPosters: several goroutines post SENDs and WRITEs on one
@@ -13,7 +13,7 @@ import (
 // completes successfully exactly once.
 func TestConcurrentPosters(t *testing.T) {
 	const posters, each = 3, 300
-	a, b := newPair(t, core.QPConfig{MaxSend: 32, MaxRecv: 64}, 1<<16)
+	a, b := newPair(t, verbs.QPConfig{MaxSend: 32, MaxRecv: 64}, 1<<16)
 	rb := b.mr.Remote()
 	var wg sync.WaitGroup
 	for g := 0; g < posters; g++ {
@@ -22,9 +22,9 @@ func TestConcurrentPosters(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < each; i++ {
 				id := uint64(g*each + i)
-				wr := &core.SendRequest{ID: id, Op: core.OpSend, Flags: core.SendSignaled, SGEs: sge(a.mr, 0, 32)}
+				wr := &verbs.SendRequest{ID: id, Op: verbs.OpSend, Flags: verbs.SendSignaled, SGEs: sge(a.mr, 0, 32)}
 				if i%2 == 1 {
-					wr = &core.SendRequest{ID: id, Op: core.OpWrite, Flags: core.SendSignaled,
+					wr = &verbs.SendRequest{ID: id, Op: verbs.OpWrite, Flags: verbs.SendSignaled,
 						SGEs: sge(a.mr, 0, 32), RemoteKey: rb.Key, RemoteAddr: rb.At(uint64(g) * 64)}
 				}
 				for {
@@ -32,7 +32,7 @@ func TestConcurrentPosters(t *testing.T) {
 					if err == nil {
 						break
 					}
-					if !isErr(err, core.ErrQueueFull) {
+					if !isErr(err, verbs.ErrQueueFull) {
 						t.Errorf("post: %v", err)
 						return
 					}
@@ -45,11 +45,11 @@ func TestConcurrentPosters(t *testing.T) {
 	go func() {
 		for i := 0; i < sends; i++ {
 			for {
-				_, err := b.qp.PostRecv(&core.RecvRequest{ID: uint64(i), SGEs: sge(b.mr, 4096, 64)})
+				_, err := b.qp.PostRecv(&verbs.RecvRequest{ID: uint64(i), SGEs: sge(b.mr, 4096, 64)})
 				if err == nil {
 					break
 				}
-				if !isErr(err, core.ErrQueueFull) {
+				if !isErr(err, verbs.ErrQueueFull) {
 					t.Errorf("post recv: %v", err)
 					return
 				}
@@ -59,13 +59,13 @@ func TestConcurrentPosters(t *testing.T) {
 	}()
 	seen := make(map[uint64]bool)
 	for _, c := range waitCQ(t, a.cq, posters*each) {
-		if c.Status != core.StatusSuccess || seen[c.ID] {
+		if c.Status != verbs.StatusSuccess || seen[c.ID] {
 			t.Fatalf("completion %+v (seen %v)", c, seen[c.ID])
 		}
 		seen[c.ID] = true
 	}
 	for _, c := range waitCQ(t, b.cq, sends) {
-		if c.Status != core.StatusSuccess || c.ByteLen != 32 {
+		if c.Status != verbs.StatusSuccess || c.ByteLen != 32 {
 			t.Fatalf("receive %+v", c)
 		}
 	}
@@ -77,9 +77,9 @@ func TestConcurrentPosters(t *testing.T) {
 // ErrClosed at the end, and nothing crashes or hangs.
 func TestCloseUnderTraffic(t *testing.T) {
 	for round := 0; round < 5; round++ {
-		a, b := newSide(t, core.QPConfig{}, 1<<16), newSide(t, core.QPConfig{}, 1<<16)
+		a, b := newSide(t, verbs.QPConfig{}, 1<<16), newSide(t, verbs.QPConfig{}, 1<<16)
 		connect(t, a, b)
-		target, err := b.p.RegisterRegion(1<<16, core.AccessRemoteWrite|core.AccessRemoteRead)
+		target, err := b.p.RegisterRegion(1<<16, verbs.AccessRemoteWrite|verbs.AccessRemoteRead)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,22 +89,22 @@ func TestCloseUnderTraffic(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				out := make([]core.Completion, 16)
+				out := make([]verbs.Completion, 16)
 				for i := 0; ; i++ {
-					op := core.OpWrite
+					op := verbs.OpWrite
 					if i%3 == 0 {
-						op = core.OpRead
+						op = verbs.OpRead
 					}
-					wr := &core.SendRequest{ID: uint64(i), Op: op, Flags: core.SendSignaled,
+					wr := &verbs.SendRequest{ID: uint64(i), Op: op, Flags: verbs.SendSignaled,
 						SGEs: sge(a.mr, uint64(g)*8192, 8192), RemoteKey: rt.Key, RemoteAddr: rt.At(uint64(i%4) * 8192)}
 					if i%5 == 0 {
-						wr = &core.SendRequest{ID: uint64(i), Op: core.OpSend, SGEs: sge(a.mr, 0, 64)}
+						wr = &verbs.SendRequest{ID: uint64(i), Op: verbs.OpSend, SGEs: sge(a.mr, 0, 64)}
 					}
 					if _, err := a.qp.PostSend(wr); err != nil {
-						if !isErr(err, core.ErrClosed) && !isErr(err, core.ErrQueueFull) {
+						if !isErr(err, verbs.ErrClosed) && !isErr(err, verbs.ErrQueueFull) {
 							t.Errorf("post: %v", err)
 						}
-						if isErr(err, core.ErrClosed) {
+						if isErr(err, verbs.ErrClosed) {
 							return
 						}
 					}
@@ -116,10 +116,10 @@ func TestCloseUnderTraffic(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; ; i++ {
-				if _, err := b.qp.PostRecv(&core.RecvRequest{ID: uint64(i), SGEs: sge(b.mr, 0, 64)}); isErr(err, core.ErrClosed) {
+				if _, err := b.qp.PostRecv(&verbs.RecvRequest{ID: uint64(i), SGEs: sge(b.mr, 0, 64)}); isErr(err, verbs.ErrClosed) {
 					return
 				}
-				b.cq.Poll(make([]core.Completion, 16))
+				b.cq.Poll(make([]verbs.Completion, 16))
 			}
 		}()
 		if err := target.Close(); err != nil {

@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wait"
 )
 
 // The doorbells: a side sleeps on bellData for blocks to arrive and on
@@ -50,7 +50,7 @@ func (s *sleepers) waitQuietLocked() {
 	}
 }
 
-// bell is one waiter's core.Doorbell.
+// bell is one waiter's wait.Doorbell.
 type bell struct {
 	t    *Transport
 	id   int
@@ -59,11 +59,11 @@ type bell struct {
 
 // DataBell returns a new handle on the doorbell that rings when a block
 // arrives. A handle serves one waiter at a time.
-func (t *Transport) DataBell() core.Doorbell { return &bell{t: t, id: bellData} }
+func (t *Transport) DataBell() wait.Doorbell { return &bell{t: t, id: bellData} }
 
 // SpaceBell returns a new handle on the doorbell that rings when an
 // acknowledgement frees ring slots.
-func (t *Transport) SpaceBell() core.Doorbell { return &bell{t: t, id: bellSpace} }
+func (t *Transport) SpaceBell() wait.Doorbell { return &bell{t: t, id: bellSpace} }
 
 // Arm takes the queued completions and notes the bell's counter; the
 // peer needs no telling. It returns the error that ended the transport.

@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wait"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // Benchmarks across two processes on the shm provider, named like the
@@ -57,12 +58,12 @@ func init() {
 	}
 }
 
-func benchWaiter() *core.Waiter {
-	p, err := core.NewWaitPolicy(core.WaitModeAdaptive, core.DefaultPollParams())
+func benchWaiter() *wait.Waiter {
+	p, err := wait.NewWaitPolicy(wait.WaitModeAdaptive, wait.DefaultPollParams())
 	if err != nil {
 		panic(err)
 	}
-	return core.NewWaiter(p)
+	return wait.NewWaiter(p)
 }
 
 // benchPeer starts side B of a benchmark case and opens side A.
@@ -85,7 +86,7 @@ func benchPeer(b *testing.B, name string, cfg Config) (*peerEnv, *peerProc, *Tra
 func BenchmarkThroughput(b *testing.B) {
 	for _, size := range []int{256, 4 << 10, 64 << 10} {
 		b.Run(sizeName(size), func(b *testing.B) {
-			cfg := Config{Blocks: 64, BlockSize: roundUp(size+core.HeaderSize, 64)}
+			cfg := Config{Blocks: 64, BlockSize: roundUp(size+wire.HeaderSize, 64)}
 			e, _, tr := benchPeer(b, "bench-sink", cfg)
 			p := make([]byte, size)
 			pattern(p, 1, 0)

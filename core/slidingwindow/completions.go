@@ -3,7 +3,8 @@ package slidingwindow
 import (
 	"fmt"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // cqState is the receive completion queue's consumer: one goroutine at a
@@ -11,9 +12,9 @@ import (
 type cqState struct {
 	closed bool
 	gen    [numBells]uint64 // data arrivals, tail moves
-	buf    [32]core.Completion
-	repost core.RecvRequest
-	sge    [1]core.SGE
+	buf    [32]verbs.Completion
+	repost verbs.RecvRequest
+	sge    [1]verbs.SGE
 }
 
 // poll takes the queued completions: with wait it waits for the lock, else
@@ -48,7 +49,7 @@ func (t *Transport) drainLocked() {
 		}
 		if err != nil {
 			changed = true
-			t.failLocked(fmt.Errorf("slidingwindow: poll: %w (%w)", err, core.ErrPeerGone), false)
+			t.failLocked(fmt.Errorf("slidingwindow: poll: %w (%w)", err, wire.ErrPeerGone), false)
 		}
 		if n < len(c.buf) || err != nil {
 			break
@@ -63,24 +64,24 @@ func (t *Transport) drainLocked() {
 // receive should be posted again.
 //
 // +checklocks:t.mu
-func (t *Transport) completionLocked(c *core.Completion) bool {
+func (t *Transport) completionLocked(c *verbs.Completion) bool {
 	violation := func(format string, args ...any) bool {
-		t.failLocked(fmt.Errorf("slidingwindow: "+format+": %w", append(args, core.ErrProtocol)...), true)
+		t.failLocked(fmt.Errorf("slidingwindow: "+format+": %w", append(args, wire.ErrProtocol)...), true)
 		return false
 	}
 	switch {
-	case c.Status == core.StatusLocalLength:
+	case c.Status == verbs.StatusLocalLength:
 		return violation("the peer sent a message longer than %d bytes", msgSize)
-	case c.Status != core.StatusSuccess:
-		t.failLocked(fmt.Errorf("slidingwindow: receive: %v: %w", c.Status, core.ErrPeerGone), false)
+	case c.Status != verbs.StatusSuccess:
+		t.failLocked(fmt.Errorf("slidingwindow: receive: %v: %w", c.Status, wire.ErrPeerGone), false)
 		return false
 	case c.ID >= uint64(t.rings):
 		return violation("completion for unknown receive %d", c.ID)
 	case t.bad:
 		return false
-	case c.Op == core.OpRecvWithImm && c.HasImm:
+	case c.Op == verbs.OpRecvWithImm && c.HasImm:
 		return t.arrivalLocked(c)
-	case c.Op == core.OpRecv && !c.HasImm:
+	case c.Op == verbs.OpRecv && !c.HasImm:
 		return t.messageLocked(c)
 	}
 	return violation("unexpected %v completion (immediate %v)", c.Op, c.HasImm)
@@ -89,7 +90,7 @@ func (t *Transport) completionLocked(c *core.Completion) bool {
 // arrivalLocked checks and records a block's WRITE_WITH_IMM.
 //
 // +checklocks:t.mu
-func (t *Transport) arrivalLocked(c *core.Completion) bool {
+func (t *Transport) arrivalLocked(c *verbs.Completion) bool {
 	r := &t.rcv
 	seq, n, full := decodeImm(c.Imm)
 	var why string
@@ -98,14 +99,14 @@ func (t *Transport) arrivalLocked(c *core.Completion) bool {
 		why = fmt.Sprintf("announces block %d (mod %d)", seq, immSeqMask+1)
 	case n > t.maxPay:
 		why = fmt.Sprintf("announces %d bytes, over %d", n, t.maxPay)
-	case c.ByteLen != uint32(core.HeaderSize+n):
+	case c.ByteLen != uint32(wire.HeaderSize+n):
 		why = fmt.Sprintf("announces %d bytes but wrote %d", n, c.ByteLen)
 	case r.arrived-r.tail >= uint64(t.n):
 		why = fmt.Sprintf("lands in a slot not yet released (%d blocks unreleased)", r.arrived-r.tail)
 	}
 	if why != "" {
 		t.failLocked(fmt.Errorf("slidingwindow: write with immediate %#x for block %d %s: %w",
-			c.Imm, r.arrived, why, core.ErrProtocol), true)
+			c.Imm, r.arrived, why, wire.ErrProtocol), true)
 		return false
 	}
 	r.lens[r.arrived%uint64(t.n)] = uint32(n)
@@ -118,9 +119,9 @@ func (t *Transport) arrivalLocked(c *core.Completion) bool {
 // messageLocked applies an acknowledgement or the farewell.
 //
 // +checklocks:t.mu
-func (t *Transport) messageLocked(c *core.Completion) bool {
+func (t *Transport) messageLocked(c *verbs.Completion) bool {
 	if c.ByteLen != msgSize {
-		t.failLocked(fmt.Errorf("slidingwindow: message of %d bytes: %w", c.ByteLen, core.ErrProtocol), true)
+		t.failLocked(fmt.Errorf("slidingwindow: message of %d bytes: %w", c.ByteLen, wire.ErrProtocol), true)
 		return false
 	}
 	off := t.landOff(int(c.ID))
@@ -130,7 +131,7 @@ func (t *Transport) messageLocked(c *core.Completion) bool {
 		return false
 	}
 	if kind == msgClose {
-		t.failLocked(fmt.Errorf("slidingwindow: closed by the peer: %w", core.ErrPeerGone), false)
+		t.failLocked(fmt.Errorf("slidingwindow: closed by the peer: %w", wire.ErrPeerGone), false)
 		return false
 	}
 	tail, err := advance(t.tail.Load(), t.sent.Load(), value)
@@ -149,9 +150,9 @@ func (t *Transport) messageLocked(c *core.Completion) bool {
 // +checklocks:t.mu
 func (t *Transport) repostLocked(id uint64) {
 	c := &t.cq
-	c.sge[0] = core.SGE{Key: t.local.LocalKey(), Offset: uint64(t.landOff(int(id))), Length: msgSize}
-	c.repost = core.RecvRequest{ID: id, SGEs: c.sge[:]}
+	c.sge[0] = verbs.SGE{Key: t.local.LocalKey(), Offset: uint64(t.landOff(int(id))), Length: msgSize}
+	c.repost = verbs.RecvRequest{ID: id, SGEs: c.sge[:]}
 	if _, err := t.link.Bell.PostRecv(&c.repost); err != nil {
-		t.failLocked(fmt.Errorf("slidingwindow: post receive: %w (%w)", err, core.ErrPeerGone), false)
+		t.failLocked(fmt.Errorf("slidingwindow: post receive: %w (%w)", err, wire.ErrPeerGone), false)
 	}
 }

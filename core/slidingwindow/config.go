@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/setup"
+	"github.com/sdpshim/sdpshim/core/verbs"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // Name is the transport's name in the setup exchange.
@@ -14,8 +16,8 @@ const Name = "slidingwindow"
 // peer's. It has the fields of statusbyte.Config, so a caller picks the
 // transport by name with the same values.
 type Config struct {
-	Blocks    int    // blocks per direction, 1..core.MaxBlocks; 0 means 64
-	BlockSize int    // bytes per block, header included, core.HeaderSize+1..core.MaxBlockSize; 0 means 64 KiB
+	Blocks    int    // blocks per direction, 1..setup.MaxBlocks; 0 means 64
+	BlockSize int    // bytes per block, header included, wire.HeaderSize+1..setup.MaxBlockSize; 0 means 64 KiB
 	Flow      string // the flow controller's name, compared at setup
 	// Backstop bounds each doorbell sleep: Sleep returns nil after it and
 	// the waiter checks again. 0: none (the completion queue's
@@ -23,7 +25,7 @@ type Config struct {
 	Backstop time.Duration
 	// Setup overrides the queue pair limits (MaxSend, MaxInline; MaxRings
 	// is raised to what the ring needs); its other fields are ignored.
-	Setup core.SetupConfig
+	Setup setup.SetupConfig
 }
 
 // maxQueue is the largest doorbell queue the transport asks for (the shm
@@ -37,12 +39,12 @@ func (c *Config) normalize() error {
 	if c.BlockSize == 0 {
 		c.BlockSize = 64 << 10
 	}
-	if c.Blocks < 1 || c.Blocks > core.MaxBlocks || c.BlockSize <= core.HeaderSize || c.BlockSize > core.MaxBlockSize {
+	if c.Blocks < 1 || c.Blocks > setup.MaxBlocks || c.BlockSize <= wire.HeaderSize || c.BlockSize > setup.MaxBlockSize {
 		return fmt.Errorf("slidingwindow: %d blocks of %d bytes (want 1..%d blocks, %d..%d bytes): %w",
-			c.Blocks, c.BlockSize, core.MaxBlocks, core.HeaderSize+1, core.MaxBlockSize, core.ErrInvalid)
+			c.Blocks, c.BlockSize, setup.MaxBlocks, wire.HeaderSize+1, setup.MaxBlockSize, verbs.ErrInvalid)
 	}
 	if c.Backstop < 0 {
-		return fmt.Errorf("slidingwindow: backstop %v: %w", c.Backstop, core.ErrInvalid)
+		return fmt.Errorf("slidingwindow: backstop %v: %w", c.Backstop, verbs.ErrInvalid)
 	}
 	return nil
 }

@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wait"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 func init() {
@@ -62,7 +63,7 @@ func streamSide(e *peerEnv, tr *Transport, seed uint64) error {
 		rng := rand.New(rand.NewPCG(seed, 2))
 		hold := rng.IntN(tr.Blocks())
 		w := newWaiter()
-		var held []core.Block
+		var held []wire.Block
 		for i := 0; i < k; i++ {
 			b, err := receiveWait(w, tr, e.deadline)
 			if err != nil {
@@ -156,7 +157,7 @@ func TestHoldInOrderCrossProcess(t *testing.T) {
 		}
 		woke := make(chan error, 1)
 		go func() {
-			woke <- sendWait(core.NewWaiter(core.EventPolicy{}), tr, dataHeader(1, 3), []byte{3}, e.deadline)
+			woke <- sendWait(wait.NewWaiter(wait.EventPolicy{}), tr, dataHeader(1, 3), []byte{3}, e.deadline)
 		}()
 		if err := e.send(3); err != nil {
 			return err
@@ -189,7 +190,7 @@ func holdB(e *peerEnv) error {
 		return err
 	}
 	w := newWaiter()
-	var blks []core.Block
+	var blks []wire.Block
 	for i := 0; i < 3; i++ {
 		b, err := receiveWait(w, tr, e.deadline)
 		if err != nil || b.Seq != uint32(i) || b.Payload[0] != byte(i) {
@@ -226,7 +227,7 @@ func holdB(e *peerEnv) error {
 
 // The killed case: B streams to A and never reads; A fills its ring
 // towards B and sleeps for space while it receives; A then kills B. Both
-// of A's waits end with core.ErrPeerGone, and every block A received
+// of A's waits end with wire.ErrPeerGone, and every block A received
 // before is intact and in order.
 func TestPeerKilledCrossProcess(t *testing.T) {
 	runPeer(t, "killed", Config{Blocks: 8, BlockSize: 512}, 0, 0, func(e *peerEnv, proc *peerProc) error {
@@ -266,7 +267,7 @@ func TestPeerKilledCrossProcess(t *testing.T) {
 		for {
 			b, err := receiveWait(w, tr, e.deadline)
 			if err != nil {
-				if !errors.Is(err, core.ErrPeerGone) {
+				if !errors.Is(err, wire.ErrPeerGone) {
 					return fmt.Errorf("receive after the peer died: %v, want ErrPeerGone", err)
 				}
 				break
@@ -277,7 +278,7 @@ func TestPeerKilledCrossProcess(t *testing.T) {
 			got++
 			tr.Release(b)
 		}
-		if err := <-sendErr; !errors.Is(err, core.ErrPeerGone) {
+		if err := <-sendErr; !errors.Is(err, wire.ErrPeerGone) {
 			return fmt.Errorf("send after the peer died: %v, want ErrPeerGone", err)
 		}
 		return nil
@@ -303,7 +304,7 @@ func killedB(e *peerEnv) error {
 }
 
 // The close case: B sends blocks, A confirms them, B closes; A receives
-// the end (core.ErrPeerGone) and its sends fail.
+// the end (wire.ErrPeerGone) and its sends fail.
 func TestPeerCloseCrossProcess(t *testing.T) {
 	runPeer(t, "close", Config{Blocks: 4, BlockSize: 256}, 0, 0, func(e *peerEnv, _ *peerProc) error {
 		tr, err := e.open()
@@ -322,10 +323,10 @@ func TestPeerCloseCrossProcess(t *testing.T) {
 		if err := e.send(1); err != nil {
 			return err
 		}
-		if _, err := receiveWait(w, tr, e.deadline); !errors.Is(err, core.ErrPeerGone) {
+		if _, err := receiveWait(w, tr, e.deadline); !errors.Is(err, wire.ErrPeerGone) {
 			return fmt.Errorf("receive after the peer closed: %v, want ErrPeerGone", err)
 		}
-		if ok, err := tr.TrySend(dataHeader(1, 0), []byte("x")); ok || !errors.Is(err, core.ErrPeerGone) {
+		if ok, err := tr.TrySend(dataHeader(1, 0), []byte("x")); ok || !errors.Is(err, wire.ErrPeerGone) {
 			return fmt.Errorf("send after the peer closed: %v %v", ok, err)
 		}
 		return nil

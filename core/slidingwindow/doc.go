@@ -1,7 +1,7 @@
 // Package slidingwindow is the sliding-window block transport, the
 // baseline of the status-byte channel (docs/design.md, "Seed 000"): a
-// core.Transport written only against core.Provider, kept to measure what
-// the status-byte design removes. It is not a core.Retainer: the receiver
+// wire.Transport written only against verbs.Provider, kept to measure what
+// the status-byte design removes. It is not a wire.Retainer: the receiver
 // frees space only in order, so one held block stops everything after it
 // (head-of-line blocking).
 //
@@ -51,13 +51,13 @@
 // # Trust
 //
 // Immediates, completion lengths, acknowledgements and headers (through
-// core.DecodeHeader) are checked before use: a block number out of order,
+// wire.DecodeHeader) are checked before use: a block number out of order,
 // a length that disagrees with the header or the completion, a block
 // beyond the free space, an acknowledgement that does not advance the
 // tail or passes the head, an unknown message, each ends the transport
-// with an error wrapping core.ErrProtocol, after which Receive returns no
+// with an error wrapping wire.ErrProtocol, after which Receive returns no
 // more blocks. The peer's death or Close (flushed receives, the farewell)
-// ends it with core.ErrPeerGone once the blocks already arrived have been
+// ends it with wire.ErrPeerGone once the blocks already arrived have been
 // returned.
 //
 // # Ownership and limits
@@ -72,7 +72,7 @@
 // had not yet taken may be lost with it, as bytes in flight are with a
 // TCP reset.
 //
-// It is deliberately not a core.BlockCounter: with coalesced
+// It is deliberately not a wire.BlockCounter: with coalesced
 // acknowledgements the sender's per-stream counts lag, and a per-stream
 // cap on them could wait for an acknowledgement that is not due.
 package slidingwindow

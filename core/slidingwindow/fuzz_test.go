@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // FuzzTransport drives a sliding-window pair with operations decoded from
@@ -27,7 +27,7 @@ func FuzzTransport(f *testing.F) {
 		const n = 4
 		a, b := pair(t, Config{Blocks: n, BlockSize: 64})
 		var sent []int       // payload length per block
-		var got []core.Block // returned, by block number
+		var got []wire.Block // returned, by block number
 		released := map[int]bool{}
 		tail := 0 // blocks freed in order
 		advanceTail := func() {
@@ -114,7 +114,7 @@ func FuzzWire(f *testing.F) {
 		head := tail + span
 		kind, v, err := decodeMsg(p)
 		if err != nil {
-			if !errors.Is(err, core.ErrProtocol) {
+			if !errors.Is(err, wire.ErrProtocol) {
 				t.Fatalf("decode error %v does not wrap ErrProtocol", err)
 			}
 			return
@@ -124,7 +124,7 @@ func FuzzWire(f *testing.F) {
 		}
 		nt, err := advance(tail, head, v)
 		if err != nil {
-			if !errors.Is(err, core.ErrProtocol) || nt != tail {
+			if !errors.Is(err, wire.ErrProtocol) || nt != tail {
 				t.Fatalf("advance error %v, tail %d", err, nt)
 			}
 			return

@@ -8,8 +8,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
 	"github.com/sdpshim/sdpshim/core/shm"
+	"github.com/sdpshim/sdpshim/core/wait"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // testDeadline bounds every wait of a test, so a bug fails instead of
@@ -67,16 +68,16 @@ func pattern(p []byte, stream, seq uint32) {
 func sum(p []byte) uint32 { return crc32.ChecksumIEEE(p) }
 
 // intact reports whether b's payload is the pattern of its stream and seq.
-func intact(b core.Block) bool {
+func intact(b wire.Block) bool {
 	want := make([]byte, len(b.Payload))
 	pattern(want, b.Stream, b.Seq)
 	return sum(want) == sum(b.Payload)
 }
 
-func newWaiter() *core.Waiter { return core.NewWaiter(core.HybridPolicy{Spin: 64}) }
+func newWaiter() *wait.Waiter { return wait.NewWaiter(wait.HybridPolicy{Spin: 64}) }
 
 // sendWait sends one block, sleeping on SpaceBell while there is no room.
-func sendWait(w *core.Waiter, tr *Transport, h core.BlockHeader, p []byte, deadline time.Time) error {
+func sendWait(w *wait.Waiter, tr *Transport, h wire.BlockHeader, p []byte, deadline time.Time) error {
 	var err error
 	ready := func() bool {
 		var ok bool
@@ -90,8 +91,8 @@ func sendWait(w *core.Waiter, tr *Transport, h core.BlockHeader, p []byte, deadl
 }
 
 // receiveWait waits (DataBell) for one block or the transport's end.
-func receiveWait(w *core.Waiter, tr *Transport, deadline time.Time) (core.Block, error) {
-	var b core.Block
+func receiveWait(w *wait.Waiter, tr *Transport, deadline time.Time) (wire.Block, error) {
+	var b wire.Block
 	var err error
 	ready := func() bool {
 		var ok bool
@@ -109,14 +110,14 @@ func receiveWait(w *core.Waiter, tr *Transport, deadline time.Time) (core.Block,
 	return b, err
 }
 
-func mustSend(t testing.TB, tr *Transport, h core.BlockHeader, p []byte) {
+func mustSend(t testing.TB, tr *Transport, h wire.BlockHeader, p []byte) {
 	t.Helper()
 	if err := sendWait(newWaiter(), tr, h, p, time.Now().Add(testDeadline)); err != nil {
 		t.Fatalf("send %+v: %v", h, err)
 	}
 }
 
-func mustReceive(t testing.TB, tr *Transport) core.Block {
+func mustReceive(t testing.TB, tr *Transport) wire.Block {
 	t.Helper()
 	b, err := receiveWait(newWaiter(), tr, time.Now().Add(testDeadline))
 	if err != nil {
@@ -125,8 +126,8 @@ func mustReceive(t testing.TB, tr *Transport) core.Block {
 	return b
 }
 
-func dataHeader(stream, seq uint32) core.BlockHeader {
-	return core.BlockHeader{Stream: stream, Seq: seq, Flags: core.FlagData}
+func dataHeader(stream, seq uint32) wire.BlockHeader {
+	return wire.BlockHeader{Stream: stream, Seq: seq, Flags: wire.FlagData}
 }
 
 func deadline() time.Time { return time.Now().Add(testDeadline) }

@@ -9,8 +9,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
 	"github.com/sdpshim/sdpshim/core/shm"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // hostileCase is one misbehaviour of a raw peer against a victim
@@ -29,19 +29,19 @@ var hostileCases = []hostileCase{
 		return r.writeImm(0, encodeImm(5, 10, false), r.block(0, 10))
 	}},
 	{name: "imm-length-over-max", act: func(r *rawPeer) error {
-		return r.writeImm(0, encodeImm(0, 113, false), make([]byte, core.HeaderSize+113))
+		return r.writeImm(0, encodeImm(0, 113, false), make([]byte, wire.HeaderSize+113))
 	}},
 	{name: "imm-length-not-written", act: func(r *rawPeer) error {
 		return r.writeImm(0, encodeImm(0, 10, false), r.block(0, 20))
 	}},
 	{name: "header-length-not-imm", act: func(r *rawPeer) error {
 		b := r.block(0, 10)
-		core.BlockHeader{Stream: 1, Len: 9, Flags: core.FlagData}.Encode(b)
+		wire.BlockHeader{Stream: 1, Len: 9, Flags: wire.FlagData}.Encode(b)
 		return r.writeImm(0, encodeImm(0, 10, false), b)
 	}},
 	{name: "garbage-header", act: func(r *rawPeer) error {
 		b := r.block(0, 10)
-		pattern(b[:core.HeaderSize], 9, 9)
+		pattern(b[:wire.HeaderSize], 9, 9)
 		return r.writeImm(0, encodeImm(0, 10, false), b)
 	}},
 	{name: "overrun-unreleased-slot", act: func(r *rawPeer) error {
@@ -125,10 +125,10 @@ func victimSide(tr *Transport, c hostileCase, deadline time.Time) error {
 	for err == nil {
 		_, err = receiveWait(w, tr, deadline) // blocks before the violation are taken and held
 	}
-	if !errors.Is(err, core.ErrProtocol) {
+	if !errors.Is(err, wire.ErrProtocol) {
 		return fmt.Errorf("transport ended with %v, want ErrProtocol", err)
 	}
-	if _, ok, err2 := tr.Receive(); ok || !errors.Is(err2, core.ErrProtocol) {
+	if _, ok, err2 := tr.Receive(); ok || !errors.Is(err2, wire.ErrProtocol) {
 		return fmt.Errorf("Receive after the violation: %v %v", ok, err2)
 	}
 	if ok, err2 := tr.TrySend(dataHeader(1, 9), []byte("x")); ok || err2 == nil {

@@ -20,7 +20,7 @@ import (
 // Cross-process tests run side B in a second process: the test binary
 // itself, re-executed with envPeer naming the case ("name blocks size
 // seed deadline-unix-ns count") and one end of a unix socketpair as fd 3. Both
-// sides set up over that socket (Open or core.Establish) and afterwards
+// sides set up over that socket (Open or setup.Establish) and afterwards
 // step through the case with 8-byte control words on it. Side B reports a
 // failure on stderr and through its exit status; it exits on its own past
 // the deadline, and the test kills it at cleanup, so none survives a run.

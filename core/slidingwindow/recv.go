@@ -4,7 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // receiver is the receiving side's state. Blocks k in [tail, delivered)
@@ -27,37 +28,37 @@ func (r *receiver) init(n int) {
 // Receive returns the oldest arrived block not yet returned, or ok=false
 // when none has arrived. Once the peer closed (or died) and every arrived
 // block was returned it reports the end, an error wrapping
-// core.ErrPeerGone; a protocol violation is reported at once.
-func (t *Transport) Receive() (core.Block, bool, error) {
+// wire.ErrPeerGone; a protocol violation is reported at once.
+func (t *Transport) Receive() (wire.Block, bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.drainLocked()
 	r := &t.rcv
 	if t.bad || t.cq.closed || r.delivered == r.arrived { // closed: the ring is unmapped
-		return core.Block{}, false, t.err
+		return wire.Block{}, false, t.err
 	}
 	slot := int(r.delivered % uint64(t.n))
 	blk := t.ringM[slot*t.size : (slot+1)*t.size]
-	h, err := core.DecodeHeader(blk, t.maxPay)
+	h, err := wire.DecodeHeader(blk, t.maxPay)
 	if err == nil && h.Len != r.lens[slot] {
-		err = fmt.Errorf("header length %d, immediate %d: %w", h.Len, r.lens[slot], core.ErrProtocol)
+		err = fmt.Errorf("header length %d, immediate %d: %w", h.Len, r.lens[slot], wire.ErrProtocol)
 	}
 	if err != nil {
 		t.failLocked(fmt.Errorf("slidingwindow: block %d: %w", r.delivered, err), true)
-		return core.Block{}, false, t.err
+		return wire.Block{}, false, t.err
 	}
 	r.delivered++
 	t.stats.received.Add(1)
 	t.maybeAckLocked()
-	end := core.HeaderSize + int(h.Len)
-	return core.Block{BlockHeader: h, Payload: blk[core.HeaderSize:end:end], Index: slot}, true, nil
+	end := wire.HeaderSize + int(h.Len)
+	return wire.Block{BlockHeader: h, Payload: blk[wire.HeaderSize:end:end], Index: slot}, true, nil
 }
 
 // Release frees a block Receive returned. The ring's space comes back only
 // in order: a block released before an older one is held until the older
 // one is released too. Releasing a block twice, or one not returned, is
 // ignored.
-func (t *Transport) Release(b core.Block) {
+func (t *Transport) Release(b wire.Block) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := &t.rcv
@@ -108,13 +109,13 @@ func (t *Transport) maybeAckLocked() {
 func (t *Transport) sendMsgLocked(kind byte, value uint32) bool {
 	off := t.scratchOff()
 	encodeMsg(t.local.Bytes()[off:], kind, value)
-	t.rr[0] = core.SGE{Key: t.local.LocalKey(), Offset: uint64(off), Length: msgSize}
-	t.msgWR = core.SendRequest{Op: core.OpSend, Flags: core.SendInline, SGEs: t.rr[:]}
+	t.rr[0] = verbs.SGE{Key: t.local.LocalKey(), Offset: uint64(off), Length: msgSize}
+	t.msgWR = verbs.SendRequest{Op: verbs.OpSend, Flags: verbs.SendInline, SGEs: t.rr[:]}
 	err := t.link.PostBell(&t.msgWR)
 	switch {
 	case err == nil:
 		return true
-	case errors.Is(err, core.ErrQueueFull):
+	case errors.Is(err, verbs.ErrQueueFull):
 		return false
 	}
 	t.failLocked(fmt.Errorf("slidingwindow: send message: %w", err), false)

@@ -4,28 +4,29 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // sender is the sending side's state.
 type sender struct {
 	head uint64 // blocks written
-	wr   core.SendRequest
-	sge  [1]core.SGE
+	wr   verbs.SendRequest
+	sge  [1]verbs.SGE
 }
 
 // TrySend writes one block if the ring has a free slot as of the last
 // acknowledgement (taking the acknowledgements queued first, and once
 // more when the ring looks full). Payloads over MaxPayload and headers
-// that fail core.BlockHeader.Validate are the caller's error
-// (core.ErrInvalid).
-func (t *Transport) TrySend(hdr core.BlockHeader, payload []byte) (bool, error) {
+// that fail wire.BlockHeader.Validate are the caller's error
+// (verbs.ErrInvalid).
+func (t *Transport) TrySend(hdr wire.BlockHeader, payload []byte) (bool, error) {
 	if len(payload) > t.maxPay {
-		return false, fmt.Errorf("slidingwindow: payload of %d bytes over %d: %w", len(payload), t.maxPay, core.ErrInvalid)
+		return false, fmt.Errorf("slidingwindow: payload of %d bytes over %d: %w", len(payload), t.maxPay, verbs.ErrInvalid)
 	}
 	hdr.Len = uint32(len(payload))
 	if err := hdr.Validate(t.maxPay); err != nil {
-		return false, fmt.Errorf("slidingwindow: send: %v: %w", err, core.ErrInvalid)
+		return false, fmt.Errorf("slidingwindow: send: %v: %w", err, verbs.ErrInvalid)
 	}
 	t.smu.Lock()
 	defer t.smu.Unlock()
@@ -51,20 +52,20 @@ func (t *Transport) TrySend(hdr core.BlockHeader, payload []byte) (bool, error) 
 // writeLocked stages block head and posts its WRITE_WITH_IMM.
 //
 // +checklocks:t.smu
-func (t *Transport) writeLocked(hdr core.BlockHeader, payload []byte, full bool) (bool, error) {
+func (t *Transport) writeLocked(hdr wire.BlockHeader, payload []byte, full bool) (bool, error) {
 	s := &t.snd
 	slot := int(s.head % uint64(t.n))
 	off := t.stageOff(slot)
 	st := t.local.Bytes()[off : off+t.size]
 	hdr.Encode(st)
-	m := core.HeaderSize + copy(st[core.HeaderSize:], payload)
-	s.sge[0] = core.SGE{Key: t.local.LocalKey(), Offset: uint64(off), Length: uint32(m)}
-	s.wr = core.SendRequest{Op: core.OpWriteWithImm, SGEs: s.sge[:], Imm: encodeImm(s.head, len(payload), full),
+	m := wire.HeaderSize + copy(st[wire.HeaderSize:], payload)
+	s.sge[0] = verbs.SGE{Key: t.local.LocalKey(), Offset: uint64(off), Length: uint32(m)}
+	s.wr = verbs.SendRequest{Op: verbs.OpWriteWithImm, SGEs: s.sge[:], Imm: encodeImm(s.head, len(payload), full),
 		RemoteAddr: t.peer.At(uint64(slot * t.size)), RemoteKey: t.peer.Key}
 	t.sent.Store(s.head + 1)
 	if err := t.link.PostBell(&s.wr); err != nil {
 		t.sent.Store(s.head)
-		if errors.Is(err, core.ErrQueueFull) { // the peer is slow to take acknowledgements
+		if errors.Is(err, verbs.ErrQueueFull) { // the peer is slow to take acknowledgements
 			t.stats.full.Add(1)
 			return false, nil
 		}

@@ -8,15 +8,18 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/fdhook"
+	"github.com/sdpshim/sdpshim/core/setup"
+	"github.com/sdpshim/sdpshim/core/verbs"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
-// Not a core.BlockCounter on purpose: acknowledgements are coalesced,
+// Not a wire.BlockCounter on purpose: acknowledgements are coalesced,
 // so the sender's count of a stream's held blocks lags, and a per-stream
 // cap on top of it could wait for an acknowledgement the policy never
 // sends (the sender is not full, so it never asks for one). Not a
-// core.Retainer either: see the package documentation.
-var _ core.Transport = (*Transport)(nil)
+// wire.Retainer either: see the package documentation.
+var _ wire.Transport = (*Transport)(nil)
 
 // Transport is one side of a sliding-window channel. Safe for concurrent
 // use. Lock order: smu before mu.
@@ -25,10 +28,10 @@ type Transport struct {
 	ackEvery        int
 	rings           int // receives kept posted (IDs 0..rings-1), the doorbell queues' depth
 	backstop        time.Duration
-	link            *core.Link
-	ring            core.Region // the blocks the peer writes into
-	local           core.Region // receive landing slots, message scratch, staging copies
-	peer            core.RemoteRegion
+	link            *setup.Link
+	ring            verbs.Region // the blocks the peer writes into
+	local           verbs.Region // receive landing slots, message scratch, staging copies
+	peer            verbs.RemoteRegion
 	ringM           []byte
 	kickFD          int // wakes the leading sleeper at Close
 
@@ -36,13 +39,13 @@ type Transport struct {
 	snd sender // +checklocks:smu
 
 	mu    sync.Mutex
-	rcv   receiver         // +checklocks:mu
-	cq    cqState          // +checklocks:mu
-	slp   sleepers         // +checklocks:mu
-	err   error            // what ended the transport; +checklocks:mu
-	bad   bool             // err is a protocol violation: deliver nothing more; +checklocks:mu
-	rr    [1]core.SGE      // +checklocks:mu
-	msgWR core.SendRequest // +checklocks:mu
+	rcv   receiver          // +checklocks:mu
+	cq    cqState           // +checklocks:mu
+	slp   sleepers          // +checklocks:mu
+	err   error             // what ended the transport; +checklocks:mu
+	bad   bool              // err is a protocol violation: deliver nothing more; +checklocks:mu
+	rr    [1]verbs.SGE      // +checklocks:mu
+	msgWR verbs.SendRequest // +checklocks:mu
 
 	// sent is the sender's head, published before each write is posted so
 	// an acknowledgement is never checked against a stale head; tail is
@@ -68,15 +71,15 @@ func (t *Transport) stageOff(slot int) int {
 func roundUp(n, a int) int { return (n + a - 1) / a * a }
 
 // Open sets up a sliding-window channel with the peer at the other end of
-// the connected unix stream socket fd (see core.Establish), which stays
+// the connected unix stream socket fd (see setup.Establish), which stays
 // the caller's. Both sides call Open; it returns when both are connected,
-// or an error (core.ErrMismatch when the configs disagree) by deadline.
-func Open(p core.Provider, fd int, cfg Config, deadline time.Time) (t *Transport, err error) {
+// or an error (setup.ErrMismatch when the configs disagree) by deadline.
+func Open(p verbs.Provider, fd int, cfg Config, deadline time.Time) (t *Transport, err error) {
 	if err := cfg.normalize(); err != nil {
 		return nil, err
 	}
 	n, size := cfg.Blocks, cfg.BlockSize
-	t = &Transport{n: n, size: size, maxPay: size - core.HeaderSize, ackEvery: max(1, n/4),
+	t = &Transport{n: n, size: size, maxPay: size - wire.HeaderSize, ackEvery: max(1, n/4),
 		backstop: cfg.Backstop, kickFD: -1}
 	t.rings = queueDepth(n)
 	defer func() {
@@ -88,18 +91,18 @@ func Open(p core.Provider, fd int, cfg Config, deadline time.Time) (t *Transport
 	if t.kickFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 		return t, fmt.Errorf("slidingwindow: eventfd: %w", err)
 	}
-	core.NoteFDs(t.kickFD)
-	if t.ring, err = p.RegisterRegion(n*size, core.AccessLocalWrite|core.AccessRemoteWrite); err != nil {
+	fdhook.NoteFDs(t.kickFD)
+	if t.ring, err = p.RegisterRegion(n*size, verbs.AccessLocalWrite|verbs.AccessRemoteWrite); err != nil {
 		return t, fmt.Errorf("slidingwindow: ring region: %w", err)
 	}
-	if t.local, err = p.RegisterRegion(t.stageOff(n), core.AccessLocalWrite); err != nil {
+	if t.local, err = p.RegisterRegion(t.stageOff(n), verbs.AccessLocalWrite); err != nil {
 		return t, fmt.Errorf("slidingwindow: local region: %w", err)
 	}
-	setup := cfg.Setup
-	setup.Transport, setup.Flow, setup.Blocks, setup.BlockSize = Name, cfg.Flow, n, size
-	setup.MaxRings = max(setup.MaxRings, t.rings)
+	scfg := cfg.Setup
+	scfg.Transport, scfg.Flow, scfg.Blocks, scfg.BlockSize = Name, cfg.Flow, n, size
+	scfg.MaxRings = max(scfg.MaxRings, t.rings)
 	var peerBlob []byte
-	t.link, peerBlob, err = core.Establish(fd, p, setup, encodeBlob(t.ring.Remote(), n, size), deadline)
+	t.link, peerBlob, err = setup.Establish(fd, p, scfg, encodeBlob(t.ring.Remote(), n, size), deadline)
 	if err != nil {
 		return t, err
 	}
@@ -119,11 +122,11 @@ func Open(p core.Provider, fd int, cfg Config, deadline time.Time) (t *Transport
 // landing slot each (the peer's writes wait, receiver not ready, until
 // they are posted).
 func (t *Transport) postReceives() error {
-	reqs := make([]core.RecvRequest, t.rings)
-	sges := make([]core.SGE, t.rings)
+	reqs := make([]verbs.RecvRequest, t.rings)
+	sges := make([]verbs.SGE, t.rings)
 	for i := range reqs {
-		sges[i] = core.SGE{Key: t.local.LocalKey(), Offset: uint64(t.landOff(i)), Length: msgSize}
-		reqs[i] = core.RecvRequest{ID: uint64(i), SGEs: sges[i : i+1 : i+1]}
+		sges[i] = verbs.SGE{Key: t.local.LocalKey(), Offset: uint64(t.landOff(i)), Length: msgSize}
+		reqs[i] = verbs.RecvRequest{ID: uint64(i), SGEs: sges[i : i+1 : i+1]}
 		if i+1 < len(reqs) {
 			reqs[i].Next = &reqs[i+1]
 		}
@@ -140,15 +143,15 @@ func (t *Transport) MaxPayload() int { return t.maxPay }
 // Blocks returns the number of blocks per direction.
 func (t *Transport) Blocks() int { return t.n }
 
-// Initiator reports the side's role from setup (core.Link.Initiator).
+// Initiator reports the side's role from setup (setup.Link.Initiator).
 func (t *Transport) Initiator() bool { return t.link.Initiator }
 
 // Link returns the transport's link (for state queries and tests).
-func (t *Transport) Link() *core.Link { return t.link }
+func (t *Transport) Link() *setup.Link { return t.link }
 
-// Close tells the peer (its waits end with core.ErrPeerGone, its Receive
+// Close tells the peer (its waits end with wire.ErrPeerGone, its Receive
 // reports the end after the blocks already arrived), ends this side's
-// waits with core.ErrClosed and releases the link and regions. Payloads of
+// waits with verbs.ErrClosed and releases the link and regions. Payloads of
 // unreleased blocks become invalid. Safe to call more than once.
 func (t *Transport) Close() error {
 	t.closeOnce.Do(func() {
@@ -156,7 +159,7 @@ func (t *Transport) Close() error {
 		if t.err == nil {
 			t.sendMsgLocked(msgClose, 0)
 		}
-		t.failLocked(fmt.Errorf("slidingwindow: %w", core.ErrClosed), false)
+		t.failLocked(fmt.Errorf("slidingwindow: %w", verbs.ErrClosed), false)
 		t.slp.closing = true
 		unix.Write(t.kickFD, []byte{1, 0, 0, 0, 0, 0, 0, 0})
 		t.slp.waitQuietLocked()
@@ -178,13 +181,13 @@ func (t *Transport) release() {
 	if t.link != nil {
 		t.link.Close()
 	}
-	for _, r := range []core.Region{t.ring, t.local} {
+	for _, r := range []verbs.Region{t.ring, t.local} {
 		if r != nil {
 			r.Close()
 		}
 	}
 	if t.kickFD >= 0 {
-		core.CloseFD(t.kickFD)
+		fdhook.CloseFD(t.kickFD)
 		t.kickFD = -1
 	}
 }

@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 func TestSendReceiveRelease(t *testing.T) {
@@ -16,7 +17,7 @@ func TestSendReceiveRelease(t *testing.T) {
 	if a.Initiator() == b.Initiator() {
 		t.Fatal("both sides have the same role")
 	}
-	if a.MaxPayload() != 256-core.HeaderSize || a.Blocks() != 4 {
+	if a.MaxPayload() != 256-wire.HeaderSize || a.Blocks() != 4 {
 		t.Fatalf("MaxPayload %d, Blocks %d", a.MaxPayload(), a.Blocks())
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -53,7 +54,7 @@ func TestFullRingInOrderRelease(t *testing.T) {
 	if ok, err := a.TrySend(dataHeader(1, 3), []byte("x")); ok || err != nil {
 		t.Fatalf("send into a full ring: %v %v", ok, err)
 	}
-	blks := []core.Block{mustReceive(t, b), mustReceive(t, b), mustReceive(t, b)}
+	blks := []wire.Block{mustReceive(t, b), mustReceive(t, b), mustReceive(t, b)}
 	if _, ok, _ := b.Receive(); ok {
 		t.Fatal("a fourth block arrived")
 	}
@@ -86,15 +87,15 @@ func TestFullRingInOrderRelease(t *testing.T) {
 func TestSendRejectsBadBlocks(t *testing.T) {
 	a, _ := pair(t, Config{Blocks: 2, BlockSize: 64})
 	for _, c := range []struct {
-		h core.BlockHeader
+		h wire.BlockHeader
 		p []byte
 	}{
 		{dataHeader(1, 0), make([]byte, 49)},
 		{dataHeader(0, 0), []byte("x")},
 		{dataHeader(1, 0), nil},
-		{core.BlockHeader{Stream: 1, Flags: core.FlagReset}, []byte("x")},
+		{wire.BlockHeader{Stream: 1, Flags: wire.FlagReset}, []byte("x")},
 	} {
-		if ok, err := a.TrySend(c.h, c.p); ok || !errors.Is(err, core.ErrInvalid) {
+		if ok, err := a.TrySend(c.h, c.p); ok || !errors.Is(err, verbs.ErrInvalid) {
 			t.Errorf("TrySend(%+v, %d bytes) = %v, %v; want ErrInvalid", c.h, len(c.p), ok, err)
 		}
 	}
@@ -105,28 +106,28 @@ func TestCloseEndsPeer(t *testing.T) {
 	mustSend(t, a, dataHeader(2, 0), []byte("last words"))
 	first := mustReceive(t, b) // arrived before the Close
 	a.Close()
-	if _, err := receiveWait(newWaiter(), b, deadline()); !errors.Is(err, core.ErrPeerGone) {
+	if _, err := receiveWait(newWaiter(), b, deadline()); !errors.Is(err, wire.ErrPeerGone) {
 		t.Fatalf("receive after the peer closed: %v, want ErrPeerGone", err)
 	}
-	if ok, err := b.TrySend(dataHeader(2, 0), []byte("x")); ok || !errors.Is(err, core.ErrPeerGone) {
+	if ok, err := b.TrySend(dataHeader(2, 0), []byte("x")); ok || !errors.Is(err, wire.ErrPeerGone) {
 		t.Fatalf("send after the peer closed: %v %v", ok, err)
 	}
 	if string(first.Payload) != "last words" {
 		t.Fatalf("payload %q", first.Payload)
 	}
-	if _, _, err := a.Receive(); !errors.Is(err, core.ErrClosed) {
+	if _, _, err := a.Receive(); !errors.Is(err, verbs.ErrClosed) {
 		t.Fatalf("receive after Close: %v, want ErrClosed", err)
 	}
-	if err := a.SpaceBell().Arm(); !errors.Is(err, core.ErrClosed) {
+	if err := a.SpaceBell().Arm(); !errors.Is(err, verbs.ErrClosed) {
 		t.Fatalf("Arm after Close: %v", err)
 	}
 }
 
 func TestConfigMismatch(t *testing.T) {
-	if _, err := Open(nil, -1, Config{Blocks: -1}, deadline()); !errors.Is(err, core.ErrInvalid) {
+	if _, err := Open(nil, -1, Config{Blocks: -1}, deadline()); !errors.Is(err, verbs.ErrInvalid) {
 		t.Fatalf("Open with -1 blocks: %v", err)
 	}
-	if _, err := Open(nil, -1, Config{BlockSize: core.HeaderSize}, deadline()); !errors.Is(err, core.ErrInvalid) {
+	if _, err := Open(nil, -1, Config{BlockSize: wire.HeaderSize}, deadline()); !errors.Is(err, verbs.ErrInvalid) {
 		t.Fatalf("Open with a header-sized block: %v", err)
 	}
 }
@@ -147,13 +148,13 @@ func TestCloseWithBlocksWaiting(t *testing.T) {
 	blk := mustReceive(t, b)
 	b.Close()
 	b.Release(blk)
-	if _, ok, err := b.Receive(); ok || !errors.Is(err, core.ErrClosed) {
+	if _, ok, err := b.Receive(); ok || !errors.Is(err, verbs.ErrClosed) {
 		t.Fatalf("receive after Close: %v %v", ok, err)
 	}
-	if ok, err := b.TrySend(dataHeader(1, 0), []byte("x")); ok || !errors.Is(err, core.ErrClosed) {
+	if ok, err := b.TrySend(dataHeader(1, 0), []byte("x")); ok || !errors.Is(err, verbs.ErrClosed) {
 		t.Fatalf("send after Close: %v %v", ok, err)
 	}
-	if err := b.DataBell().Sleep(deadline()); !errors.Is(err, core.ErrClosed) {
+	if err := b.DataBell().Sleep(deadline()); !errors.Is(err, verbs.ErrClosed) {
 		t.Fatalf("sleep after Close: %v", err)
 	}
 }

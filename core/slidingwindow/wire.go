@@ -4,7 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // Immediate of a data WRITE_WITH_IMM (see the package documentation).
@@ -48,32 +49,32 @@ func encodeMsg(b []byte, kind byte, value uint32) {
 }
 
 // decodeMsg reads a message from memory the peer wrote, once, and checks
-// its form (not its value). Errors wrap core.ErrProtocol.
+// its form (not its value). Errors wrap wire.ErrProtocol.
 func decodeMsg(p []byte) (kind byte, value uint32, err error) {
 	var w [msgSize]byte
 	if copy(w[:], p) != msgSize {
-		return 0, 0, fmt.Errorf("slidingwindow: message of %d bytes: %w", len(p), core.ErrProtocol)
+		return 0, 0, fmt.Errorf("slidingwindow: message of %d bytes: %w", len(p), wire.ErrProtocol)
 	}
 	kind, value = w[0], binary.LittleEndian.Uint32(w[4:])
 	switch {
 	case w[1]|w[2]|w[3] != 0:
-		return 0, 0, fmt.Errorf("slidingwindow: message with reserved bytes set: %w", core.ErrProtocol)
+		return 0, 0, fmt.Errorf("slidingwindow: message with reserved bytes set: %w", wire.ErrProtocol)
 	case kind == msgClose && value != 0:
-		return 0, 0, fmt.Errorf("slidingwindow: farewell with value %d: %w", value, core.ErrProtocol)
+		return 0, 0, fmt.Errorf("slidingwindow: farewell with value %d: %w", value, wire.ErrProtocol)
 	case kind != msgAck && kind != msgClose:
-		return 0, 0, fmt.Errorf("slidingwindow: message kind %d: %w", kind, core.ErrProtocol)
+		return 0, 0, fmt.Errorf("slidingwindow: message kind %d: %w", kind, wire.ErrProtocol)
 	}
 	return kind, value, nil
 }
 
 // advance returns the new tail an acknowledgement of value carries for a
 // sender whose tail is tail and head head: the tail must move forward and
-// not past the head. Errors wrap core.ErrProtocol.
+// not past the head. Errors wrap wire.ErrProtocol.
 func advance(tail, head uint64, value uint32) (uint64, error) {
 	d := uint64(value - uint32(tail))
 	if d == 0 || d > head-tail {
 		return tail, fmt.Errorf("slidingwindow: acknowledgement of tail %d (mod 2^32) with tail %d, head %d: %w",
-			value, tail, head, core.ErrProtocol)
+			value, tail, head, wire.ErrProtocol)
 	}
 	return tail + d, nil
 }
@@ -91,7 +92,7 @@ const (
 	blobSize  = 32
 )
 
-func encodeBlob(r core.RemoteRegion, blocks, size int) []byte {
+func encodeBlob(r verbs.RemoteRegion, blocks, size int) []byte {
 	b := make([]byte, blobSize)
 	copy(b, blobMagic)
 	binary.LittleEndian.PutUint32(b[4:], r.Key)
@@ -103,19 +104,19 @@ func encodeBlob(r core.RemoteRegion, blocks, size int) []byte {
 }
 
 // decodeBlob checks the peer's blob against the agreed ring.
-func decodeBlob(b []byte, blocks, size int) (core.RemoteRegion, error) {
+func decodeBlob(b []byte, blocks, size int) (verbs.RemoteRegion, error) {
 	if len(b) != blobSize || string(b[:4]) != blobMagic {
-		return core.RemoteRegion{}, fmt.Errorf("slidingwindow: peer's ring description malformed: %w", core.ErrProtocol)
+		return verbs.RemoteRegion{}, fmt.Errorf("slidingwindow: peer's ring description malformed: %w", wire.ErrProtocol)
 	}
-	r := core.RemoteRegion{
+	r := verbs.RemoteRegion{
 		Key:  binary.LittleEndian.Uint32(b[4:]),
 		Addr: binary.LittleEndian.Uint64(b[8:]),
 		Len:  binary.LittleEndian.Uint64(b[16:]),
 	}
 	n, s := binary.LittleEndian.Uint32(b[24:]), binary.LittleEndian.Uint32(b[28:])
 	if int(n) != blocks || int(s) != size || r.Len < uint64(blocks)*uint64(size) {
-		return core.RemoteRegion{}, fmt.Errorf("slidingwindow: peer's ring (%d blocks of %d, %d bytes) does not fit the agreed one: %w",
-			n, s, r.Len, core.ErrProtocol)
+		return verbs.RemoteRegion{}, fmt.Errorf("slidingwindow: peer's ring (%d blocks of %d, %d bytes) does not fit the agreed one: %w",
+			n, s, r.Len, wire.ErrProtocol)
 	}
 	return r, nil
 }

@@ -1,6 +1,6 @@
 // Package statusbyte is the status-byte block transport (docs/design.md,
-// "Seed 000"), a core.Transport and core.Retainer written only against
-// core.Provider.
+// "Seed 000"), a wire.Transport and wire.Retainer written only against
+// verbs.Provider.
 //
 // Per direction the receiver owns N blocks of S bytes and N status bytes
 // (0 empty, 1 data, 2 retained) in a region its peer may write and read.
@@ -13,12 +13,12 @@
 // (eight at a time, from where the last scan stopped), releases a block by
 // storing 0 and retains one by storing 2. It never sends anything to
 // announce space: the sender learns from its READ, and a sleeping sender
-// from the doorbell (core.Bells) that a release rings when armed.
+// from the doorbell (doorbell.Bells) that a release rings when armed.
 //
 // Everything read from shared memory is validated: a status value other
 // than the protocol allows, a header that does not decode, a status array
 // that contradicts what the sender wrote, each ends the transport with an
-// error wrapping core.ErrProtocol.
+// error wrapping wire.ErrProtocol.
 //
 // Ownership: Open takes the provider for the life of the Transport (it
 // does not close it); Close releases the link and both regions. Payloads

@@ -3,7 +3,7 @@ package statusbyte
 import (
 	"testing"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // TestFreeCount: Free follows the sender's view: down one per block
@@ -16,12 +16,12 @@ func TestFreeCount(t *testing.T) {
 	}
 	p := []byte("x")
 	for i := 0; i < 4; i++ {
-		mustSend(t, a, core.BlockHeader{Stream: 1, Seq: uint32(i), Flags: core.FlagData}, p)
+		mustSend(t, a, wire.BlockHeader{Stream: 1, Seq: uint32(i), Flags: wire.FlagData}, p)
 		if got := a.Free(); got != 3-i {
 			t.Fatalf("after %d sends Free() = %d", i+1, got)
 		}
 	}
-	blks := []core.Block{mustReceive(t, b), mustReceive(t, b), mustReceive(t, b)}
+	blks := []wire.Block{mustReceive(t, b), mustReceive(t, b), mustReceive(t, b)}
 	b.Release(blks[0])
 	b.Retain(blks[1])
 	if a.Free() != 0 {

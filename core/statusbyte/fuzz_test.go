@@ -3,7 +3,7 @@ package statusbyte
 import (
 	"testing"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // modelBlock is a block in the model: sent, and maybe received and
@@ -13,7 +13,7 @@ type modelBlock struct {
 	n           int
 	received    bool
 	retained    bool
-	blk         core.Block
+	blk         wire.Block
 }
 
 // FuzzChannel drives a status-byte channel with operations decoded from
@@ -47,7 +47,7 @@ func runOps(t *testing.T, ops []byte) {
 				stream := uint32(arg%3) + 1
 				n := 1 + int(arg)%a.MaxPayload()
 				pattern(buf[:n], stream, seq)
-				ok, err := a.TrySend(core.BlockHeader{Stream: stream, Seq: seq, Flags: core.FlagData}, buf[:n])
+				ok, err := a.TrySend(wire.BlockHeader{Stream: stream, Seq: seq, Flags: wire.FlagData}, buf[:n])
 				if err != nil {
 					t.Fatalf("op %d send: %v", k/2, err)
 				}

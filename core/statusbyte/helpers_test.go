@@ -8,8 +8,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
 	"github.com/sdpshim/sdpshim/core/shm"
+	"github.com/sdpshim/sdpshim/core/wait"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // testDeadline bounds every wait of a test, so a bug fails instead of
@@ -67,9 +68,9 @@ func pattern(p []byte, stream, seq uint32) {
 func sum(p []byte) uint32 { return crc32.ChecksumIEEE(p) }
 
 // mustSend sends one block, waiting (SpaceBell) while there is no room.
-func mustSend(t testing.TB, tr *Transport, h core.BlockHeader, p []byte) {
+func mustSend(t testing.TB, tr *Transport, h wire.BlockHeader, p []byte) {
 	t.Helper()
-	w := core.NewWaiter(core.HybridPolicy{Spin: 64})
+	w := wait.NewWaiter(wait.HybridPolicy{Spin: 64})
 	var err error
 	ready := func() bool {
 		var ok bool
@@ -85,7 +86,7 @@ func mustSend(t testing.TB, tr *Transport, h core.BlockHeader, p []byte) {
 }
 
 // mustReceive waits (DataBell) for one block.
-func mustReceive(t testing.TB, tr *Transport) core.Block {
+func mustReceive(t testing.TB, tr *Transport) wire.Block {
 	t.Helper()
 	b, err := receiveWait(tr, time.Now().Add(testDeadline))
 	if err != nil {
@@ -94,9 +95,9 @@ func mustReceive(t testing.TB, tr *Transport) core.Block {
 	return b
 }
 
-func receiveWait(tr *Transport, deadline time.Time) (core.Block, error) {
-	w := core.NewWaiter(core.HybridPolicy{Spin: 64})
-	var b core.Block
+func receiveWait(tr *Transport, deadline time.Time) (wire.Block, error) {
+	w := wait.NewWaiter(wait.HybridPolicy{Spin: 64})
+	var b wire.Block
 	var err error
 	ready := func() bool {
 		var ok bool

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/sharedmem"
+	"github.com/sdpshim/sdpshim/core/wait"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // peerRoles are the peer process's behaviours, run after Open.
@@ -18,15 +20,15 @@ var peerRoles = map[string]func(*Transport){
 		rawWrite(t, t.lay.statusOff+3, []byte{1})
 	},
 	"header-long": func(t *Transport) {
-		var h [core.HeaderSize]byte
-		core.BlockHeader{Stream: 1, Len: 1 << 20, Flags: core.FlagData}.Encode(h[:]) // checksummed, too long
+		var h [wire.HeaderSize]byte
+		wire.BlockHeader{Stream: 1, Len: 1 << 20, Flags: wire.FlagData}.Encode(h[:]) // checksummed, too long
 		rawWrite(t, t.lay.blocksOff, h[:])
 		rawWrite(t, t.lay.statusOff, []byte{1})
 	},
 	"padding": func(t *Transport) { rawWrite(t, t.lay.statusOff+t.lay.blocks, []byte{1}) },
 	"claim-free": func(t *Transport) {
 		// As receiver, show status 1 for a block the sender never wrote.
-		core.StoreByte(t.status, 5, 1)
+		sharedmem.StoreByte(t.status, 5, 1)
 	},
 	"spray": func(t *Transport) {
 		rng := rand.New(rand.NewPCG(7, 7))
@@ -44,12 +46,12 @@ var peerRoles = map[string]func(*Transport){
 	},
 	"flood": func(t *Transport) {
 		p := make([]byte, t.MaxPayload())
-		w := core.NewWaiter(core.HybridPolicy{Spin: 256})
+		w := wait.NewWaiter(wait.HybridPolicy{Spin: 256})
 		for seq := uint32(0); ; seq++ {
 			var err error
 			w.Wait(func() bool {
 				var ok bool
-				ok, err = t.TrySend(core.BlockHeader{Stream: 1, Seq: seq, Flags: core.FlagData}, p)
+				ok, err = t.TrySend(wire.BlockHeader{Stream: 1, Seq: seq, Flags: wire.FlagData}, p)
 				return ok || err != nil
 			}, t.SpaceBell(), time.Now().Add(testDeadline))
 			if err != nil {
@@ -77,10 +79,10 @@ func TestHostileReceiver(t *testing.T) {
 		t.Run(role, func(t *testing.T) {
 			tr, pp := startPeer(t, role)
 			pp.awaitActed(t)
-			if err := receiveErr(t, tr); !errors.Is(err, core.ErrProtocol) {
+			if err := receiveErr(t, tr); !errors.Is(err, wire.ErrProtocol) {
 				t.Fatalf("got %v, want ErrProtocol", err)
 			}
-			if _, _, err := tr.Receive(); !errors.Is(err, core.ErrProtocol) {
+			if _, _, err := tr.Receive(); !errors.Is(err, wire.ErrProtocol) {
 				t.Fatalf("after the violation Receive returns %v", err)
 			}
 		})
@@ -90,10 +92,10 @@ func TestHostileReceiver(t *testing.T) {
 func TestHostileSender(t *testing.T) {
 	tr, pp := startPeer(t, "claim-free")
 	pp.awaitActed(t)
-	if err := tr.Refresh(); !errors.Is(err, core.ErrProtocol) {
+	if err := tr.Refresh(); !errors.Is(err, wire.ErrProtocol) {
 		t.Fatalf("Refresh: %v, want ErrProtocol", err)
 	}
-	if _, err := tr.TrySend(core.BlockHeader{Stream: 1, Flags: core.FlagData}, []byte("x")); !errors.Is(err, core.ErrProtocol) {
+	if _, err := tr.TrySend(wire.BlockHeader{Stream: 1, Flags: wire.FlagData}, []byte("x")); !errors.Is(err, wire.ErrProtocol) {
 		t.Fatalf("TrySend after the violation: %v", err)
 	}
 }
@@ -102,7 +104,7 @@ func TestHostileSpray(t *testing.T) {
 	tr, pp := startPeer(t, "spray")
 	pp.awaitActed(t)
 	err := receiveErr(t, tr)
-	if !errors.Is(err, core.ErrProtocol) && !errors.Is(err, core.ErrPeerGone) {
+	if !errors.Is(err, wire.ErrProtocol) && !errors.Is(err, wire.ErrPeerGone) {
 		t.Fatalf("got %v, want ErrProtocol (or ErrPeerGone when the closed word was hit)", err)
 	}
 	t.Logf("spray ended the receiver with: %v", err)
@@ -114,14 +116,14 @@ func TestPeerKilled(t *testing.T) {
 		tr.Release(mustReceive(t, tr))
 	}
 	pp.cmd.Process.Signal(syscall.SIGKILL)
-	if err := receiveErr(t, tr); !errors.Is(err, core.ErrPeerGone) {
+	if err := receiveErr(t, tr); !errors.Is(err, wire.ErrPeerGone) {
 		t.Fatalf("receiver: %v, want ErrPeerGone", err)
 	}
 	deadline := time.Now().Add(testDeadline)
 	for {
-		_, err := tr.TrySend(core.BlockHeader{Stream: 2, Flags: core.FlagData}, []byte("x"))
+		_, err := tr.TrySend(wire.BlockHeader{Stream: 2, Flags: wire.FlagData}, []byte("x"))
 		if err != nil {
-			if !errors.Is(err, core.ErrPeerGone) {
+			if !errors.Is(err, wire.ErrPeerGone) {
 				t.Fatalf("sender: %v, want ErrPeerGone", err)
 			}
 			break
@@ -130,8 +132,8 @@ func TestPeerKilled(t *testing.T) {
 			t.Fatal("sends to a killed peer keep succeeding")
 		}
 	}
-	w := core.NewWaiter(core.EventPolicy{})
-	if err := w.Wait(func() bool { return false }, tr.DataBell(), time.Now().Add(testDeadline)); !errors.Is(err, core.ErrPeerGone) {
+	w := wait.NewWaiter(wait.EventPolicy{})
+	if err := w.Wait(func() bool { return false }, tr.DataBell(), time.Now().Add(testDeadline)); !errors.Is(err, wire.ErrPeerGone) {
 		t.Fatalf("sleep on a killed peer: %v", err)
 	}
 }

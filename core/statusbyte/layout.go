@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/doorbell"
+	"github.com/sdpshim/sdpshim/core/verbs"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // Bells of a status-byte link: a side sleeps on bellData for blocks to
@@ -37,11 +39,11 @@ func roundUp(n, a int) int { return (n + a - 1) / a * a }
 func newLayout(blocks, size int) layout {
 	l := layout{blocks: blocks, size: size}
 	statusLen := roundUp(blocks, align)
-	l.statusOff = roundUp(core.BellBoardSize(numBells), align)
+	l.statusOff = roundUp(doorbell.BellBoardSize(numBells), align)
 	l.blocksOff = l.statusOff + statusLen
 	l.recvLen = l.blocksOff + blocks*size
 	l.scratchOff = 0
-	l.oneOff = core.BellScratchSize
+	l.oneOff = doorbell.BellScratchSize
 	l.readOff = align
 	l.stageOff = l.readOff + statusLen
 	l.localLen = l.stageOff + size
@@ -58,7 +60,7 @@ func newLayout(blocks, size int) layout {
 //	28..31 block size
 const blobMagic = "SBy1"
 
-func encodeBlob(r core.RemoteRegion, l layout) []byte {
+func encodeBlob(r verbs.RemoteRegion, l layout) []byte {
 	b := make([]byte, 32)
 	copy(b, blobMagic)
 	binary.LittleEndian.PutUint32(b[4:], r.Key)
@@ -70,19 +72,19 @@ func encodeBlob(r core.RemoteRegion, l layout) []byte {
 }
 
 // decodeBlob checks the peer's blob against the agreed layout.
-func decodeBlob(b []byte, l layout) (core.RemoteRegion, error) {
+func decodeBlob(b []byte, l layout) (verbs.RemoteRegion, error) {
 	if len(b) != 32 || string(b[:4]) != blobMagic {
-		return core.RemoteRegion{}, fmt.Errorf("statusbyte: peer's region description malformed: %w", core.ErrProtocol)
+		return verbs.RemoteRegion{}, fmt.Errorf("statusbyte: peer's region description malformed: %w", wire.ErrProtocol)
 	}
-	r := core.RemoteRegion{
+	r := verbs.RemoteRegion{
 		Key:  binary.LittleEndian.Uint32(b[4:]),
 		Addr: binary.LittleEndian.Uint64(b[8:]),
 		Len:  binary.LittleEndian.Uint64(b[16:]),
 	}
 	n, s := binary.LittleEndian.Uint32(b[24:]), binary.LittleEndian.Uint32(b[28:])
 	if int(n) != l.blocks || int(s) != l.size || r.Len < uint64(l.recvLen) {
-		return core.RemoteRegion{}, fmt.Errorf("statusbyte: peer's region (%d blocks of %d, %d bytes) does not fit the agreed layout: %w",
-			n, s, r.Len, core.ErrProtocol)
+		return verbs.RemoteRegion{}, fmt.Errorf("statusbyte: peer's region (%d blocks of %d, %d bytes) does not fit the agreed layout: %w",
+			n, s, r.Len, wire.ErrProtocol)
 	}
 	return r, nil
 }

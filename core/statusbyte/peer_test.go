@@ -9,8 +9,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
 	"github.com/sdpshim/sdpshim/core/shm"
+	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
 // Cross-process tests re-execute the test binary as the peer: the
@@ -124,8 +124,8 @@ func runPeer(role string) int {
 func rawWrite(t *Transport, off int, p []byte) error {
 	st := t.local.Bytes()[t.lay.stageOff:]
 	copy(st, p)
-	wr := &core.SendRequest{Op: core.OpWrite,
-		SGEs:       []core.SGE{{Key: t.local.LocalKey(), Offset: uint64(t.lay.stageOff), Length: uint32(len(p))}},
+	wr := &verbs.SendRequest{Op: verbs.OpWrite,
+		SGEs:       []verbs.SGE{{Key: t.local.LocalKey(), Offset: uint64(t.lay.stageOff), Length: uint32(len(p))}},
 		RemoteAddr: t.peer.At(uint64(off)), RemoteKey: t.peer.Key}
 	return t.link.PostData(wr, true)
 }

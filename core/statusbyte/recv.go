@@ -3,7 +3,8 @@ package statusbyte
 import (
 	"fmt"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/sharedmem"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // receiver is the receiving side's state. mine holds, per block, the
@@ -28,35 +29,35 @@ func (r *receiver) fail(err error) {
 // Receive returns an arrived block not yet returned, scanning the status
 // bytes from the block after the last arrival, or ok=false when none has
 // arrived. Once the peer closed (or died) and every arrived block was
-// returned, it reports the end: an error wrapping core.ErrPeerGone.
-func (t *Transport) Receive() (core.Block, bool, error) {
+// returned, it reports the end: an error wrapping wire.ErrPeerGone.
+func (t *Transport) Receive() (wire.Block, bool, error) {
 	t.rmu.Lock()
 	defer t.rmu.Unlock()
 	r := &t.rcv
 	if r.err != nil {
-		return core.Block{}, false, r.err
+		return wire.Block{}, false, r.err
 	}
 	closed := t.bells.PeerClosed() // before the scan: the peer wrote its blocks first
 	i, err := t.scanLocked()
 	if err != nil {
 		r.fail(err)
-		return core.Block{}, false, err
+		return wire.Block{}, false, err
 	}
 	if i >= 0 {
 		return t.takeLocked(i)
 	}
 	if closed {
-		r.fail(fmt.Errorf("statusbyte: closed by the peer: %w", core.ErrPeerGone))
-		return core.Block{}, false, r.err
+		r.fail(fmt.Errorf("statusbyte: closed by the peer: %w", wire.ErrPeerGone))
+		return wire.Block{}, false, r.err
 	}
 	if r.empty++; r.empty >= 64 {
 		r.empty = 0
 		if err := t.link.Err(); err != nil {
 			r.fail(fmt.Errorf("statusbyte: %w", err))
-			return core.Block{}, false, r.err
+			return wire.Block{}, false, r.err
 		}
 	}
-	return core.Block{}, false, nil
+	return wire.Block{}, false, nil
 }
 
 // scanLocked returns a block whose status shows an arrival, or -1. A
@@ -73,7 +74,7 @@ func (t *Transport) scanLocked() (int, error) {
 		if w >= words {
 			w -= words
 		}
-		got := core.Uint64At(t.status, 8*w).Load()
+		got := sharedmem.Uint64At(t.status, 8*w).Load()
 		if got == leWord(r.mine[8*w:]) {
 			continue
 		}
@@ -86,7 +87,7 @@ func (t *Transport) scanLocked() (int, error) {
 				continue
 			}
 			if j >= n || v != 1 || r.mine[j] != 0 {
-				return -1, fmt.Errorf("statusbyte: status byte %d is %d, this side expects %d: %w", j, v, r.mine[j], core.ErrProtocol)
+				return -1, fmt.Errorf("statusbyte: status byte %d is %d, this side expects %d: %w", j, v, r.mine[j], wire.ErrProtocol)
 			}
 			return j, nil
 		}
@@ -97,13 +98,13 @@ func (t *Transport) scanLocked() (int, error) {
 // takeLocked decodes the header of block i and hands the block out.
 //
 // +checklocks:t.rmu
-func (t *Transport) takeLocked(i int) (core.Block, bool, error) {
+func (t *Transport) takeLocked(i int) (wire.Block, bool, error) {
 	r := &t.rcv
 	blk := t.blocksM[i*t.lay.size : (i+1)*t.lay.size]
-	h, err := core.DecodeHeader(blk, t.maxPay)
+	h, err := wire.DecodeHeader(blk, t.maxPay)
 	if err != nil {
 		r.fail(fmt.Errorf("statusbyte: block %d: %w", i, err))
-		return core.Block{}, false, r.err
+		return wire.Block{}, false, r.err
 	}
 	r.mine[i] = slotBusy
 	r.hint = i + 1
@@ -111,13 +112,13 @@ func (t *Transport) takeLocked(i int) (core.Block, bool, error) {
 		r.hint = 0
 	}
 	t.stats.received.Add(1)
-	return core.Block{BlockHeader: h, Payload: blk[core.HeaderSize : core.HeaderSize+int(h.Len) : core.HeaderSize+int(h.Len)], Index: i}, true, nil
+	return wire.Block{BlockHeader: h, Payload: blk[wire.HeaderSize : wire.HeaderSize+int(h.Len) : wire.HeaderSize+int(h.Len)], Index: i}, true, nil
 }
 
 // Release frees a block this side received (retained or not) and rings
 // the peer's space bell if it sleeps. Releasing a block twice, or one not
 // received, is ignored.
-func (t *Transport) Release(b core.Block) {
+func (t *Transport) Release(b wire.Block) {
 	t.rmu.Lock()
 	r := &t.rcv
 	if r.err != nil && t.closed.Load() || b.Index < 0 || b.Index >= t.lay.blocks || r.mine[b.Index] == slotFree {
@@ -125,7 +126,7 @@ func (t *Transport) Release(b core.Block) {
 		return
 	}
 	r.mine[b.Index] = slotFree
-	core.StoreByte(t.status, b.Index, slotFree)
+	sharedmem.StoreByte(t.status, b.Index, slotFree)
 	t.rmu.Unlock()
 	t.stats.released.Add(1)
 	if err := t.bells.Ring(bellSpace); err != nil {
@@ -137,7 +138,7 @@ func (t *Transport) Release(b core.Block) {
 
 // Retain marks a received block retained (status 2): the sender skips it
 // and sees, at its next status READ, that the block's stream is not read.
-func (t *Transport) Retain(b core.Block) {
+func (t *Transport) Retain(b wire.Block) {
 	t.rmu.Lock()
 	defer t.rmu.Unlock()
 	r := &t.rcv
@@ -145,7 +146,7 @@ func (t *Transport) Retain(b core.Block) {
 		return
 	}
 	r.mine[b.Index] = slotRetained
-	core.StoreByte(t.status, b.Index, slotRetained)
+	sharedmem.StoreByte(t.status, b.Index, slotRetained)
 }
 
 // leWord reads 8 bytes of private memory as a little-endian word.

@@ -3,7 +3,8 @@ package statusbyte
 import (
 	"fmt"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/verbs"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 // Slot states of the sender's view, equal to the status values the
@@ -23,8 +24,8 @@ type sender struct {
 	free     int // blocks the view shows free
 	cursor   int
 	err      error
-	wr       [2]core.SendRequest
-	sge      [2][1]core.SGE
+	wr       [2]verbs.SendRequest
+	sge      [2][1]verbs.SGE
 }
 
 func (s *sender) init(n int) {
@@ -62,14 +63,14 @@ func (s *sender) freeSlot(t *Transport) int {
 
 // TrySend writes one block if the view (refreshed once when it shows no
 // room) has a free block. Payloads over MaxPayload and headers that fail
-// core.BlockHeader.Validate are the caller's error (core.ErrInvalid).
-func (t *Transport) TrySend(hdr core.BlockHeader, payload []byte) (bool, error) {
+// wire.BlockHeader.Validate are the caller's error (verbs.ErrInvalid).
+func (t *Transport) TrySend(hdr wire.BlockHeader, payload []byte) (bool, error) {
 	if len(payload) > t.maxPay {
-		return false, fmt.Errorf("statusbyte: payload of %d bytes over %d: %w", len(payload), t.maxPay, core.ErrInvalid)
+		return false, fmt.Errorf("statusbyte: payload of %d bytes over %d: %w", len(payload), t.maxPay, verbs.ErrInvalid)
 	}
 	hdr.Len = uint32(len(payload))
 	if err := hdr.Validate(t.maxPay); err != nil {
-		return false, fmt.Errorf("statusbyte: send: %v: %w", err, core.ErrInvalid)
+		return false, fmt.Errorf("statusbyte: send: %v: %w", err, verbs.ErrInvalid)
 	}
 	t.smu.Lock()
 	s := &t.snd
@@ -107,19 +108,19 @@ func (t *Transport) TrySend(hdr core.BlockHeader, payload []byte) (bool, error) 
 // staging block is free again once they completed).
 //
 // +checklocks:t.smu
-func (t *Transport) writeLocked(i int, hdr core.BlockHeader, payload []byte) error {
+func (t *Transport) writeLocked(i int, hdr wire.BlockHeader, payload []byte) error {
 	s := &t.snd
 	l := &t.lay
 	off := l.stageOff
 	st := t.local.Bytes()[off : off+l.size]
 	hdr.Encode(st)
-	n := core.HeaderSize + copy(st[core.HeaderSize:], payload)
+	n := wire.HeaderSize + copy(st[wire.HeaderSize:], payload)
 	key := t.local.LocalKey()
-	s.sge[0][0] = core.SGE{Key: key, Offset: uint64(off), Length: uint32(n)}
-	s.sge[1][0] = core.SGE{Key: key, Offset: uint64(l.oneOff), Length: 1}
-	s.wr[0] = core.SendRequest{Op: core.OpWrite, SGEs: s.sge[0][:],
+	s.sge[0][0] = verbs.SGE{Key: key, Offset: uint64(off), Length: uint32(n)}
+	s.sge[1][0] = verbs.SGE{Key: key, Offset: uint64(l.oneOff), Length: 1}
+	s.wr[0] = verbs.SendRequest{Op: verbs.OpWrite, SGEs: s.sge[0][:],
 		RemoteAddr: t.peer.At(uint64(l.blocksOff + i*l.size)), RemoteKey: t.peer.Key, Next: &s.wr[1]}
-	s.wr[1] = core.SendRequest{Op: core.OpWrite, Flags: core.SendInline, SGEs: s.sge[1][:],
+	s.wr[1] = verbs.SendRequest{Op: verbs.OpWrite, Flags: verbs.SendInline, SGEs: s.sge[1][:],
 		RemoteAddr: t.peer.At(uint64(l.statusOff + i)), RemoteKey: t.peer.Key}
 	if err := t.link.PostData(&s.wr[0], true); err != nil {
 		s.fail(fmt.Errorf("statusbyte: write block: %w", err))
@@ -142,8 +143,8 @@ func (t *Transport) writeLocked(i int, hdr core.BlockHeader, payload []byte) err
 func (t *Transport) refreshLocked() error {
 	s := &t.snd
 	l := &t.lay
-	s.sge[0][0] = core.SGE{Key: t.local.LocalKey(), Offset: uint64(l.readOff), Length: uint32(l.blocks)}
-	s.wr[0] = core.SendRequest{Op: core.OpRead, SGEs: s.sge[0][:],
+	s.sge[0][0] = verbs.SGE{Key: t.local.LocalKey(), Offset: uint64(l.readOff), Length: uint32(l.blocks)}
+	s.wr[0] = verbs.SendRequest{Op: verbs.OpRead, SGEs: s.sge[0][:],
 		RemoteAddr: t.peer.At(uint64(l.statusOff)), RemoteKey: t.peer.Key}
 	if err := t.link.PostData(&s.wr[0], true); err != nil {
 		s.fail(fmt.Errorf("statusbyte: read status: %w", err))
@@ -184,7 +185,7 @@ func (s *sender) apply(i int, v byte) error {
 		s.retained[stream]++
 	default:
 		return fmt.Errorf("statusbyte: peer shows status %d for block %d, which this side holds as %d: %w",
-			v, i, was, core.ErrProtocol)
+			v, i, was, wire.ErrProtocol)
 	}
 	s.view[i] = v
 	return nil
@@ -199,21 +200,21 @@ func (t *Transport) Retained(stream uint32) bool {
 }
 
 // Held returns the blocks of stream not seen released and whether one of
-// them is retained (core.BlockCounter).
+// them is retained (wire.BlockCounter).
 func (t *Transport) Held(stream uint32) (int, bool) {
 	t.smu.Lock()
 	defer t.smu.Unlock()
 	return t.snd.held[stream], t.snd.retained[stream] > 0
 }
 
-// Free returns the blocks the view shows free (core.BlockCounter).
+// Free returns the blocks the view shows free (wire.BlockCounter).
 func (t *Transport) Free() int {
 	t.smu.Lock()
 	defer t.smu.Unlock()
 	return t.snd.free
 }
 
-// Refresh READs the peer's status array now (core.BlockCounter).
+// Refresh READs the peer's status array now (wire.BlockCounter).
 func (t *Transport) Refresh() error {
 	t.smu.Lock()
 	defer t.smu.Unlock()

@@ -6,14 +6,18 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/doorbell"
+	"github.com/sdpshim/sdpshim/core/setup"
+	"github.com/sdpshim/sdpshim/core/verbs"
+	"github.com/sdpshim/sdpshim/core/wait"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 var (
-	_ core.Transport    = (*Transport)(nil)
-	_ core.Retainer     = (*Transport)(nil)
-	_ core.BlockCounter = (*Transport)(nil)
-	_ core.BellPair     = (*Transport)(nil)
+	_ wire.Transport    = (*Transport)(nil)
+	_ wire.Retainer     = (*Transport)(nil)
+	_ wire.BlockCounter = (*Transport)(nil)
+	_ wire.BellPair     = (*Transport)(nil)
 )
 
 // Name is the transport's name in the setup exchange.
@@ -25,11 +29,11 @@ type Config struct {
 	Blocks    int    // blocks per direction; 0 means 64
 	BlockSize int    // bytes per block, header included, a multiple of 64; 0 means 64 KiB
 	Flow      string // the flow controller's name, compared at setup
-	// Backstop bounds each doorbell sleep (see core.BellConfig); 0: none.
+	// Backstop bounds each doorbell sleep (see doorbell.BellConfig); 0: none.
 	Backstop time.Duration
 	// Setup overrides the queue pair limits (MaxSend, MaxRings,
 	// MaxInline); its other fields are ignored.
-	Setup core.SetupConfig
+	Setup setup.SetupConfig
 }
 
 func (c *Config) normalize() error {
@@ -39,9 +43,9 @@ func (c *Config) normalize() error {
 	if c.BlockSize == 0 {
 		c.BlockSize = 64 << 10
 	}
-	if c.Blocks < 1 || c.Blocks > core.MaxBlocks || c.BlockSize < align || c.BlockSize > core.MaxBlockSize || c.BlockSize%align != 0 {
+	if c.Blocks < 1 || c.Blocks > setup.MaxBlocks || c.BlockSize < align || c.BlockSize > setup.MaxBlockSize || c.BlockSize%align != 0 {
 		return fmt.Errorf("statusbyte: %d blocks of %d bytes (want 1..%d blocks, 64..%d bytes in multiples of 64): %w",
-			c.Blocks, c.BlockSize, core.MaxBlocks, core.MaxBlockSize, core.ErrInvalid)
+			c.Blocks, c.BlockSize, setup.MaxBlocks, setup.MaxBlockSize, verbs.ErrInvalid)
 	}
 	return nil
 }
@@ -50,11 +54,11 @@ func (c *Config) normalize() error {
 type Transport struct {
 	lay     layout
 	maxPay  int
-	link    *core.Link
-	bells   *core.Bells
-	recv    core.Region // blocks and status bytes the peer writes into
-	local   core.Region // staging block, READ landing area, scratch
-	peer    core.RemoteRegion
+	link    *setup.Link
+	bells   *doorbell.Bells
+	recv    verbs.Region // blocks and status bytes the peer writes into
+	local   verbs.Region // staging block, READ landing area, scratch
+	peer    verbs.RemoteRegion
 	status  []byte // this side's status array (in recv)
 	blocksM []byte // this side's blocks (in recv)
 
@@ -70,31 +74,31 @@ type Transport struct {
 }
 
 // Open sets up a status-byte channel with the peer at the other end of the
-// connected unix stream socket fd (see core.Establish), which stays the
+// connected unix stream socket fd (see setup.Establish), which stays the
 // caller's. Both sides call Open; it returns when both are connected, or
-// an error (core.ErrMismatch when the configs disagree) by deadline.
-func Open(p core.Provider, fd int, cfg Config, deadline time.Time) (t *Transport, err error) {
+// an error (setup.ErrMismatch when the configs disagree) by deadline.
+func Open(p verbs.Provider, fd int, cfg Config, deadline time.Time) (t *Transport, err error) {
 	if err := cfg.normalize(); err != nil {
 		return nil, err
 	}
-	t = &Transport{lay: newLayout(cfg.Blocks, cfg.BlockSize), maxPay: cfg.BlockSize - core.HeaderSize}
+	t = &Transport{lay: newLayout(cfg.Blocks, cfg.BlockSize), maxPay: cfg.BlockSize - wire.HeaderSize}
 	defer func() {
 		if err != nil {
 			t.release()
 			t = nil
 		}
 	}()
-	if t.recv, err = p.RegisterRegion(t.lay.recvLen, core.AccessLocalWrite|core.AccessRemoteWrite|core.AccessRemoteRead); err != nil {
+	if t.recv, err = p.RegisterRegion(t.lay.recvLen, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead); err != nil {
 		return t, fmt.Errorf("statusbyte: receive region: %w", err)
 	}
-	if t.local, err = p.RegisterRegion(t.lay.localLen, core.AccessLocalWrite); err != nil {
+	if t.local, err = p.RegisterRegion(t.lay.localLen, verbs.AccessLocalWrite); err != nil {
 		return t, fmt.Errorf("statusbyte: local region: %w", err)
 	}
 	t.local.Bytes()[t.lay.oneOff] = 1
-	setup := cfg.Setup
-	setup.Transport, setup.Flow, setup.Blocks, setup.BlockSize = Name, cfg.Flow, cfg.Blocks, cfg.BlockSize
+	scfg := cfg.Setup
+	scfg.Transport, scfg.Flow, scfg.Blocks, scfg.BlockSize = Name, cfg.Flow, cfg.Blocks, cfg.BlockSize
 	var peerBlob []byte
-	t.link, peerBlob, err = core.Establish(fd, p, setup, encodeBlob(t.recv.Remote(), t.lay), deadline)
+	t.link, peerBlob, err = setup.Establish(fd, p, scfg, encodeBlob(t.recv.Remote(), t.lay), deadline)
 	if err != nil {
 		return t, err
 	}
@@ -103,9 +107,9 @@ func Open(p core.Provider, fd int, cfg Config, deadline time.Time) (t *Transport
 	}
 	rb := t.recv.Bytes()
 	peerBoard := t.peer
-	peerBoard.Len = uint64(core.BellBoardSize(numBells))
-	t.bells, err = core.NewBells(core.BellConfig{
-		Link: t.link, Bells: numBells, Board: rb[t.lay.boardOff : t.lay.boardOff+core.BellBoardSize(numBells)],
+	peerBoard.Len = uint64(doorbell.BellBoardSize(numBells))
+	t.bells, err = doorbell.NewBells(doorbell.BellConfig{
+		Link: t.link, Bells: numBells, Board: rb[t.lay.boardOff : t.lay.boardOff+doorbell.BellBoardSize(numBells)],
 		PeerBoard: peerBoard, Scratch: t.local, ScratchOff: t.lay.scratchOff, Backstop: cfg.Backstop,
 	})
 	if err != nil {
@@ -124,18 +128,18 @@ func (t *Transport) MaxPayload() int { return t.maxPay }
 // Blocks returns the number of blocks per direction.
 func (t *Transport) Blocks() int { return t.lay.blocks }
 
-// Initiator reports the side's role from setup (core.Link.Initiator).
+// Initiator reports the side's role from setup (setup.Link.Initiator).
 func (t *Transport) Initiator() bool { return t.link.Initiator }
 
 // DataBell returns a new handle on the doorbell rung when the peer sends.
-func (t *Transport) DataBell() core.Doorbell { return t.bells.Doorbell(bellData) }
+func (t *Transport) DataBell() wait.Doorbell { return t.bells.Doorbell(bellData) }
 
 // SpaceBell returns a new handle on the doorbell rung when the peer
 // releases a block.
-func (t *Transport) SpaceBell() core.Doorbell { return t.bells.Doorbell(bellSpace) }
+func (t *Transport) SpaceBell() wait.Doorbell { return t.bells.Doorbell(bellSpace) }
 
 // Link returns the transport's link (for state queries and tests).
-func (t *Transport) Link() *core.Link { return t.link }
+func (t *Transport) Link() *setup.Link { return t.link }
 
 // Close tells the peer (its waits end, its Receive reports the end after
 // the blocks already arrived) and releases the link and regions. Payloads
@@ -148,8 +152,8 @@ func (t *Transport) Close() error {
 		}
 		t.smu.Lock()
 		t.rmu.Lock()
-		t.snd.fail(fmt.Errorf("statusbyte: %w", core.ErrClosed))
-		t.rcv.fail(fmt.Errorf("statusbyte: %w", core.ErrClosed))
+		t.snd.fail(fmt.Errorf("statusbyte: %w", verbs.ErrClosed))
+		t.rcv.fail(fmt.Errorf("statusbyte: %w", verbs.ErrClosed))
 		t.release()
 		t.rmu.Unlock()
 		t.smu.Unlock()
@@ -162,7 +166,7 @@ func (t *Transport) release() {
 	if t.link != nil {
 		t.link.Close()
 	}
-	for _, r := range []core.Region{t.recv, t.local} {
+	for _, r := range []verbs.Region{t.recv, t.local} {
 		if r != nil {
 			r.Close()
 		}
@@ -193,8 +197,8 @@ func (t *Transport) Stats() Stats {
 }
 
 // Bells returns a new handle on the data and/or space doorbells
-// (core.BellPair): one sleeper for both.
-func (t *Transport) Bells(data, space bool) core.Doorbell {
+// (wire.BellPair): one sleeper for both.
+func (t *Transport) Bells(data, space bool) wait.Doorbell {
 	var ids []int
 	if data {
 		ids = append(ids, bellData)
@@ -205,5 +209,5 @@ func (t *Transport) Bells(data, space bool) core.Doorbell {
 	return t.bells.Doorbell(ids...)
 }
 
-// Interrupt ends the sleeps in progress on the doorbells (core.BellPair).
+// Interrupt ends the sleeps in progress on the doorbells (wire.BellPair).
 func (t *Transport) Interrupt() { t.bells.Interrupt() }

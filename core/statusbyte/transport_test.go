@@ -9,8 +9,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/setup"
 	"github.com/sdpshim/sdpshim/core/shm"
+	"github.com/sdpshim/sdpshim/core/verbs"
+	"github.com/sdpshim/sdpshim/core/wait"
+	"github.com/sdpshim/sdpshim/core/wire"
 )
 
 func TestSendReceiveRelease(t *testing.T) {
@@ -18,7 +21,7 @@ func TestSendReceiveRelease(t *testing.T) {
 	if a.Initiator() == b.Initiator() {
 		t.Fatal("both sides have the same role")
 	}
-	if a.MaxPayload() != 256-core.HeaderSize {
+	if a.MaxPayload() != 256-wire.HeaderSize {
 		t.Fatalf("MaxPayload %d", a.MaxPayload())
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -26,7 +29,7 @@ func TestSendReceiveRelease(t *testing.T) {
 		n := 1 + rng.IntN(a.MaxPayload())
 		p := make([]byte, n)
 		pattern(p, 7, seq)
-		mustSend(t, a, core.BlockHeader{Stream: 7, Seq: seq, Flags: core.FlagData}, p)
+		mustSend(t, a, wire.BlockHeader{Stream: 7, Seq: seq, Flags: wire.FlagData}, p)
 		blk := mustReceive(t, b)
 		if blk.Stream != 7 || blk.Seq != seq || int(blk.Len) != n || sum(blk.Payload) != sum(p) {
 			t.Fatalf("block %d: got %+v (sum %#x), want len %d sum %#x", seq, blk.BlockHeader, sum(blk.Payload), n, sum(p))
@@ -42,17 +45,17 @@ func TestFullThenRelease(t *testing.T) {
 	a, b := pair(t, Config{Blocks: 3, BlockSize: 128})
 	p := []byte("x")
 	for i := 0; i < 3; i++ {
-		if ok, err := a.TrySend(core.BlockHeader{Stream: 1, Seq: uint32(i), Flags: core.FlagData}, p); !ok || err != nil {
+		if ok, err := a.TrySend(wire.BlockHeader{Stream: 1, Seq: uint32(i), Flags: wire.FlagData}, p); !ok || err != nil {
 			t.Fatalf("send %d: %v %v", i, ok, err)
 		}
 	}
-	if ok, err := a.TrySend(core.BlockHeader{Stream: 1, Seq: 3, Flags: core.FlagData}, p); ok || err != nil {
+	if ok, err := a.TrySend(wire.BlockHeader{Stream: 1, Seq: 3, Flags: wire.FlagData}, p); ok || err != nil {
 		t.Fatalf("send into a full channel: %v %v", ok, err)
 	}
 	if held(a, 1) != 3 {
 		t.Errorf("Held(1) = %d", held(a, 1))
 	}
-	var blks []core.Block
+	var blks []wire.Block
 	for i := 0; i < 3; i++ {
 		blks = append(blks, mustReceive(t, b))
 	}
@@ -61,7 +64,7 @@ func TestFullThenRelease(t *testing.T) {
 	}
 	b.Release(blks[1])
 	b.Release(blks[1]) // twice: ignored
-	if ok, err := a.TrySend(core.BlockHeader{Stream: 1, Seq: 3, Flags: core.FlagData}, p); !ok || err != nil {
+	if ok, err := a.TrySend(wire.BlockHeader{Stream: 1, Seq: 3, Flags: wire.FlagData}, p); !ok || err != nil {
 		t.Fatalf("send after a release: %v %v", ok, err)
 	}
 	if held(a, 1) != 3 {
@@ -71,8 +74,8 @@ func TestFullThenRelease(t *testing.T) {
 
 func TestRetain(t *testing.T) {
 	a, b := pair(t, Config{Blocks: 4, BlockSize: 128})
-	mustSend(t, a, core.BlockHeader{Stream: 5, Flags: core.FlagData}, []byte("five"))
-	mustSend(t, a, core.BlockHeader{Stream: 6, Flags: core.FlagData}, []byte("six"))
+	mustSend(t, a, wire.BlockHeader{Stream: 5, Flags: wire.FlagData}, []byte("five"))
+	mustSend(t, a, wire.BlockHeader{Stream: 6, Flags: wire.FlagData}, []byte("six"))
 	b5, b6 := mustReceive(t, b), mustReceive(t, b)
 	if b5.Stream != 5 {
 		b5, b6 = b6, b5
@@ -87,11 +90,11 @@ func TestRetain(t *testing.T) {
 	}
 	// The retained slot is skipped: three more blocks fit, the fourth not.
 	for i := 0; i < 3; i++ {
-		if ok, err := a.TrySend(core.BlockHeader{Stream: 6, Seq: uint32(i + 1), Flags: core.FlagData}, []byte("x")); !ok || err != nil {
+		if ok, err := a.TrySend(wire.BlockHeader{Stream: 6, Seq: uint32(i + 1), Flags: wire.FlagData}, []byte("x")); !ok || err != nil {
 			t.Fatalf("send %d beside a retained block: %v %v", i, ok, err)
 		}
 	}
-	if ok, _ := a.TrySend(core.BlockHeader{Stream: 6, Seq: 9, Flags: core.FlagData}, []byte("x")); ok {
+	if ok, _ := a.TrySend(wire.BlockHeader{Stream: 6, Seq: 9, Flags: wire.FlagData}, []byte("x")); ok {
 		t.Fatal("a send overwrote the retained block")
 	}
 	if a.Stats().SkippedRetained == 0 {
@@ -112,9 +115,9 @@ func TestBellsWake(t *testing.T) {
 	wg.Add(1)
 	go func() { // receiver sleeps (event mode) until the sender sends
 		defer wg.Done()
-		w := core.NewWaiter(core.EventPolicy{})
+		w := wait.NewWaiter(wait.EventPolicy{})
 		for i := 0; i < 50; i++ {
-			var blk core.Block
+			var blk wire.Block
 			var ok bool
 			var err error
 			werr := w.Wait(func() bool { blk, ok, err = b.Receive(); return ok || err != nil }, b.DataBell(), time.Now().Add(testDeadline))
@@ -126,11 +129,11 @@ func TestBellsWake(t *testing.T) {
 			b.Release(blk)
 		}
 	}()
-	w := core.NewWaiter(core.EventPolicy{})
+	w := wait.NewWaiter(wait.EventPolicy{})
 	for i := 0; i < 50; i++ {
 		var err error
 		ready := func() bool {
-			ok, e := a.TrySend(core.BlockHeader{Stream: 1, Seq: uint32(i), Flags: core.FlagData}, []byte("y"))
+			ok, e := a.TrySend(wire.BlockHeader{Stream: 1, Seq: uint32(i), Flags: wire.FlagData}, []byte("y"))
 			err = e
 			return ok || e != nil
 		}
@@ -147,7 +150,7 @@ func TestBellsWake(t *testing.T) {
 func TestPeerCloseDrainsThenEnds(t *testing.T) {
 	a, b := pair(t, Config{Blocks: 4, BlockSize: 128})
 	for i := 0; i < 3; i++ {
-		mustSend(t, a, core.BlockHeader{Stream: 1, Seq: uint32(i), Flags: core.FlagData}, []byte{byte(i)})
+		mustSend(t, a, wire.BlockHeader{Stream: 1, Seq: uint32(i), Flags: wire.FlagData}, []byte{byte(i)})
 	}
 	a.Close()
 	for i := 0; i < 3; i++ {
@@ -157,34 +160,34 @@ func TestPeerCloseDrainsThenEnds(t *testing.T) {
 		}
 		b.Release(blk)
 	}
-	if _, err := receiveWait(b, time.Now().Add(testDeadline)); !errors.Is(err, core.ErrPeerGone) {
+	if _, err := receiveWait(b, time.Now().Add(testDeadline)); !errors.Is(err, wire.ErrPeerGone) {
 		t.Fatalf("after the peer closed: %v, want ErrPeerGone", err)
 	}
-	if _, err := b.TrySend(core.BlockHeader{Stream: 1, Flags: core.FlagData}, []byte("z")); err == nil {
+	if _, err := b.TrySend(wire.BlockHeader{Stream: 1, Flags: wire.FlagData}, []byte("z")); err == nil {
 		// the send may land before the close is noticed; the next must fail
-		if _, err = b.TrySend(core.BlockHeader{Stream: 1, Flags: core.FlagData}, []byte("z")); err == nil {
+		if _, err = b.TrySend(wire.BlockHeader{Stream: 1, Flags: wire.FlagData}, []byte("z")); err == nil {
 			t.Log("sends to a closed peer still succeed (space left in its region)")
 		}
 	}
 	// Sleeping for space on a closed peer ends with an error, not a hang.
-	w := core.NewWaiter(core.EventPolicy{})
+	w := wait.NewWaiter(wait.EventPolicy{})
 	err := w.Wait(func() bool { return false }, b.SpaceBell(), time.Now().Add(testDeadline))
-	if !errors.Is(err, core.ErrPeerGone) && !errors.Is(err, core.ErrClosed) {
+	if !errors.Is(err, wire.ErrPeerGone) && !errors.Is(err, verbs.ErrClosed) {
 		t.Fatalf("space wait after the peer closed: %v", err)
 	}
 }
 
 func TestSendRejectsBadBlocks(t *testing.T) {
 	a, _ := pair(t, Config{Blocks: 2, BlockSize: 128})
-	for name, h := range map[string]core.BlockHeader{
-		"stream 0": {Stream: 0, Flags: core.FlagData},
+	for name, h := range map[string]wire.BlockHeader{
+		"stream 0": {Stream: 0, Flags: wire.FlagData},
 		"no flags": {Stream: 1},
 	} {
-		if _, err := a.TrySend(h, []byte("x")); !errors.Is(err, core.ErrInvalid) {
+		if _, err := a.TrySend(h, []byte("x")); !errors.Is(err, verbs.ErrInvalid) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if _, err := a.TrySend(core.BlockHeader{Stream: 1, Flags: core.FlagData}, make([]byte, 200)); !errors.Is(err, core.ErrInvalid) {
+	if _, err := a.TrySend(wire.BlockHeader{Stream: 1, Flags: wire.FlagData}, make([]byte, 200)); !errors.Is(err, verbs.ErrInvalid) {
 		t.Errorf("oversized payload: %v", err)
 	}
 }
@@ -210,7 +213,7 @@ func TestOpenMismatch(t *testing.T) {
 		}()
 	}
 	for range cfgs {
-		if err := <-errs; !errors.Is(err, core.ErrMismatch) {
+		if err := <-errs; !errors.Is(err, setup.ErrMismatch) {
 			t.Fatalf("got %v, want ErrMismatch", err)
 		} else {
 			t.Log(err)

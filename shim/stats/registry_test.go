@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wait"
 	"github.com/sdpshim/sdpshim/flowcontrol"
 )
 
@@ -169,8 +169,8 @@ func TestSources(t *testing.T) {
 	rmCh := reg.AddChannel(ChannelInfo{ID: 7, Transport: "statusbyte", Blocks: 64}, func() ChannelStats {
 		return ChannelStats{BlocksInUse: 3, ReadSyncs: 11, RetainedSkips: 2}
 	})
-	rmW := reg.AddWaiter("progress", func() core.WaiterStats {
-		return core.WaiterStats{Waits: 10, PollHits: 7, ModeSwitches: 1, Budget: -1}
+	rmW := reg.AddWaiter("progress", func() wait.WaiterStats {
+		return wait.WaiterStats{Waits: 10, PollHits: 7, ModeSwitches: 1, Budget: -1}
 	})
 	s := reg.Snapshot()
 	if len(s.Channels) != 1 || s.Channels[0].ID != 7 || s.Channels[0].ReadSyncs != 11 || s.Channels[0].BlocksInUse != 3 {

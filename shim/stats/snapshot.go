@@ -3,7 +3,7 @@ package stats
 import (
 	"time"
 
-	"github.com/sdpshim/sdpshim/core"
+	"github.com/sdpshim/sdpshim/core/wait"
 	"github.com/sdpshim/sdpshim/flowcontrol"
 )
 
@@ -104,7 +104,7 @@ type ChannelSnapshot struct {
 	ChannelStats
 }
 
-// WaiterSnapshot is one waiter's counters, core.WaiterStats for JSON.
+// WaiterSnapshot is one waiter's counters, wait.WaiterStats for JSON.
 type WaiterSnapshot struct {
 	Name         string `json:"name"`
 	Waits        uint64 `json:"waits"`
@@ -117,7 +117,7 @@ type WaiterSnapshot struct {
 	Budget       int64  `json:"budget"` // -1 busy polling, 0 event mode
 }
 
-func waiterSnapshot(name string, s core.WaiterStats) WaiterSnapshot {
+func waiterSnapshot(name string, s wait.WaiterStats) WaiterSnapshot {
 	return WaiterSnapshot{
 		Name: name, Waits: s.Waits, Polls: s.Polls, PollHits: s.PollHits, PollMisses: s.Misses(),
 		Sleeps: s.Sleeps, Yields: s.Yields, ModeSwitches: s.ModeSwitches, Budget: s.Budget,

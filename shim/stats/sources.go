@@ -1,6 +1,6 @@
 package stats
 
-import "github.com/sdpshim/sdpshim/core"
+import "github.com/sdpshim/sdpshim/core/wait"
 
 // ChannelInfo describes a channel (the shared region two processes'
 // streams ride on) when it is registered.
@@ -30,7 +30,7 @@ type channelSource struct {
 
 type waiterSource struct {
 	name string
-	read func() core.WaiterStats
+	read func() wait.WaiterStats
 }
 
 // AddChannel registers a channel; read returns its counters and must not
@@ -49,9 +49,9 @@ func (r *Registry) AddChannel(info ChannelInfo, read func() ChannelStats) (remov
 }
 
 // AddWaiter registers a waiter under name (e.g. "progress", or a channel
-// id); read is typically (*core.Waiter).Stats and must not block.
+// id); read is typically (*wait.Waiter).Stats and must not block.
 // remove unregisters it.
-func (r *Registry) AddWaiter(name string, read func() core.WaiterStats) (remove func()) {
+func (r *Registry) AddWaiter(name string, read func() wait.WaiterStats) (remove func()) {
 	src := &waiterSource{name: name, read: read}
 	r.mu.Lock()
 	r.waits[src] = struct{}{}

@@ -298,9 +298,8 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 	}
 	pc.answer, pc.end, pc.id, pc.direct = offered.answer, offered.end, offered.id, offered.direct
 	s.endDeferLocked(pc)
-	if len(s.early) > 0 && !s.earlyPush {
-		s.earlyPush = true
-		go s.pushEarly(pc.answer.Fd())
+	if len(s.early) > 0 || s.pendShut.Load() != 0 {
+		s.startPushLocked()
 	}
 	s.wake.wakeEverything() // sleepers now wait for the verdict
 	p.log.WithFields(logrus.Fields{"remote": pc.dst, "puller": req.From.PID, "stream": pc.id}).Debug("deferred connection pulled: offered")

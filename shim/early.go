@@ -75,11 +75,22 @@ func (s *Socket) sendEarlyLocked(bufs [][]byte) (n int64, ok bool) {
 		}
 	}
 	s.earlyN.Store(int32(len(s.early)))
-	if !s.earlyPush && s.pend.answer != nil { // deferred: started when pulled (deferred.go)
-		s.earlyPush = true
-		go s.pushEarly(s.pend.answer.Fd())
-	}
+	s.startPushLocked()
 	return int64(total), true
+}
+
+// startPushLocked starts pushEarly once, when something the program did
+// while the verdict is pending must reach the peer without its next call:
+// early bytes in the socket's buffer, a shutdown's FIN. A deferred
+// connection starts it when it is pulled (deferred.go).
+//
+// +checklocks:s.mu
+func (s *Socket) startPushLocked() {
+	if s.earlyPush || s.pend == nil || s.pend.answer == nil {
+		return
+	}
+	s.earlyPush = true
+	go s.pushEarly(s.pend.answer.Fd())
 }
 
 // sendEarlyDirectLocked is sendEarly on the direct path: the bytes go

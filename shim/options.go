@@ -174,6 +174,7 @@ func (p *Process) Shutdown(fd, how int) int64 {
 			// falls back (fallBackLocked, after the early bytes: a FIN
 			// now would go ahead of them).
 			s.pendShut.Or(int32(how + 1))
+			s.startPushLocked() // the FIN goes without the program's next call
 			s.mu.Unlock()
 			return 0
 		}

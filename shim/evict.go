@@ -72,6 +72,11 @@ func (s *Socket) moveEventFD(old int) bool {
 		return false
 	}
 	w.efd.Store(int32(nfd) + 1)
+	if ds := s.direct(); ds != nil && ds.myEFD == old {
+		// The interposer's event waits sleep on the handle's number.
+		ds.myEFD = nfd
+		ds.conn.SetEventFDs(nfd, ds.peerEFD)
+	}
 	w.efdMu.Unlock()
 	s.mu.Lock()
 	sets := s.epollsLocked()

@@ -26,15 +26,6 @@
 #define STORER(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define FENCE() __atomic_thread_fence(__ATOMIC_SEQ_CST)
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
 /* ---- layout ------------------------------------------------------------- */
 
 static size_t round_line(size_t n) { return (n + SDP_DLINE - 1) & ~(size_t)(SDP_DLINE - 1); }
@@ -143,7 +134,7 @@ static uint32_t my_pid(void)
 static void lock_slow(uint32_t *w, uint32_t me)
 {
 	for (int i = 0; i < 128; i++) {
-		cpu_relax();
+		sdp_cpu_relax();
 		uint32_t z = 0;
 		if (LOADR(w) == 0 && __atomic_compare_exchange_n(w, &z, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 			return;
@@ -309,7 +300,7 @@ static void budget_woken(struct sdp_dconn *c)
 			if ((k_ & 127) == 0)                                                                 \
 				sched_yield();                                                               \
 			else                                                                                 \
-				cpu_relax();                                                                 \
+				sdp_cpu_relax();                                                                 \
 		}                                                                                            \
 		ok_;                                                                                         \
 	})
@@ -797,6 +788,47 @@ int sdp_dconn_arm(struct sdp_dconn *c, int events)
 	FENCE();
 	return sdp_dconn_poll(c) & (events | POLLERR | POLLHUP | POLLRDHUP);
 }
+
+int sdp_dconn_revents(struct sdp_dconn *c, int events)
+{
+	const struct sdp_ddir *out = &c->a->dir[c->side];
+	int p = sdp_dconn_poll(c), rev = 0;
+	if (p & (POLLIN | POLLERR | POLLHUP)) {
+		char one;
+		long r = sdp_dconn_recv(c, &one, 1, SDP_D_NONBLOCK | SDP_D_PEEK, NULL);
+		if (r > 0) {
+			rev |= POLLIN | POLLRDNORM;
+		} else if (r == 0) {
+			rev |= POLLIN | POLLRDNORM | POLLRDHUP;
+			if (LOAD(&out->fin))
+				rev |= POLLHUP;
+		} else if (r != -EAGAIN) {
+			rev |= POLLIN | POLLRDNORM | POLLRDHUP | POLLHUP;
+			if (!__atomic_load_n(&c->errseen, __ATOMIC_RELAXED))
+				rev |= POLLERR;
+		}
+	}
+	if (events & (POLLOUT | POLLWRNORM | POLLWRBAND)) {
+		if (LOAD(&out->fin) || (rev & POLLHUP) || (p & (POLLOUT | POLLERR | POLLHUP)))
+			rev |= POLLOUT | POLLWRNORM;
+		else
+			__atomic_store_n(&c->nospace, __atomic_load_n(&c->nospace, __ATOMIC_RELAXED) + 1,
+					 __ATOMIC_RELAXED);
+	}
+	return rev & (events | POLLERR | POLLHUP);
+}
+
+uint32_t sdp_dconn_budget(const struct sdp_dconn *c) { return c->budget; }
+
+void sdp_dconn_polled(struct sdp_dconn *c, uint32_t k)
+{
+	if (k > 0)
+		budget_hit(c, k);
+	else
+		budget_miss(c);
+}
+
+void sdp_dconn_event_woke(struct sdp_dconn *c) { budget_woken(c); }
 
 size_t sdp_dconn_inq(const struct sdp_dconn *c)
 {

@@ -43,6 +43,16 @@
 /* Status byte values. */
 enum { SDP_DBLK_EMPTY = 0, SDP_DBLK_DATA = 1, SDP_DBLK_RETAINED = 2 };
 
+/* One spin of a polling loop: the CPU's pause hint. */
+static inline void sdp_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
 /* Every block starts with this header; the payload follows. */
 struct sdp_dblk {
 	uint32_t stream; /* the area's stream id */
@@ -220,6 +230,22 @@ int sdp_dconn_poll(const struct sdp_dconn *c);
  * events asks for (POLLIN, POLLOUT) may have become ready. Returns the
  * readiness after arming (a non-zero answer: do not sleep). */
 int sdp_dconn_arm(struct sdp_dconn *c, int events);
+/* What poll(2), select(2) and level-triggered epoll report for events on
+ * a connection that has not been shut down for reading, as Linux's
+ * tcp_poll: POLLIN|POLLRDNORM with bytes to read, with POLLRDHUP at EOF
+ * (POLLHUP too once this side sent its FIN), POLLIN|POLLRDNORM|POLLRDHUP|
+ * POLLHUP after a reset or the peer's death (POLLERR until ECONNRESET was
+ * reported), POLLOUT|POLLWRNORM when a write would not block. A write
+ * asked for and not possible counts in nospace (EPOLLET's writable edge).
+ * Masked by events plus POLLERR|POLLHUP. */
+int sdp_dconn_revents(struct sdp_dconn *c, int events);
+/* The adaptive poll budget of event waits over several connections,
+ * kept by one of them (seed 002's rules, as for the data waits): polls
+ * before a sleep; the wait's outcome (k > 0: ready after k polls, 0:
+ * it sleeps); a wake by the peer. */
+uint32_t sdp_dconn_budget(const struct sdp_dconn *c);
+void sdp_dconn_polled(struct sdp_dconn *c, uint32_t k);
+void sdp_dconn_event_woke(struct sdp_dconn *c);
 /* Bytes readable now (FIONREAD), bytes published and not yet consumed by
  * the peer (SIOCOUTQ). */
 size_t sdp_dconn_inq(const struct sdp_dconn *c);

@@ -91,7 +91,17 @@ static struct sdp_dconn *sdp_direct_get(int fd)
 	return c;
 }
 
-static void sdp_direct_put(struct sdp_dconn *c) { __atomic_fetch_sub(&c->users, 1, __ATOMIC_SEQ_CST); }
+void sdp_direct_put(struct sdp_dconn *c) { __atomic_fetch_sub(&c->users, 1, __ATOMIC_SEQ_CST); }
+
+struct sdp_dconn *sdp_direct_poll_get(int fd)
+{
+	struct sdp_dconn *c = sdp_direct_get(fd);
+	if (c != NULL && __atomic_load_n(&c->slow, __ATOMIC_ACQUIRE) != 0) {
+		sdp_direct_put(c);
+		return NULL;
+	}
+	return c;
+}
 
 static void count(uint64_t *ctr, uint64_t n)
 {

@@ -12,11 +12,20 @@
  * MANAGED entries' readiness and the fds to sleep on (doorbells), the
  * kernel ppoll()s the other entries plus those, with the caller's timeout
  * and signal mask; a wake-up that readied nothing the caller asked for goes
- * round again with the time left. PROTECTED fds read POLLNVAL (poll) or fail
- * the call with EBADF (select), as fds that are not open do.
+ * round again with the time left. When every MANAGED entry is a direct
+ * connection in its plain state (sdp_direct_poll_get), the engine answers
+ * for them itself, without entering the core: their readiness from the
+ * shared area, the adaptive poll budget, then an armed sleep on their
+ * eventfds, which the peer's thread writes (direct.h). PROTECTED fds read
+ * POLLNVAL (poll) or fail the call with EBADF (select), as fds that are not
+ * open do.
  */
+#include "direct.h"
 #include "shim.h"
 #include "sigcount.h"
+
+#include <sched.h>
+#include <sys/syscall.h>
 
 #include <string.h>
 #include <sys/mman.h>
@@ -90,6 +99,83 @@ static void sdp_poll_census(const struct pollfd *fds, nfds_t n, nfds_t *managed,
  * makes no sigprocmask call. A handler that ran during that first look is
  * seen in the trampoline's count (sigcount.h): poll fails with EINTR
  * after any handler, SA_RESTART or not (signal(7)). */
+/* The events a direct connection's sleep arms for (direct.h). */
+static int sdp_direct_arm_events(short events)
+{
+	return ((events & (POLLIN | POLLRDNORM)) ? POLLIN : 0) |
+	       ((events & (POLLOUT | POLLWRNORM | POLLWRBAND)) ? POLLOUT : 0);
+}
+
+/* Sets the revents of the entries with a direct handle (h[i] != NULL);
+ * returns how many are ready. */
+static int sdp_direct_scan(struct pollfd *fds, struct sdp_dconn **h, nfds_t n)
+{
+	int ready = 0;
+	for (nfds_t i = 0; i < n; i++)
+		if (h[i] != NULL && (fds[i].revents = (short)sdp_dconn_revents(h[i], fds[i].events)) != 0)
+			ready++;
+	return ready;
+}
+
+static void sdp_direct_release(struct sdp_dconn **h, nfds_t n)
+{
+	for (nfds_t i = 0; i < n; i++)
+		if (h[i] != NULL) {
+			sdp_direct_put(h[i]);
+			h[i] = NULL;
+		}
+}
+
+/* The direct entries of a set the engine answers for alone: readiness,
+ * then (first round only) the budget's polling, then the arming and a last
+ * look. Returns how many are ready; with none, appends their eventfds to
+ * wait (*nwait of cap) and records in at[] which entry each is. lead keeps
+ * the budget. woke[i]: the last sleep was ended by entry i's eventfd,
+ * emptied here through the handle (its number, which an eviction may
+ * have moved since). */
+static int sdp_direct_round(struct pollfd *fds, struct sdp_dconn **h, nfds_t n, struct sdp_dconn *lead, int *polled,
+			    unsigned char *woke, struct pollfd *wait, unsigned int *at, nfds_t cap, nfds_t *nwait)
+{
+	int any = 0;
+	for (nfds_t i = 0; i < n; i++)
+		if (woke[i]) {
+			woke[i] = 0;
+			if (h[i] != NULL && h[i]->my_efd >= 0) {
+				uint64_t v;
+				syscall(SYS_read, h[i]->my_efd, &v, sizeof v);
+				any = 1;
+			}
+		}
+	if (any)
+		sdp_dconn_event_woke(lead);
+	int ready = sdp_direct_scan(fds, h, n);
+	if (ready == 0 && !*polled) {
+		*polled = 1;
+		uint32_t budget = sdp_dconn_budget(lead), k;
+		for (k = 1; k <= budget && ready == 0; k++) {
+			if ((k & 127) == 0)
+				sched_yield();
+			else
+				sdp_cpu_relax();
+			ready = sdp_direct_scan(fds, h, n);
+		}
+		sdp_dconn_polled(lead, ready > 0 ? k - 1 : 0);
+	}
+	if (ready > 0)
+		return ready;
+	for (nfds_t i = 0; i < n; i++)
+		if (h[i] != NULL)
+			sdp_dconn_arm(h[i], sdp_direct_arm_events(fds[i].events));
+	if ((ready = sdp_direct_scan(fds, h, n)) > 0)
+		return ready;
+	for (nfds_t i = 0; i < n && *nwait < cap; i++)
+		if (h[i] != NULL && h[i]->my_efd >= 0) {
+			at[*nwait] = (unsigned int)i;
+			wait[(*nwait)++] = (struct pollfd){.fd = h[i]->my_efd, .events = POLLIN};
+		}
+	return 0;
+}
+
 static int sdp_poll_engine(struct pollfd *fds, nfds_t n, nfds_t managed, const struct timespec *timeout,
 			   const sigset_t *sigmask)
 {
@@ -104,19 +190,30 @@ static int sdp_poll_engine(struct pollfd *fds, nfds_t n, nfds_t managed, const s
 	nfds_t wcap = 2 * managed + 1;
 	struct pollfd kstack[SDP_POLL_STACK];
 	unsigned int istack[SDP_POLL_STACK];
-	struct sdp_scratch ks, is;
+	/* The direct entries (poll.c's own answers): their handles, which
+	 * eventfd of the sleep is whose, and which ended the last sleep. */
+	struct sdp_dconn *hstack[SDP_POLL_STACK];
+	unsigned int astack[SDP_POLL_STACK];
+	unsigned char wstack[SDP_POLL_STACK];
+	struct sdp_scratch ks, is, hs, as, ws;
 	struct pollfd *k = sdp_scratch_get(&ks, kstack, sizeof kstack, (n + wcap) * sizeof(struct pollfd));
 	unsigned int *idx = sdp_scratch_get(&is, istack, sizeof istack, n * sizeof(unsigned int));
-	int result;
-	if (k == NULL || idx == NULL) {
+	struct sdp_dconn **h = sdp_scratch_get(&hs, hstack, sizeof hstack, n * sizeof(struct sdp_dconn *));
+	unsigned int *at = sdp_scratch_get(&as, astack, sizeof astack, n * sizeof(unsigned int));
+	unsigned char *woke = sdp_scratch_get(&ws, wstack, sizeof wstack, n);
+	int result, polled = 0;
+	if (k == NULL || idx == NULL || h == NULL || at == NULL || woke == NULL) {
 		result = (int)sdp_fail(ENOMEM);
 		goto out;
 	}
+	memset(woke, 0, n);
 	for (;;) {
-		int ready = 0, managed_here = 0;
+		int ready = 0, managed_here = 0, direct_wait = 0;
 		nfds_t u = 0, nwait = 0;
+		struct sdp_dconn *lead = NULL;
 		for (nfds_t i = 0; i < n; i++) {
 			fds[i].revents = 0;
+			h[i] = NULL;
 			if (fds[i].fd < 0)
 				continue;
 			int s = sdp_fd_state(fds[i].fd);
@@ -124,13 +221,22 @@ static int sdp_poll_engine(struct pollfd *fds, nfds_t n, nfds_t managed, const s
 				fds[i].revents = POLLNVAL;
 				ready++;
 			} else if (s == SDPSHIM_FD_MANAGED && sdp_core_ready()) {
-				managed_here = 1;
+				if ((h[i] = sdp_direct_poll_get(fds[i].fd)) == NULL)
+					managed_here = 1;
+				else if (lead == NULL)
+					lead = h[i];
 			} else {
 				k[u] = (struct pollfd){.fd = fds[i].fd, .events = fds[i].events};
 				idx[u++] = (unsigned int)i;
 			}
 		}
-		if (managed_here) {
+		if (managed_here)
+			sdp_direct_release(h, n); /* the core answers for every MANAGED entry */
+		if (!managed_here && lead != NULL) {
+			ready += sdp_direct_round(fds, h, n, lead, &polled, woke, k + u, at, wcap, &nwait);
+			sdp_direct_release(h, n);
+			direct_wait = 1;
+		} else if (managed_here) {
 			int r = SDP_CORE_CALL(sdp_core.poll(fds, n, k + u, wcap, &nwait));
 			if (r == SDPSHIM_PASS) { /* the whole set, in the kernel */
 				for (nfds_t i = 0; i < n; i++)
@@ -172,6 +278,9 @@ static int sdp_poll_engine(struct pollfd *fds, nfds_t n, nfds_t managed, const s
 				fds[idx[j]].revents = k[j].revents;
 				ready++;
 			}
+		for (nfds_t j = u; kr > 0 && direct_wait && j < u + nwait; j++)
+			if (k[j].revents != 0)
+				woke[at[j - u]] = 1; /* emptied at the next round */
 		if (ready > 0 || (timeout != NULL && sdp_now_ns() >= deadline)) {
 			result = ready;
 			goto out;
@@ -180,6 +289,9 @@ static int sdp_poll_engine(struct pollfd *fds, nfds_t n, nfds_t managed, const s
 out:
 	sdp_scratch_put(&ks);
 	sdp_scratch_put(&is);
+	sdp_scratch_put(&hs);
+	sdp_scratch_put(&as);
+	sdp_scratch_put(&ws);
 	if (held) {
 		int err = errno;
 		sdp_signals_release(&old);

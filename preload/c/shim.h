@@ -399,6 +399,13 @@ SDP_HIDDEN long sdp_direct_send(int fd, const void *buf, size_t n, int flags);
 SDP_HIDDEN long sdp_direct_msg(int send, int fd, struct msghdr *m, int flags);
 /* host->direct_attach. */
 SDP_HIDDEN void sdp_direct_attach(int fd, void *conn);
+/* For poll, ppoll, select and pselect (poll.c): the handle of fd, held,
+ * when its readiness is answered here (attached, and none of its calls is
+ * the core's: no shutdown(SHUT_RD), no early bytes, no switch to kernel
+ * TCP), else NULL; sdp_direct_put releases it. */
+struct sdp_dconn;
+SDP_HIDDEN struct sdp_dconn *sdp_direct_poll_get(int fd);
+SDP_HIDDEN void sdp_direct_put(struct sdp_dconn *c);
 /* Fork child: forgets every handle (async-signal-safe). */
 SDP_HIDDEN void sdp_direct_forget_all(void);
 

@@ -71,6 +71,14 @@ func (s *Socket) pollEventsAt(fd int, events int16, pumped bool) (revents int16,
 		}
 		st, pumped = r.stream, false // its channel may not have been moved
 	}
+	if ds, ok := st.(*directStream); ok && !s.shutRD.Load() && s.earlyN.Load() == 0 {
+		// The interposer's own answer (poll.c), for the same state.
+		rev := ds.conn.Revents(events)
+		if rev&pollRDHUP != 0 {
+			s.peerFin.Store(true)
+		}
+		return rev, -1, 0
+	}
 	var rev int16
 	readReady, writeReady := st.ReadReady, st.WriteReady
 	if pumped {

@@ -257,6 +257,18 @@ func (c *Conn) Poll() int16 {
 	return int16(C.sdp_dconn_poll(h))
 }
 
+// Revents returns what poll(2) reports for events on a connection not
+// shut down for reading, as the interposer's own poll answers it
+// (sdp_dconn_revents in direct.h); POLLNVAL after Free.
+func (c *Conn) Revents(events int16) int16 {
+	h := c.hold()
+	if h == nil {
+		return unix.POLLNVAL
+	}
+	defer c.done()
+	return int16(C.sdp_dconn_revents(h, C.int(events)))
+}
+
 // Arm asks the peer to write this process's eventfd once when events
 // (POLLIN, POLLOUT) may have become ready, and returns the readiness after
 // arming (non-zero: do not sleep).

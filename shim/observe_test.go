@@ -69,7 +69,8 @@ func TestStatsAcceleratedPair(t *testing.T) {
 	}
 	const big = 1 << 20
 	data := bytes.Repeat([]byte("0123456789abcdef"), big/16)
-	go send(c, data)
+	sent := make(chan int64, 1)
+	go func() { sent <- send(c, data) }()
 	got := make([]byte, big)
 	recv(a, got[:4], unix.MSG_PEEK)
 	if n := recv(a, got, unix.MSG_WAITALL); n != big {
@@ -77,6 +78,11 @@ func TestStatsAcceleratedPair(t *testing.T) {
 	}
 	send(a, []byte("ok"))
 	recv(c, got[:2], unix.MSG_WAITALL)
+	// The send counts its bytes when it returns, which may come after
+	// the peer has read them all.
+	if n := <-sent; n != big {
+		t.Fatalf("send %d", n)
+	}
 
 	s := p.Stats().Snapshot()
 	if len(s.Connections) != 2 || s.Totals.Accelerated != 2 || s.Totals.Fallbacks != 2 {

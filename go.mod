@@ -8,6 +8,7 @@ require golang.org/x/sys v0.49.0
 
 require (
 	github.com/prometheus/client_golang v1.25.0
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/sirupsen/logrus v1.10.2
 	gonum.org/v1/plot v0.17.0
 	k8s.io/api v0.37.2

@@ -1,9 +1,7 @@
 package tests
 
 import (
-	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,41 +20,31 @@ import (
 // files together holds: the agent's flags match its mounts, probes and
 // the pods' group; the pod snippet preloads a library from its mount,
 // points SDPSHIM_RUNDIR at its mount of the agent's directory, and its
-// SDPSHIM_* values load. No JSON schema of the Kubernetes API is
-// available offline here, so required fields and value formats beyond
-// what the types decode are not checked.
+// SDPSHIM_* values load. Required fields and value formats, which the
+// types do not enforce, are TestDeployManifestsSchema's
+// (deploy_schema_test.go).
 func TestDeployManifests(t *testing.T) {
 	objs := map[string]any{}
-	files, _ := filepath.Glob("../deploy/kubernetes/*.yaml")
-	if len(files) == 0 {
-		t.Fatal("no manifests in deploy/kubernetes")
-	}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
+	for name, doc := range manifestDocs(t) {
+		var meta struct{ APIVersion, Kind string }
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			t.Fatalf("%s: %v", name, err)
 		}
-		for i, doc := range strings.Split(string(b), "\n---\n") {
-			var meta struct{ APIVersion, Kind string }
-			if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
-				t.Fatalf("%s document %d: %v", f, i, err)
-			}
-			var obj any
-			switch meta.APIVersion + " " + meta.Kind {
-			case "v1 Namespace":
-				obj = &corev1.Namespace{}
-			case "v1 Pod":
-				obj = &corev1.Pod{}
-			case "apps/v1 DaemonSet":
-				obj = &appsv1.DaemonSet{}
-			default:
-				t.Fatalf("%s document %d: unexpected %s %s", f, i, meta.APIVersion, meta.Kind)
-			}
-			if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
-				t.Errorf("%s document %d (%s): %v", f, i, meta.Kind, err)
-			}
-			objs[meta.Kind] = obj
+		var obj any
+		switch meta.APIVersion + " " + meta.Kind {
+		case "v1 Namespace":
+			obj = &corev1.Namespace{}
+		case "v1 Pod":
+			obj = &corev1.Pod{}
+		case "apps/v1 DaemonSet":
+			obj = &appsv1.DaemonSet{}
+		default:
+			t.Fatalf("%s: unexpected %s %s", name, meta.APIVersion, meta.Kind)
 		}
+		if err := yaml.UnmarshalStrict(doc, obj); err != nil {
+			t.Errorf("%s (%s): %v", name, meta.Kind, err)
+		}
+		objs[meta.Kind] = obj
 	}
 	ds, _ := objs["DaemonSet"].(*appsv1.DaemonSet)
 	pod, _ := objs["Pod"].(*corev1.Pod)

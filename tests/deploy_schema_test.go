@@ -40,7 +40,7 @@ func k8sSpecDir(t *testing.T) string {
 	// Outside this module, so that go.mod and go.sum stay as they are.
 	cmd := exec.Command("go", "mod", "download", "-json", "k8s.io/kubernetes@"+release)
 	cmd.Dir = t.TempDir()
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GO111MODULE=on")
+	cmd.Env = append(os.Environ(), "GO111MODULE=on")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err = cmd.Output()

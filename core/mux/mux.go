@@ -23,9 +23,10 @@ import (
 // (flow-control records) have their own sequence and go to the stream's
 // FlowController as they arrive, never behind unread data.
 //
-// The send side is shared by all streams: writes are cut into blocks and
-// a round-robin scheduler takes one block per stream in turn (seed 003,
-// message-level preemption), so a bulk stream never starves a small one.
+// The send side is shared by all streams: writes are cut into sub-writes
+// and a scheduler gives the streams turns, small messages first (seed
+// 003, message-level and stream-level preemption; sched.go), so a bulk
+// stream never starves a small one.
 // Whoever writes runs the scheduler for everyone (flat combining), so an
 // idle channel never waits; likewise whoever waits for data moves every
 // stream's arrivals (the pump). A waiting Read, Write or Accept polls per
@@ -62,6 +63,11 @@ type Channel struct {
 	actMu     sync.Mutex           // active list
 	active    []*Stream            // streams with something to send; +checklocks:actMu
 	rr        int                  // round-robin position; +checklocks:sendMu
+	turn      int                  // data blocks per turn, 0: no limit (turnBlocks)
+	resume    *Stream              // goes first next round; +checklocks:sendMu
+	order     []*Stream            // this round's visiting order; +checklocks:sendMu
+	rest      []*Stream            // +checklocks:sendMu
+	waiting   int                  // streams of this round with data; +checklocks:sendMu
 	gather    []byte               // +checklocks:sendMu
 	snap      []*Stream            // +checklocks:sendMu
 	ctrlWire  []byte               // +checklocks:sendMu
@@ -104,6 +110,12 @@ type ChannelConfig struct {
 	// Backlog bounds streams opened by the peer and not yet accepted;
 	// further ones are reset. 0 means 128.
 	Backlog int
+	// SubWrite is the sub-write size of preemption (sched.go): a stream
+	// sends at most this many bytes of data, in whole blocks, before the
+	// others get their turn. 0 means one block; a negative value turns
+	// preemption off (a stream keeps its turn while it can send, and no
+	// stream is paused for its share).
+	SubWrite int
 }
 
 // Errors of the channel and stream layer besides those of errors.go.
@@ -136,7 +148,7 @@ func NewChannel(t wire.Transport, cfg ChannelConfig) (*Channel, error) {
 		cfg.Backlog = 128
 	}
 	c := &Channel{
-		t: t, cfg: cfg, maxPay: t.MaxPayload(),
+		t: t, cfg: cfg, maxPay: t.MaxPayload(), turn: turnBlocks(cfg.SubWrite, t.MaxPayload()),
 		streams: make(map[uint32]*Stream), failedCh: make(chan struct{}), closed: make(chan struct{}),
 	}
 	c.ids.init(cfg.Initiator)

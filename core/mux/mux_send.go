@@ -7,12 +7,13 @@ import (
 )
 
 // The scheduler (seed 003). Streams with something to send sit in the
-// active list; the scheduler visits them round-robin and sends one block
-// per stream per turn (a reset, then control records, then a data segment
-// the flow controller sizes, then a bare FIN), so a large write is cut
-// into block-sized pieces between which every other stream gets its
-// turn. It stops when the transport is full or a round sends nothing.
-// Whoever writes runs it for every stream (flat combining).
+// active list; each round the scheduler visits them in the order of the
+// priority rule (sched.go) and gives each a turn: a reset, control
+// records, one sub-write of data segments the flow controller sizes
+// (ChannelConfig.SubWrite), or a bare FIN. A large write is so cut into
+// sub-writes between which every other stream gets its turn. It stops
+// when the transport is full or a round sends nothing. Whoever writes
+// runs it for every stream (flat combining).
 
 // sendResult is what one visit of a stream did.
 type sendResult uint8
@@ -107,7 +108,9 @@ func (c *Channel) drainAndFail(err error) {
 
 // flushLocked runs rounds until the transport is full or a round sends
 // nothing; when only the block cap held data back it refreshes the
-// transport's view once and tries again.
+// transport's view once and tries again. Each round visits the streams in
+// the order of the priority rule (sched.go) and gives each a turn: one
+// sub-write of data (turnBlocks), or one block of something else.
 //
 // +checklocks:c.sendMu
 func (c *Channel) flushLocked() (int, error) {
@@ -116,28 +119,32 @@ func (c *Channel) flushLocked() (int, error) {
 		c.actMu.Lock()
 		c.snap = append(c.snap[:0], c.active...)
 		c.actMu.Unlock()
-		list := c.snap
-		if len(list) == 0 {
+		if len(c.snap) == 0 {
 			c.prog.async.Store(false)
 			return sent, nil
 		}
+		c.orderLocked(c.snap)
 		progress, full, paused, async := false, false, false, false
-		start := c.rr % len(list)
-		for k := range list {
-			res, left, err := c.sendOne(list[(start+k)%len(list)])
+		for _, s := range c.order {
+			n, res, left, err := c.turnOf(s)
 			if err != nil {
 				return sent, err
 			}
 			async = async || left
-			switch res {
-			case sendDone:
+			if n > 0 {
 				progress = true
-				sent++
+				sent += n
+			}
+			switch res {
+			case sendDone: // a scheduling point with data left
+				if c.waiting > 1 {
+					s.sched.preemptions.Add(1)
+				}
 			case sendPaused:
 				paused = true
 			case sendFull:
 				full = true
-				c.rr = start + k // it goes first next time
+				c.resume = s // it goes on first next time
 			}
 			if full {
 				async = true // unknown for the rest: let the progress goroutines look
@@ -145,7 +152,7 @@ func (c *Channel) flushLocked() (int, error) {
 			}
 		}
 		if !full {
-			c.rr = start + 1
+			c.rr++
 		}
 		if !progress && paused && !full && !refreshed && c.counter != nil {
 			refreshed = true
@@ -161,6 +168,38 @@ func (c *Channel) flushLocked() (int, error) {
 	}
 }
 
+// turnOf gives s one turn: its control blocks, then data blocks until its
+// sub-write is out (c.turn data blocks, no limit when c.turn is 0) or
+// nothing more can go. Data that is not small waits after control blocks
+// for the next round, where it goes with the other large writes. n is the blocks sent; res is sendDone when the
+// turn ended at the sub-write's end with data left (a scheduling point),
+// else what stopped it.
+//
+// +checklocks:c.sendMu
+func (c *Channel) turnOf(s *Stream) (n int, res sendResult, left bool, err error) {
+	d := 0 // data blocks
+	for {
+		var data bool
+		res, left, data, err = c.sendOne(s)
+		if err != nil || res != sendDone {
+			return n, res, left, err
+		}
+		n++
+		if data {
+			d++
+		}
+		if c.turn > 0 && (d >= c.turn || (!data && !c.small(s))) {
+			s.mu.Lock()
+			more := s.sendableLocked()
+			s.mu.Unlock()
+			if !more {
+				return n, sendIdle, left, nil
+			}
+			return n, sendDone, left, nil
+		}
+	}
+}
+
 // setAsync records whether data waits for a flush the progress goroutines
 // should make without the application.
 func (c *Channel) setAsync(v bool) {
@@ -171,13 +210,15 @@ func (c *Channel) setAsync(v bool) {
 
 // sendOne sends at most one block of s. left reports that s still has
 // something to send that needs no application call (async controller,
-// or closed / shut down).
-func (c *Channel) sendOne(s *Stream) (res sendResult, left bool, err error) {
+// or closed / shut down); data that the block was a data block.
+//
+// +checklocks:c.sendMu
+func (c *Channel) sendOne(s *Stream) (res sendResult, left, data bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
 		s.deactivateLocked()
-		return sendIdle, false, nil
+		return sendIdle, false, false, nil
 	}
 	hdr := wire.BlockHeader{Stream: s.id}
 	var payload []byte
@@ -192,15 +233,15 @@ func (c *Channel) sendOne(s *Stream) (res sendResult, left bool, err error) {
 		hdr.Flags, hdr.Seq = wire.FlagControl, s.txCtrl
 	case s.sendableLocked():
 		if !(s.calls > 0 || s.fc.AsyncFlush() || s.closed || s.wrShut) {
-			return sendIdle, false, nil // waits for the application to call in
+			return sendIdle, false, false, nil // waits for the application to call in
 		}
 		if c.pausedLocked(s) || c.reserveLocked() {
-			return sendPaused, s.asyncLocked(), nil
+			return sendPaused, s.asyncLocked(), false, nil
 		}
 		_, pay := s.rcvLimitLocked(c.maxPay)
 		dataN = min(s.fc.NextSegment(s.queued, len(s.sendq[0].b), pay), s.queued, pay)
 		if dataN <= 0 {
-			return sendIdle, s.asyncLocked(), nil // no credit or window yet
+			return sendIdle, s.asyncLocked(), false, nil // no credit or window yet
 		}
 		payload = c.segmentLocked(s, dataN)
 		hdr.Flags, hdr.Seq = wire.FlagData, s.txSeq
@@ -211,21 +252,21 @@ func (c *Channel) sendOne(s *Stream) (res sendResult, left bool, err error) {
 		hdr.Flags, hdr.Seq = wire.FlagFIN, s.txSeq
 	default:
 		s.deactivateLocked()
-		return sendIdle, false, nil
+		return sendIdle, false, false, nil
 	}
 	hdr.Len = uint32(len(payload))
 	ok, err := c.t.TrySend(hdr, payload)
 	if err != nil {
-		return sendIdle, false, err
+		return sendIdle, false, false, err
 	}
 	if !ok {
-		return sendFull, s.asyncLocked(), nil
+		return sendFull, s.asyncLocked(), false, nil
 	}
 	s.sentLocked(hdr, dataN)
 	if !s.hasWorkLocked() {
 		s.deactivateLocked()
 	}
-	return sendDone, s.hasWorkLocked() && s.asyncLocked(), nil
+	return sendDone, s.hasWorkLocked() && s.asyncLocked(), dataN > 0, nil
 }
 
 // sentLocked updates s after a block with header h (dataN stream bytes)
@@ -283,15 +324,17 @@ func (s *Stream) asyncLocked() bool {
 }
 
 // pausedLocked reports whether s's data must wait: the peer retains a
-// block of it, or it holds its share of the blocks or what its receive
-// buffer allows (stream_buffers.go).
+// block of it, or it holds the channel's cap of blocks, its fair share
+// while others wait (shareLocked) or what its receive buffer allows
+// (stream_buffers.go).
 //
+// +checklocks:c.sendMu
 // +checklocks:s.mu
 func (c *Channel) pausedLocked(s *Stream) bool {
 	if c.counter != nil {
 		n, retained := c.counter.Held(s.id)
 		limit, _ := s.rcvLimitLocked(c.maxPay)
-		return retained || (c.heldCap > 0 && n >= c.heldCap) || (limit > 0 && n >= limit)
+		return retained || (c.heldCap > 0 && n >= c.heldCap) || (limit > 0 && n >= limit) || c.shareLocked(s, n)
 	}
 	return c.ret != nil && c.ret.Retained(s.id)
 }

@@ -43,22 +43,24 @@ type Stream struct {
 	resetIn  bool                  // the peer reset the stream
 
 	// Sending side; +checklocks:mu for all.
-	sendq    []*chunk             // bytes queued, oldest first
-	sendqBuf [4]*chunk            // sendq's storage while short
-	wchunk   chunk                // the chunk of the Write in progress (writeMu)
-	queued   int                  // bytes in sendq
-	owned    int                  // bytes of sendq copied into the stream
-	ctrlOut  []wire.ControlRecord // records to send
-	announce bool                 // send a control block even without records
-	txSeq    uint32
-	txCtrl   uint32
-	peerRcv  int // the peer's receive buffer in bytes (ControlRcvBuf); 0: no limit
-	rcvBuf   int // ours, as last sent; 0: none
-	sendBuf  int // bytes a buffered controller may copy; 0: the channel's SendBuffer
-	finOut   finState
-	resetOut finState
-	active   bool // in the channel's active list
-	calls    int  // application calls in progress (packed progress rule)
+	sendq       []*chunk             // bytes queued, oldest first
+	sendqBuf    [4]*chunk            // sendq's storage while short
+	wchunk      chunk                // the chunk of the Write in progress (writeMu)
+	queued      int                  // bytes in sendq
+	owned       int                  // bytes of sendq copied into the stream
+	ctrlOut     []wire.ControlRecord // records to send
+	announce    bool                 // send a control block even without records
+	txSeq       uint32
+	txCtrl      uint32
+	peerRcv     int // the peer's receive buffer in bytes (ControlRcvBuf); 0: no limit
+	rcvBuf      int // ours, as last sent; 0: none
+	sendBuf     int // bytes a buffered controller may copy; 0: the channel's SendBuffer
+	finOut      finState
+	resetOut    finState
+	active      bool        // in the channel's active list
+	sharePaused bool        // held back for its share (shareLocked)
+	sched       schedCounts // preemptions and pauses, atomic
+	calls       int         // application calls in progress (packed progress rule)
 
 	// Life; +checklocks:mu for all.
 	closed   bool  // Close called (or refused by the backlog)

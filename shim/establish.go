@@ -62,6 +62,7 @@ func (p *Process) establish(fd, peerPID int, deadline time.Time) (*mux.Channel, 
 	if c.Channel == config.ChannelPerConnection {
 		cc.MaxStreams = 1
 	}
+	cc.SubWrite = subWrite(c, t.MaxPayload())
 	ch, err := mux.NewChannel(t, cc)
 	if err != nil {
 		t.Close()
@@ -70,6 +71,16 @@ func (p *Process) establish(fd, peerPID int, deadline time.Time) (*mux.Channel, 
 	p.addChannelStats(ch, t, peerPID)
 	go p.closeProviderWhenDone(ch, pr)
 	return ch, nil
+}
+
+// subWrite returns the channel's sub-write size for SDPSHIM_PREEMPT: the
+// blocks its size covers (whole blocks, header included, at least one)
+// times a block's payload; -1 (preemption off) for SDPSHIM_PREEMPT=0.
+func subWrite(c config.Config, payload int) int {
+	if !c.Preempt || c.PreemptChunk <= 0 {
+		return -1
+	}
+	return max(1, c.PreemptChunk/c.BlockSize) * payload
 }
 
 // shimFlow returns the controllers the shim runs for algorithm, decided

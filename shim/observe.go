@@ -154,6 +154,11 @@ func (s *Socket) openStatsLocked(e *channelEnd, st dataStream) {
 	}
 	if ds != nil {
 		c.SetExtra(ds.counts)
+	} else if ss, ok := st.(interface{ SchedStats() mux.SchedStats }); ok {
+		c.SetExtra(func() stats.Extra {
+			x := ss.SchedStats()
+			return stats.Extra{Preemptions: x.Preemptions, Pauses: x.Pauses}
+		})
 	}
 	c.AddSent(s.earlySent.bytes, s.earlySent.msgs) // written before the verdict
 	s.earlySent.bytes, s.earlySent.msgs = 0, 0

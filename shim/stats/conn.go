@@ -56,6 +56,7 @@ type side struct {
 	_           cpu.CacheLinePad
 	bytes, msgs atomic.Uint64
 	preemptions atomic.Uint64 // sending side only
+	pauses      atomic.Uint64 // sending side only
 	_           cpu.CacheLinePad
 }
 
@@ -76,9 +77,11 @@ type Conn struct {
 }
 
 // Extra are counts kept outside the connection's own counters: those of
-// the calls the interposer makes itself on the direct path.
+// the calls the interposer makes itself on the direct path, or the
+// scheduler's counts of a stream of a channel.
 type Extra struct {
 	BytesSent, MessagesSent, BytesReceived, MessagesReceived uint64
+	Preemptions, Pauses                                      uint64
 }
 
 // SetExtra adds the counts f returns to every snapshot, until FoldExtra.
@@ -96,6 +99,8 @@ func (c *Conn) FoldExtra() {
 	c.tx.msgs.Add(x.MessagesSent)
 	c.rx.bytes.Add(x.BytesReceived)
 	c.rx.msgs.Add(x.MessagesReceived)
+	c.tx.preemptions.Add(x.Preemptions)
+	c.tx.pauses.Add(x.Pauses)
 }
 
 type flowSource struct {
@@ -189,8 +194,11 @@ func (c *Conn) stats() (ConnStats, flowcontrol.Stats) {
 		s.MessagesReceived += x.MessagesReceived
 		s.BytesSent += x.BytesSent
 		s.BytesReceived += x.BytesReceived
+		s.Preemptions += x.Preemptions
+		s.Pauses += x.Pauses
 	}
-	s.Preemptions = c.tx.preemptions.Load()
+	s.Preemptions += c.tx.preemptions.Load()
+	s.Pauses += c.tx.pauses.Load()
 	s.Flow = c.info.Flow
 	var raw flowcontrol.Stats
 	if f := c.flow.Load(); f != nil {

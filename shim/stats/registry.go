@@ -63,7 +63,7 @@ type Registry struct {
 // the counters of those already closed (the rest).
 type pastTotals struct {
 	opened, accelerated                    uint64
-	bytesTx, bytesRx, msgsTx, msgsRx, pree uint64
+	bytesTx, bytesRx, msgsTx, msgsRx, pree, pauses uint64
 	flow                                   flowcontrol.Stats
 }
 
@@ -154,6 +154,7 @@ func (r *Registry) close(c *Conn) {
 	t.msgsTx += s.MessagesSent
 	t.msgsRx += s.MessagesReceived
 	t.pree += s.Preemptions
+	t.pauses += s.Pauses
 	t.flow.Add(flow)
 }
 
@@ -224,7 +225,7 @@ func (r *Registry) Snapshot() *Snapshot {
 	s.Totals.ConnsOpen = uint64(len(r.conns))
 	s.Totals.BytesSent, s.Totals.BytesReceived = t.bytesTx, t.bytesRx
 	s.Totals.MessagesSent, s.Totals.MessagesReceived = t.msgsTx, t.msgsRx
-	s.Scheduler.Preemptions = t.pree
+	s.Scheduler.Preemptions, s.Scheduler.Pauses = t.pree, t.pauses
 	s.Connections = make([]ConnStats, 0, len(r.conns))
 	for c := range r.conns {
 		cs, cf := c.stats()
@@ -235,6 +236,7 @@ func (r *Registry) Snapshot() *Snapshot {
 		s.Totals.MessagesSent += cs.MessagesSent
 		s.Totals.MessagesReceived += cs.MessagesReceived
 		s.Scheduler.Preemptions += cs.Preemptions
+		s.Scheduler.Pauses += cs.Pauses
 	}
 	s.Events = maps.Clone(r.events)
 	for ch := range r.chans {

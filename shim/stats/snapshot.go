@@ -71,6 +71,7 @@ type ConnStats struct {
 	MessagesSent     uint64     `json:"messages_sent"`
 	MessagesReceived uint64     `json:"messages_received"`
 	Preemptions      uint64     `json:"preemptions"`
+	Pauses           uint64     `json:"pauses"`
 	FlowStats        *FlowStats `json:"flow_stats,omitempty"`
 }
 
@@ -129,6 +130,9 @@ type SchedulerStats struct {
 	// Preemptions counts scheduling points taken inside large writes
 	// (SDPSHIM_PREEMPT), over every connection.
 	Preemptions uint64 `json:"preemptions"`
+	// Pauses counts the times a stream was held back for its share of a
+	// shared channel's blocks while others waited, over every connection.
+	Pauses uint64 `json:"pauses"`
 }
 
 // ReasonCount is how many connections fell back for one reason.

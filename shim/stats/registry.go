@@ -62,9 +62,9 @@ type Registry struct {
 // pastTotals count every connection opened (opened, accelerated) and
 // the counters of those already closed (the rest).
 type pastTotals struct {
-	opened, accelerated                    uint64
+	opened, accelerated                            uint64
 	bytesTx, bytesRx, msgsTx, msgsRx, pree, pauses uint64
-	flow                                   flowcontrol.Stats
+	flow                                           flowcontrol.Stats
 }
 
 // NewRegistry returns an empty registry for the calling process.

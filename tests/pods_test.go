@@ -30,7 +30,7 @@ const (
 
 // podLogs returns a directory every pod's uid may write logs into.
 func (c *cluster) podLogs() string {
-	d := filepath.Join(c.base, "logs")
+	d := filepath.Join(c.Base, "logs")
 	os.Mkdir(d, 0o755)
 	os.Chmod(d, 0o777|os.ModeSticky)
 	return d
@@ -54,15 +54,15 @@ func TestPodsRedis(t *testing.T) {
 	c.service("10.96.0.11", 6379, podC, 6379)
 	logs := c.podLogs()
 	srvLog, cliLog := filepath.Join(logs, "server.log"), filepath.Join(logs, "client.log")
-	srvPP := podProc{uid: uidB, groups: []int{podsGID}, shim: true, env: []string{podAllow, podServices}, log: srvLog}
-	cliPP := podProc{uid: uidA, groups: []int{podsGID}, shim: true, env: []string{podAllow, podServices}, log: cliLog}
+	srvPP := podProc{UID: uidB, Groups: []int{podsGID}, Shim: true, Env: []string{podAllow, podServices}, Log: srvLog}
+	cliPP := podProc{UID: uidA, Groups: []int{podsGID}, Shim: true, Env: []string{podAllow, podServices}, Log: cliLog}
 	redisArgs := func(dir string) []string {
 		return []string{"--port", "6379", "--bind", "0.0.0.0", "--protected-mode", "no", "--save", "", "--appendonly", "no", "--dir", dir}
 	}
 	podB.startIn(t, srvPP, 120*time.Second, server, redisArgs(c.scratch("redis-b", uidB))...)
-	podC.startIn(t, podProc{uid: uidOutsider}, 120*time.Second, server, redisArgs(c.scratch("redis-c", uidOutsider))...)
-	waitServing(t, podA.ns, addrPort(podB, 6379))
-	waitServing(t, podA.ns, addrPort(podC, 6379))
+	podC.startIn(t, podProc{UID: uidOutsider}, 120*time.Second, server, redisArgs(c.scratch("redis-c", uidOutsider))...)
+	waitServing(t, podA.NS, addrPort(podB, 6379))
+	waitServing(t, podA.NS, addrPort(podC, 6379))
 	defer func() {
 		if t.Failed() {
 			t.Logf("client log:\n%s", tail(readLog(t, cliLog), 40))
@@ -73,7 +73,7 @@ func TestPodsRedis(t *testing.T) {
 	val := make([]byte, 1<<20)
 	rand.Read(val)
 	conns := 0
-	for _, dst := range []string{podB.addr.String(), "10.96.0.10"} {
+	for _, dst := range []string{podB.Addr.String(), "10.96.0.10"} {
 		redisRoundTrip(t, podA, cliPP, cli, dst, val)
 		out, err := podA.run(t, cliPP, 60*time.Second, nil, bench, "-h", dst, "-p", "6379", "-c", fmt.Sprint(redisBenchConns),
 			"-n", "2000", "-t", "set,get", "-d", "256", "--csv")
@@ -83,14 +83,14 @@ func TestPodsRedis(t *testing.T) {
 		conns += 2 + 2*redisBenchConns
 	}
 	cliV := logVerdicts(t, cliLog, false)
-	srvV, answered := statsVerdicts(t, c.hostRD)
+	srvV, answered := statsVerdicts(t, c.HostRD)
 	t.Logf("client (log) %v; server (stats of %d processes) %v", cliV, answered, srvV)
 	conns = max(conns, cliV.total())
 	expectAll(t, "client (log)", cliV, conns, true, "")
 	expectServer(t, srvV, conns, 1)
 
 	// The plain pod: through its address, then its service address.
-	redisRoundTrip(t, podA, cliPP, cli, podC.addr.String(), val[:4096])
+	redisRoundTrip(t, podA, cliPP, cli, podC.Addr.String(), val[:4096])
 	redisRoundTrip(t, podA, cliPP, cli, "10.96.0.11", val[:4096])
 	v := logVerdicts(t, cliLog, false)
 	if v.fallbacks[reasonNotShimmed] != 2 || v.fallbacks[reasonDeferredUnclaimed] != 2 || v.accelerated != cliV.accelerated {
@@ -140,12 +140,12 @@ func TestPodsNginx(t *testing.T) {
 	want := writeRandomFile(t, filepath.Join(www, "big.bin"), 8<<20)
 	os.Chmod(filepath.Join(www, "big.bin"), 0o644)
 	conf := podNginxConf(t, c.scratch("nginx", uidB), www, 8080)
-	podB.startIn(t, podProc{uid: uidB, groups: []int{podsGID}, shim: true, env: []string{podAllow, podServices}, log: srvLog},
+	podB.startIn(t, podProc{UID: uidB, Groups: []int{podsGID}, Shim: true, Env: []string{podAllow, podServices}, Log: srvLog},
 		120*time.Second, nginx, "-p", filepath.Dir(conf), "-c", conf, "-e", filepath.Join(filepath.Dir(conf), "error.log"))
-	waitServing(t, podA.ns, addrPort(podB, 8080))
-	cliPP := podProc{uid: uidA, groups: []int{podsGID}, shim: true, env: []string{podAllow, podServices}, log: cliLog}
+	waitServing(t, podA.NS, addrPort(podB, 8080))
+	cliPP := podProc{UID: uidA, Groups: []int{podsGID}, Shim: true, Env: []string{podAllow, podServices}, Log: cliLog}
 	out := c.scratch("got", uidA)
-	for i, url := range []string{fmt.Sprintf("http://%s:8080/big.bin", podB.addr), "http://10.96.0.20/big.bin"} {
+	for i, url := range []string{fmt.Sprintf("http://%s:8080/big.bin", podB.Addr), "http://10.96.0.20/big.bin"} {
 		dst := filepath.Join(out, fmt.Sprintf("got%d.bin", i))
 		if o, err := podA.run(t, cliPP, 60*time.Second, nil, curl, "-sS", "--fail", "-o", dst, url); err != nil {
 			t.Fatalf("curl %s: %v %s", url, err, o)
@@ -155,7 +155,7 @@ func TestPodsNginx(t *testing.T) {
 		}
 	}
 	cliV := logVerdicts(t, cliLog, false)
-	srvV, answered := statsVerdicts(t, c.hostRD)
+	srvV, answered := statsVerdicts(t, c.HostRD)
 	t.Logf("client (log) %v; server (stats of %d processes) %v", cliV, answered, srvV)
 	expectAll(t, "client (log)", cliV, 2, true, "")
 	expectServer(t, srvV, 2, 1)
@@ -208,10 +208,10 @@ func TestPodsIsolation(t *testing.T) {
 	podA, podB, podD := c.addPod("a"), c.addPod("b"), c.addPod("d")
 	logs := c.podLogs()
 	srvLog := filepath.Join(logs, "server.log")
-	srvPP := podProc{uid: uidB, groups: []int{podsGID}, shim: true, env: []string{podAllow}, log: srvLog}
+	srvPP := podProc{UID: uidB, Groups: []int{podsGID}, Shim: true, Env: []string{podAllow}, Log: srvLog}
 	podB.startIn(t, srvPP, 120*time.Second, server, "--port", "6379", "--bind", "0.0.0.0", "--protected-mode", "no",
 		"--save", "", "--appendonly", "no", "--dir", c.scratch("redis-b", uidB))
-	waitServing(t, podD.ns, addrPort(podB, 6379))
+	waitServing(t, podD.NS, addrPort(podB, 6379))
 	val := make([]byte, 64<<10)
 	rand.Read(val)
 	cases := []struct {
@@ -219,21 +219,21 @@ func TestPodsIsolation(t *testing.T) {
 		pp     podProc
 		reason string
 	}{
-		{"outsider in the group", podProc{uid: uidOutsider, groups: []int{podsGID}, shim: true,
-			env: []string{"SDPSHIM_ALLOW_UIDS=1002"}}, "rendezvous-refused"},
-		{"outsider", podProc{uid: uidOutsider, shim: true, env: []string{"SDPSHIM_ALLOW_UIDS=1002"}}, "rundir-unusable"},
+		{"outsider in the group", podProc{UID: uidOutsider, Groups: []int{podsGID}, Shim: true,
+			Env: []string{"SDPSHIM_ALLOW_UIDS=1002"}}, "rendezvous-refused"},
+		{"outsider", podProc{UID: uidOutsider, Shim: true, Env: []string{"SDPSHIM_ALLOW_UIDS=1002"}}, "rundir-unusable"},
 	}
 	for _, tc := range cases {
-		tc.pp.log = filepath.Join(logs, strings.ReplaceAll(tc.name, " ", "-")+".log")
-		redisRoundTrip(t, podD, tc.pp, cli, podB.addr.String(), val)
-		v := logVerdicts(t, tc.pp.log, false)
+		tc.pp.Log = filepath.Join(logs, strings.ReplaceAll(tc.name, " ", "-")+".log")
+		redisRoundTrip(t, podD, tc.pp, cli, podB.Addr.String(), val)
+		v := logVerdicts(t, tc.pp.Log, false)
 		if v.accelerated != 0 || v.fallbacks[tc.reason] != 2 {
-			t.Errorf("%s: want 2 connections fallen back for %s, got %v\n%s", tc.name, tc.reason, v, tail(readLog(t, tc.pp.log), 20))
+			t.Errorf("%s: want 2 connections fallen back for %s, got %v\n%s", tc.name, tc.reason, v, tail(readLog(t, tc.pp.Log), 20))
 		}
 	}
 	// A plain client pod: the server sees a peer that is not shimmed.
-	redisRoundTrip(t, podD, podProc{uid: uidOutsider}, cli, podB.addr.String(), val)
-	srvV, _ := statsVerdicts(t, c.hostRD)
+	redisRoundTrip(t, podD, podProc{UID: uidOutsider}, cli, podB.Addr.String(), val)
+	srvV, _ := statsVerdicts(t, c.HostRD)
 	// 2 refused by uid (no offer reached the listener: counted there as
 	// plain accepts), 2 outsiders without the run directory, 2 plain.
 	// and waitServing's probe.
@@ -243,15 +243,15 @@ func TestPodsIsolation(t *testing.T) {
 
 	// Stats: refused to the outsider, served to pod a's uid.
 	sdp := filepath.Join(filepath.Dir(a.lib), "sdpshim")
-	out, err := podD.run(t, podProc{uid: uidOutsider, groups: []int{podsGID}}, 20*time.Second, nil, sdp, "stats", "--json")
+	out, err := podD.run(t, podProc{UID: uidOutsider, Groups: []int{podsGID}}, 20*time.Second, nil, sdp, "stats", "--json")
 	if err == nil && strings.Contains(out, `"connections"`) && strings.Contains(out, "6379") {
 		t.Errorf("the outsider read pod b's stats:\n%s", out)
 	}
-	out, err = podA.run(t, podProc{uid: uidA, groups: []int{podsGID}}, 20*time.Second, nil, sdp, "stats", "--json")
+	out, err = podA.run(t, podProc{UID: uidA, Groups: []int{podsGID}}, 20*time.Second, nil, sdp, "stats", "--json")
 	if err != nil || !strings.Contains(out, "6379") {
 		t.Errorf("pod a's uid could not read pod b's stats: %v\n%s", err, out)
 	}
 }
 
 // addrPort is the pod's address with port.
-func addrPort(p pod, port uint16) netip.AddrPort { return netip.AddrPortFrom(p.addr, port) }
+func addrPort(p pod, port uint16) netip.AddrPort { return netip.AddrPortFrom(p.Addr, port) }

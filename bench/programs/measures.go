@@ -31,6 +31,8 @@ var measures = []measure{
 	{"memcached", []string{"memcached", "gcc"}, (*harness).memcached},
 	{"postgres", []string{"gcc"}, (*harness).postgres},
 	{"message costs", []string{"gcc", "perf"}, (*harness).msgCosts},
+	{"camera pods", camNeeds, (*harness).cameraPods},
+	{"camera one namespace", camNeeds, (*harness).cameraOneNS},
 }
 
 // sockperfSizes are the ping-pong message sizes; 65507 is the largest

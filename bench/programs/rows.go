@@ -60,6 +60,7 @@ var rows = func() []row {
 		row{key: "start.core", label: "Go core mapped in a program without sockets", unit: "0/1", format: f0,
 			target: "0", absolute: true, judge: func(k, s float64) bool { return s == 0 }},
 	)
+	rs = append(rs, cameraRows()...)
 	return append(rs, costRows()...)
 }()
 
@@ -81,6 +82,21 @@ func costRows() []row {
 			}
 			rs = append(rs, r)
 		}
+	}
+	return rs
+}
+
+// cameraRows are the camera scenario's rows, across pods and in one
+// namespace (camera.go).
+func cameraRows() []row {
+	var rs []row
+	for _, w := range []struct{ key, label string }{{"campods.", "across pods"}, {"camns.", "one namespace"}} {
+		l := fmt.Sprintf("camera %dx%d fps 640x480x3, %s: ", camStreams, camFPS, w.label)
+		rs = append(rs,
+			row{key: w.key + "mbps", label: l + "throughput", unit: "MB/s", higher: true, format: f1},
+			row{key: w.key + "cv", label: l + "throughput CV per 100 ms", unit: "", format: f2},
+			row{key: w.key + "p50", label: l + "frame latency p50", unit: "us", format: f0},
+			row{key: w.key + "p99", label: l + "frame latency p99", unit: "us", format: f0})
 	}
 	return rs
 }

@@ -100,15 +100,10 @@ func (s *server) stop(sig syscall.Signal) {
 // waitListen waits until something listens on 127.0.0.1:port, without
 // connecting (/proc/net/tcp).
 func (s *server) waitListen(port int) error {
-	want := fmt.Sprintf(":%04X", port)
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		b, _ := os.ReadFile("/proc/net/tcp")
-		for _, l := range strings.Split(string(b), "\n") {
-			f := strings.Fields(l)
-			if len(f) > 3 && strings.HasSuffix(f[1], want) && f[3] == "0A" {
-				return nil
-			}
+		if listens("/proc/net/tcp", port) {
+			return nil
 		}
 		select {
 		case err := <-s.done:
@@ -118,6 +113,20 @@ func (s *server) waitListen(port int) error {
 		}
 	}
 	return fmt.Errorf("%s: nothing listens on port %d", s.cmd.Path, port)
+}
+
+// listens says whether a TCP socket of the namespace whose table is
+// tcpFile (/proc/net/tcp, /proc/PID/net/tcp) listens on port.
+func listens(tcpFile string, port int) bool {
+	want := fmt.Sprintf(":%04X", port)
+	b, _ := os.ReadFile(tcpFile)
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 3 && strings.HasSuffix(f[1], want) && f[3] == "0A" {
+			return true
+		}
+	}
+	return false
 }
 
 // runClient runs a client to its end within limit and returns its output.

@@ -9,10 +9,14 @@
  *                                 for a line on stdin, acts
  *
  * ACTION:
- *   read                   reads to the end; prints
+ *   read [N]               sends N bytes first (default 0), which the peer
+ *                          may leave unread; then reads to the end; prints
  *                          {"read":N,"sum":H,"end":"eof"|ERRNO}
- *   write SIZE DELAY_MS NB writes SIZE bytes of a fixed pattern (NB 1:
- *                          nonblocking, stops at the first EAGAIN), prints
+ *   write SIZE DELAY_MS NB [unread]
+ *                          (unread: first waits until bytes arrived, and
+ *                          never reads them) writes SIZE bytes of a fixed
+ *                          pattern (NB 1: nonblocking, stops at the first
+ *                          EAGAIN), prints
  *                          {"sent":N,"sum":H} (H: FNV-1a of the N bytes),
  *                          sleeps DELAY_MS and kills itself (SIGKILL)
  *   hold                   waits until bytes are readable, reads none and
@@ -102,10 +106,21 @@ static const char *errname(int e)
 	}
 }
 
-static void do_read(int fd)
+static void wait_in(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	while (poll(&p, 1, -1) < 0)
+		if (errno != EINTR)
+			die("poll");
+}
+
+static void do_read(int fd, size_t first)
 {
 	static unsigned char buf[65536];
 	uint64_t h = FNV0, n = 0;
+	memset(buf, 'u', first < sizeof buf ? first : sizeof buf);
+	if (first > 0 && send(fd, buf, first < sizeof buf ? first : sizeof buf, MSG_NOSIGNAL) < 0)
+		die("send first");
 	for (;;) {
 		ssize_t r = read(fd, buf, sizeof buf);
 		if (r < 0 && errno == EINTR)
@@ -151,9 +166,11 @@ static uint64_t send_all(int fd, uint64_t size, int nb, uint64_t *h)
 	return n;
 }
 
-static void do_write(int fd, uint64_t size, int delay_ms, int nb)
+static void do_write(int fd, uint64_t size, int delay_ms, int nb, int unread)
 {
 	uint64_t h;
+	if (unread)
+		wait_in(fd);
 	uint64_t n = send_all(fd, size, nb, &h);
 	say("{\"sent\":%llu,\"sum\":\"%016llx\"}", (unsigned long long)n, (unsigned long long)h);
 	if (delay_ms > 0) {
@@ -166,10 +183,7 @@ static void do_write(int fd, uint64_t size, int delay_ms, int nb)
 
 static void do_hold(int fd)
 {
-	struct pollfd p = {.fd = fd, .events = POLLIN};
-	while (poll(&p, 1, -1) < 0)
-		if (errno != EINTR)
-			die("poll");
+	wait_in(fd);
 	raise(SIGKILL);
 }
 
@@ -197,9 +211,10 @@ static void do_writeprobe(int fd, uint64_t size)
 static void act(int fd, int argc, char **argv)
 {
 	if (argc >= 1 && !strcmp(argv[0], "read"))
-		do_read(fd);
+		do_read(fd, argc >= 2 ? strtoul(argv[1], NULL, 10) : 0);
 	else if (argc >= 4 && !strcmp(argv[0], "write"))
-		do_write(fd, strtoull(argv[1], NULL, 10), atoi(argv[2]), atoi(argv[3]));
+		do_write(fd, strtoull(argv[1], NULL, 10), atoi(argv[2]), atoi(argv[3]),
+			 argc >= 5 && !strcmp(argv[4], "unread"));
 	else if (argc >= 1 && !strcmp(argv[0], "hold"))
 		do_hold(fd);
 	else if (argc >= 2 && !strcmp(argv[0], "writeprobe"))

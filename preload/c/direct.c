@@ -856,5 +856,7 @@ size_t sdp_dconn_outq(const struct sdp_dconn *c)
 {
 	const struct sdp_ddir *d = &c->a->dir[c->side];
 	uint64_t tx = LOADR(&d->tx_bytes), rx = LOADR(&d->rx_bytes);
-	return rx < tx ? (size_t)(tx - rx) : 0;
+	/* rx_bytes is the peer's to write: never more than a direction holds */
+	uint64_t q = rx < tx ? tx - rx : 0, most = (uint64_t)c->n * (c->s - HDR);
+	return (size_t)(q < most ? q : most);
 }

@@ -1,0 +1,140 @@
+package direct
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// FuzzArea drives both sides of an area with decoded operations while a
+// hostile peer writes any bytes anywhere in it, between the operations.
+// The area sits between two inaccessible pages (its end on the second),
+// so a read or write outside it faults; no call may block (all are
+// nonblocking), and every answer stays in range.
+//
+// Operations, one byte each, then their arguments:
+//
+//	0 OFF(2) LEN(1) BYTES   the peer writes BYTES at OFF (mod the size)
+//	1 SIDE N(2)             SIDE sends N bytes
+//	2 SIDE N(2)             SIDE receives up to N bytes (3: peeks)
+//	4 SIDE                  SIDE sends its FIN (5: resets, 6: closes its
+//	                        reading, 7: learns its peer is gone)
+//	8 SIDE W(2)             SIDE sets its window to W
+//	9 SIDE EV               SIDE arms for EV and polls
+func FuzzArea(f *testing.F) {
+	f.Add([]byte{1, 0, 0, 200, 2, 1, 1, 0})
+	f.Add([]byte{1, 0, 3, 0, 0, 0x40, 0x05, 4, 0xff, 0xff, 0xff, 0xff, 2, 1, 2, 0})
+	f.Add([]byte{1, 1, 0, 50, 4, 1, 3, 0, 0, 100, 2, 0, 1, 0, 7, 0})
+	f.Add([]byte{0, 0x02, 0x40, 8, 1, 2, 3, 4, 5, 6, 7, 8, 1, 0, 1, 0, 2, 1, 1, 0, 9, 1, 1})
+	f.Add([]byte{8, 1, 0, 10, 1, 0, 16, 0, 6, 1, 1, 0, 1, 0, 5, 0, 2, 1, 1, 0})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		const blocks, blockSize = 4, 128
+		size := Size(blocks, blockSize)
+		a, release := guardedArea(t, size)
+		defer release()
+		initArea(a.mem, blocks, blockSize)
+		var sides [2]*Conn
+		for s := range sides {
+			c, err := Open(a, s, -1, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sides[s] = c
+		}
+		defer func() {
+			for _, c := range sides {
+				c.Free() // its Unmap fails on the test's slice: release unmaps
+			}
+		}()
+		buf := make([]byte, 1<<16)
+		next := func(n int) []byte {
+			if len(ops) < n {
+				ops = ops[len(ops):]
+				return nil
+			}
+			b := ops[:n]
+			ops = ops[n:]
+			return b
+		}
+		for len(ops) > 0 {
+			op := next(1)[0]
+			switch op % 10 {
+			case 0:
+				h := next(3)
+				if h == nil {
+					return
+				}
+				off := int(binary.LittleEndian.Uint16(h)) % size
+				copy(a.mem[off:], next(min(int(h[2]), len(ops))))
+				continue
+			}
+			arg := next(1)
+			if arg == nil {
+				return
+			}
+			c := sides[arg[0]&1]
+			switch op % 10 {
+			case 1:
+				n := int(binary.LittleEndian.Uint16(append(next(2), 0, 0)))
+				if m, _, err := c.Send(buf[:n], false); m < 0 || m > n || (err != nil && m != 0) {
+					t.Fatalf("send of %d: %d, %v", n, m, err)
+				}
+			case 2, 3:
+				n := int(binary.LittleEndian.Uint16(append(next(2), 0, 0)))
+				if m, _, err := c.Recv(buf[:n], op%10 == 3, false); m < 0 || m > n || (err != nil && m != 0) {
+					t.Fatalf("recv of %d: %d, %v", n, m, err)
+				}
+			case 4:
+				c.Fin()
+			case 5:
+				c.Reset()
+			case 6:
+				c.CloseRead()
+			case 7:
+				c.PeerGone()
+			case 8:
+				c.SetWindow(int(binary.LittleEndian.Uint16(append(next(2), 0, 0))))
+			case 9:
+				ev := int16(arg[0]>>1) & (unix.POLLIN | unix.POLLOUT)
+				c.Arm(ev)
+			}
+			if q := c.Inq(); q < 0 || q > size {
+				t.Fatalf("inq %d of an area of %d bytes", q, size)
+			}
+			if q := c.Outq(); q < 0 || q > size {
+				t.Fatalf("outq %d of an area of %d bytes", q, size)
+			}
+			c.Poll()
+		}
+	})
+}
+
+// guardedArea maps size bytes (a multiple of 64) shared and anonymous,
+// ending on an inaccessible page and with one before it.
+func guardedArea(t *testing.T, size int) (*Area, func()) {
+	t.Helper()
+	page := unix.Getpagesize()
+	span := (size+page-1)/page*page + 2*page
+	mem, err := unix.Mmap(-1, 0, span, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unix.Mprotect(mem[:page], unix.PROT_NONE) != nil || unix.Mprotect(mem[span-page:], unix.PROT_NONE) != nil {
+		t.Fatal("mprotect")
+	}
+	end := span - page
+	return &Area{mem: mem[end-size : end : end], fd: -1}, func() { unix.Munmap(mem) }
+}
+
+// initArea writes a fresh area's header (direct.h, struct sdp_darea):
+// magic, version, nblocks, block_size, stream, then the size at 32.
+func initArea(mem []byte, blocks, blockSize int) {
+	le := binary.LittleEndian
+	le.PutUint32(mem[0:], 0x44504453)
+	le.PutUint32(mem[4:], 1)
+	le.PutUint32(mem[8:], uint32(blocks))
+	le.PutUint32(mem[12:], uint32(blockSize))
+	le.PutUint32(mem[16:], 7)
+	le.PutUint64(mem[32:], uint64(len(mem)))
+}

@@ -10,12 +10,22 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// InNetns runs f on a thread moved into network namespace ns; the thread
-// is never handed back to other goroutines (it ends with f's goroutine).
+// InNetns runs f on a thread moved into network namespace ns, then moves
+// the thread back before it serves other goroutines. The thread must go
+// back rather than be dropped: the runtime cannot end the process's main
+// thread, and a main thread left in another namespace changes what
+// /proc/self/net shows the whole process.
 func InNetns(ns string, f func()) error {
 	errc := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // not unlocked: the thread exits with this goroutine
+		runtime.LockOSThread()
+		home, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer unix.Close(home)
 		fd, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err == nil {
 			err = unix.Setns(fd, unix.CLONE_NEWNET)
@@ -23,7 +33,14 @@ func InNetns(ns string, f func()) error {
 		}
 		if err == nil {
 			f()
+			if unix.Setns(home, unix.CLONE_NEWNET) != nil {
+				// Stuck elsewhere: the thread stays locked, and the
+				// runtime ends it with this goroutine.
+				errc <- nil
+				return
+			}
 		}
+		runtime.UnlockOSThread()
 		errc <- err
 	}()
 	return <-errc

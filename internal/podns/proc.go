@@ -40,7 +40,10 @@ func (p Pod) Command(pp Proc, name string, args ...string) *exec.Cmd {
 		}
 	}
 	env = append(env, pp.Env...)
-	script := `mount --bind "$1" "$2" && u=$3 g=$4 && shift 4 && exec setpriv --reuid="$u" --regid="$u" "$g" -- env "$@"`
+	// setpriv's change of uid clears the parent-death signal unshare
+	// --kill-child set (the kernel does at any change of credentials):
+	// --pdeathsig sets it again, so that the program dies with unshare.
+	script := `mount --bind "$1" "$2" && u=$3 g=$4 && shift 4 && exec setpriv --reuid="$u" --regid="$u" "$g" --pdeathsig KILL -- env "$@"`
 	full := append([]string{"netns", "exec", p.NS, "unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--",
 		"sh", "-c", script, "pod", c.HostRD, c.PodRD, strconv.Itoa(pp.UID), groups}, env...)
 	full = append(full, name)

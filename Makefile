@@ -7,6 +7,15 @@ CC      ?= gcc
 BUILD   := build
 GO_SRC  := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 
+# core/direct compiles preload/c/direct.c through an #include, which the go
+# command's build cache does not track (it hashes the package's own files):
+# a hash of the C sources in CGO_CFLAGS makes every go build and go test
+# here recompile it when they change.
+DIRECT_C := preload/c/direct.c preload/c/direct.h
+CGO_CFLAGS ?= -O2 -g
+CGO_CFLAGS += -DSDPSHIM_DIRECT_C_$(shell cat $(DIRECT_C) | sha1sum | cut -c1-12)
+export CGO_CFLAGS
+
 # Unit tests of the concurrent packages run with the race detector.
 RACE_PKGS := ./core/... ./flowcontrol/... ./shim/...
 TEST_FLAGS ?= -count=1 -shuffle=on -timeout=15m
@@ -25,7 +34,7 @@ include preload/c/Makefile.inc
 # its compiled-in GODEBUG default; the program's GODEBUG still applies.
 comma := ,
 CORE_GODEBUG := $(subst $(eval) ,$(comma),$(strip $(shell sed -e '/^\#/d' preload/entry/godebug.conf)))
-$(BUILD)/libsdpshim-core.so: $(GO_SRC) preload/entry/exports.map preload/entry/godebug.conf \
+$(BUILD)/libsdpshim-core.so: $(GO_SRC) $(DIRECT_C) preload/entry/exports.map preload/entry/godebug.conf \
 		$(wildcard preload/entry/*.c) probes/c/probe.c probes/c/probe.h preload/c/sdpshim_core.h | $(BUILD)
 	$(GO) build -buildmode=c-shared -trimpath \
 		-ldflags='-X=runtime.godebugDefault=$(CORE_GODEBUG) -extldflags=-Wl,--version-script=$(CURDIR)/preload/entry/exports.map' \

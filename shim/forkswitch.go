@@ -202,6 +202,10 @@ func (s *Socket) switchAsForker() {
 			if s.getState() == sockAccelerated {
 				log.Warn("fork: a connection its peer switched to kernel TCP still holds bytes its program has not read; the child cannot read them")
 			}
+			// The other run sets the state, then the fds' (under s.mu):
+			// the fork goes on once both are done.
+			s.mu.Lock()
+			s.mu.Unlock() //nolint:staticcheck // a barrier
 			return
 		}
 		time.Sleep(200 * time.Microsecond)

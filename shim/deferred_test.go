@@ -318,9 +318,15 @@ func testFirstUseInOtherProcess(t *testing.T, role string) {
 	p, h, lfd, addr := groupSetup(t, dir)
 	early := randomBytes(5000, 1)
 	more := randomBytes(1<<20, 2)
+	// The child starts first: its start-up (a test binary, under the race
+	// detector) must not eat the deferral deadline, which runs from the
+	// accept.
+	child := startDeferredRole(t, role, dir, -1, strconv.Itoa(len(early)+len(more)))
 	cfd := connectEarly(t, p, h, addr, early)
 	afd := acceptGroup(t, p, h, lfd)
-	child := startDeferredRole(t, role, dir, afd, strconv.Itoa(len(early)+len(more)))
+	if err := unix.Sendmsg(child.ctl, []byte{'F'}, unix.UnixRights(afd), nil, 0); err != nil {
+		t.Fatal(err)
+	}
 	closeHooked(p, h, afd) // the acceptor never uses it
 	exchange(t, p, h, cfd, early, more)
 	if st := child.result(t); st != "accelerated" {

@@ -28,6 +28,10 @@ func FuzzArea(f *testing.F) {
 	f.Add([]byte{1, 1, 0, 50, 4, 1, 3, 0, 0, 100, 2, 0, 1, 0, 7, 0})
 	f.Add([]byte{0, 0x02, 0x40, 8, 1, 2, 3, 4, 5, 6, 7, 8, 1, 0, 1, 0, 2, 1, 1, 0, 9, 1, 1})
 	f.Add([]byte{8, 1, 0, 10, 1, 0, 16, 0, 6, 1, 1, 0, 1, 0, 5, 0, 2, 1, 1, 0})
+	// The peer holds side 1's receive lock in pid 1's name (a live
+	// process): the nonblocking recv gives up after the lock's bound
+	// (5 s) with a reset instead of waiting for ever.
+	f.Add([]byte{0, 140, 0, 4, 1, 0, 0, 0, 2, 1, 10, 0})
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		const blocks, blockSize = 4, 128
 		size := Size(blocks, blockSize)

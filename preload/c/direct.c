@@ -131,20 +131,30 @@ static uint32_t my_pid(void)
 	return (uint32_t)p;
 }
 
-static void lock_slow(uint32_t *w, uint32_t me)
+/* How long a side lock may stay held by the same live process before the
+ * waiter gives up: a holder keeps it for one copy (microseconds), so only
+ * a peer writing into the word (or a process stopped holding it) lasts
+ * that long. The caller treats it as a violation (the connection resets):
+ * a hostile peer can delay a call, but not hang it, nonblocking or not. */
+#define LOCK_GIVE_UP_ROUNDS 25 /* of 200 ms: 5 s */
+
+/* 0 when locked, -1 when it gave up (above). */
+static int lock_slow(uint32_t *w, uint32_t me)
 {
 	for (int i = 0; i < 128; i++) {
 		sdp_cpu_relax();
 		uint32_t z = 0;
 		if (LOADR(w) == 0 && __atomic_compare_exchange_n(w, &z, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-			return;
+			return 0;
 	}
+	uint32_t last = 0;
+	int held = 0; /* consecutive timeouts with the same holder */
 	for (;;) {
 		uint32_t v = LOADR(w);
 		if (v == 0) {
 			/* Others may sleep: keep the waiters bit so the unlock wakes them. */
 			if (__atomic_compare_exchange_n(w, &v, me | LOCK_WAITERS, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-				return;
+				return 0;
 			continue;
 		}
 		if (!(v & LOCK_WAITERS) &&
@@ -156,16 +166,24 @@ static void lock_slow(uint32_t *w, uint32_t me)
 			if (holder > 0 && kill(holder, 0) < 0 && errno == ESRCH) {
 				uint32_t e = v | LOCK_WAITERS;
 				__atomic_compare_exchange_n(w, &e, 0, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+				held = 0;
+				continue;
 			}
+			held = (v | LOCK_WAITERS) == last ? held + 1 : 1;
+			last = v | LOCK_WAITERS;
+			if (held >= LOCK_GIVE_UP_ROUNDS)
+				return -1;
 		}
 	}
 }
 
-static inline void side_lock(uint32_t *w)
+/* 0 when locked; -1 when the word stayed held (lock_slow): a violation. */
+static inline int side_lock(uint32_t *w)
 {
 	uint32_t me = my_pid(), z = 0;
 	if (!__atomic_compare_exchange_n(w, &z, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-		lock_slow(w, me);
+		return lock_slow(w, me);
+	return 0;
 }
 
 static inline void side_unlock(uint32_t *w)
@@ -462,7 +480,8 @@ long sdp_dconn_sendv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size
 		return (long)k.left;
 	}
 	for (int round = 0;; round++) {
-		side_lock(&d->tx_lock);
+		if (side_lock(&d->tx_lock) != 0)
+			return violation(c);
 		r = send_locked(c, &k);
 		side_unlock(&d->tx_lock);
 		if (r > 0) {
@@ -588,7 +607,8 @@ long sdp_dconn_recvv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size
 	for (int polled = 0;;) {
 		int freed = 0;
 		struct iocur k = k0;
-		side_lock(&d->rx_lock);
+		if (side_lock(&d->rx_lock) != 0)
+			return violation(c);
 		long r = recv_locked(c, &k, flags & SDP_D_PEEK, &freed);
 		side_unlock(&d->rx_lock);
 		if (freed || (r > 0 && !(flags & SDP_D_PEEK) && LOADR(&d->rx_window) > 0))
@@ -691,7 +711,10 @@ int sdp_dconn_sleep_prepare(struct sdp_dconn *c, int what, struct sdp_dsleep *sl
 void sdp_dconn_fin(struct sdp_dconn *c)
 {
 	struct sdp_ddir *d = &c->a->dir[c->side];
-	side_lock(&d->tx_lock);
+	if (side_lock(&d->tx_lock) != 0) {
+		violation(c);
+		return;
+	}
 	if (!LOADR(&d->fin)) {
 		STORER(&d->fin_seq, LOADR(&d->tx_seq));
 		STORE(&d->fin, 1);
@@ -723,18 +746,21 @@ void sdp_dconn_peer_gone(struct sdp_dconn *c)
 		/* The end of what the peer published: the FIN goes after the
 		 * blocks waiting at the read cursor (side_lock keeps readers out
 		 * while the count is taken). */
-		side_lock(&in->rx_lock);
-		uint32_t idx = LOADR(&in->rx_next), seq = LOADR(&in->rx_seq);
-		for (uint32_t k = 0; k < c->n && LOAD(&status[idx & (c->n - 1)]) == SDP_DBLK_DATA; k++, idx++)
-			seq++;
-		/* Bytes of ours it never read: the kernel would have reset. */
-		const uint8_t *mine = status_of(c, c->side);
-		int unread = 0;
-		for (uint32_t k = 0; k < c->n && !unread; k++)
-			unread = LOAD(&mine[k]) == SDP_DBLK_DATA;
-		STORER(&in->fin_seq, seq);
-		STORE(unread ? &in->reset : &in->fin, 1);
-		side_unlock(&in->rx_lock);
+		if (side_lock(&in->rx_lock) != 0) {
+			violation(c); /* a reset; the sleepers are woken below */
+		} else {
+			uint32_t idx = LOADR(&in->rx_next), seq = LOADR(&in->rx_seq);
+			for (uint32_t k = 0; k < c->n && LOAD(&status[idx & (c->n - 1)]) == SDP_DBLK_DATA; k++, idx++)
+				seq++;
+			/* Bytes of ours it never read: the kernel would have reset. */
+			const uint8_t *mine = status_of(c, c->side);
+			int unread = 0;
+			for (uint32_t k = 0; k < c->n && !unread; k++)
+				unread = LOAD(&mine[k]) == SDP_DBLK_DATA;
+			STORER(&in->fin_seq, seq);
+			STORE(unread ? &in->reset : &in->fin, 1);
+			side_unlock(&in->rx_lock);
+		}
 	}
 	STORE(&out->rx_closed, 1);
 	/* This process's sleepers: nobody else will wake them. */

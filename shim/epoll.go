@@ -93,9 +93,10 @@ type epollSet struct {
 	// of it stays (never published again).
 	pub       atomic.Bool
 	pubDirty  atomic.Bool
-	kickFD    int    // +checklocks:mu
-	kickToken uint64 // its token in the kernel list
-	fdGone    bool   // +checklocks:mu
+	pubBarred atomic.Bool // not publishable until the set changes
+	kickFD    int         // +checklocks:mu
+	kickToken uint64      // its token in the kernel list
+	fdGone    bool        // +checklocks:mu
 }
 
 // epollEntry is one accelerated socket in a set.

@@ -48,9 +48,11 @@ func (set *epollSet) stale() {
 }
 
 // publish publishes the set again when it changed since, or when it has
-// no snapshot (an entry may have become a plain direct socket since).
+// no snapshot and an entry may have become a plain direct socket since
+// (not when what keeps it out, an entry's flags or the set's watchers,
+// can change only through the set: pubBarred).
 func (set *epollSet) publish() {
-	if set.pub.Load() && !set.pubDirty.Load() {
+	if (set.pub.Load() || set.pubBarred.Load()) && !set.pubDirty.Load() {
 		return
 	}
 	set.mu.Lock()
@@ -68,7 +70,8 @@ func (set *epollSet) publishLocked() {
 		return
 	}
 	set.pubDirty.Store(false)
-	ents := set.eligibleLocked()
+	ents, barred := set.eligibleLocked()
+	set.pubBarred.Store(barred)
 	if len(ents) > 0 && set.kickFD < 0 {
 		if fd, err := set.p.newDirectEventFD(); err == nil {
 			set.kickToken = newToken()
@@ -105,28 +108,30 @@ func (set *epollSet) publishLocked() {
 // interposer cannot answer for the set: an entry edge-triggered, one-shot
 // or exclusive, a socket that is not a plain direct one with its eventfd
 // registered, the set watched by another set or poll, or named by
-// several fds.
+// several fds. barred: nil for a reason only a change of the set (which
+// marks it dirty) can take away.
 //
 // +checklocks:set.mu
-func (set *epollSet) eligibleLocked() []EsetEntry {
+func (set *epollSet) eligibleLocked() (ents []EsetEntry, barred bool) {
 	if set.watched.Load() || set.selfFD >= 0 || set.fds != 1 || set.fdGone {
-		return nil
+		return nil, true
 	}
-	var ents []EsetEntry
 	for _, e := range set.list {
 		if e.dormant {
 			continue
 		}
+		if e.events&(epollET|epollOneShot|epollExclusive) != 0 || e.disabled {
+			return nil, true
+		}
 		s := e.sock
 		ds := s.direct()
-		if e.events&(epollET|epollOneShot|epollExclusive) != 0 || e.disabled || ds == nil ||
-			!e.efdReg || e.efdGen != s.wake.efdGen.Load() || e.efd != ds.myEFD || e.tcpReg || e.answerFD >= 0 ||
+		if ds == nil || !e.efdReg || e.efdGen != s.wake.efdGen.Load() || e.efd != ds.myEFD || e.tcpReg || e.answerFD >= 0 ||
 			s.sw.Load() != swNone || s.shutRD.Load() || s.earlyN.Load() != 0 {
-			return nil
+			return nil, false
 		}
 		ents = append(ents, EsetEntry{FD: int32(e.fd), EFD: int32(e.efd), Events: e.events, Data: e.data})
 	}
-	return ents
+	return ents, false
 }
 
 // unpublishLocked takes the snapshot away and closes the kick eventfd

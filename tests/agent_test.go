@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -257,10 +258,25 @@ func placeInPod(t *testing.T, pid int) string {
 		return ""
 	}
 	t.Cleanup(func() {
-		// Back to this test's own cgroup, then the directories go.
-		os.WriteFile(filepath.Join(mnt, ownCgroup2(), "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
+		// Back to this test's own cgroup, then the directories go. A
+		// process that is exiting leaves its cgroup a moment later
+		// (rmdir says EBUSY until then): members are moved out again
+		// and the removal retried, for 10 s at most.
+		own := filepath.Join(mnt, ownCgroup2(), "cgroup.procs")
+		os.WriteFile(own, []byte(strconv.Itoa(pid)), 0)
 		for d := dir; d != filepath.Dir(top); d = filepath.Dir(d) {
-			if err := os.Remove(d); err != nil {
+			var err error
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				if err = os.Remove(d); err == nil || !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+					break
+				}
+				if b, rerr := os.ReadFile(filepath.Join(d, "cgroup.procs")); rerr == nil {
+					for _, p := range strings.Fields(string(b)) {
+						os.WriteFile(own, []byte(p), 0)
+					}
+				}
+			}
+			if err != nil {
 				t.Errorf("remove cgroup: %v", err)
 			}
 		}

@@ -20,7 +20,7 @@ func (p *Process) Close(fd int) {
 		return
 	}
 	if e.ep != nil {
-		e.ep.closeFD(fd)
+		e.ep.closeFD()
 		return
 	}
 	s := e.sock

@@ -23,26 +23,24 @@ struct dres {
 	int what;
 };
 
+static struct dres dres_of(long r, const struct sdp_dsleep *sl)
+{
+	struct dres d = {.r = r, .word = sl->word, .val = sl->val, .what = sl->what};
+	return d;
+}
+
 static struct dres go_send(struct sdp_dconn *c, void *b, size_t n, int f)
 {
 	struct sdp_dsleep sl = {0};
-	struct dres d;
-	d.r = sdp_dconn_send(c, b, n, f, &sl);
-	d.word = sl.word;
-	d.val = sl.val;
-	d.what = sl.what;
-	return d;
+	long r = sdp_dconn_send(c, b, n, f, &sl);
+	return dres_of(r, &sl);
 }
 
 static struct dres go_recv(struct sdp_dconn *c, void *b, size_t n, int f)
 {
 	struct sdp_dsleep sl = {0};
-	struct dres d;
-	d.r = sdp_dconn_recv(c, b, n, f, &sl);
-	d.word = sl.word;
-	d.val = sl.val;
-	d.what = sl.what;
-	return d;
+	long r = sdp_dconn_recv(c, b, n, f, &sl);
+	return dres_of(r, &sl);
 }
 
 // Wakes every thread of this process (or another) asleep on c's words, so

@@ -3,6 +3,7 @@ package programs
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -284,6 +285,14 @@ func (h *harness) cprog(name string, flags ...string) (string, error) {
 	}
 	dir := filepath.Join(h.env.tmp, "bin")
 	os.MkdirAll(dir, 0o755)
+	// The headers the programs share go beside them.
+	if hs, err := fs.Glob(csrc, "csrc/*.h"); err == nil {
+		for _, hp := range hs {
+			if b, err := csrc.ReadFile(hp); err == nil {
+				os.WriteFile(filepath.Join(dir, filepath.Base(hp)), b, 0o644)
+			}
+		}
+	}
 	cfile := filepath.Join(dir, name+".c")
 	if err := os.WriteFile(cfile, src, 0o644); err != nil {
 		return "", err

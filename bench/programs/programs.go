@@ -17,7 +17,7 @@ import (
 	"github.com/sdpshim/sdpshim/bench/results"
 )
 
-//go:embed csrc/*.c
+//go:embed csrc/*.c csrc/*.h
 var csrc embed.FS
 
 // Config is one run of the programs benchmark.

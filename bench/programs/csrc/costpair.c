@@ -30,35 +30,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sockio.h"
+
 #define MSG 64
 #define BULK (64 << 10)
 
-static void die(const char *what)
-{
-	perror(what);
-	exit(1);
-}
-
-static int full(int fd, char *b, size_t n, int rd)
-{
-	size_t done = 0;
-	while (done < n) {
-		ssize_t r = rd ? read(fd, b + done, n - done) : write(fd, b + done, n - done);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		done += (size_t)r;
-	}
-	return 0;
-}
-
-static int nodelay(int fd)
-{
-	int one = 1;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-	return fd;
-}
 
 static int serve_epoll(int l)
 {

@@ -33,6 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../programs/csrc/sockio.h"
+
 #define SMALL 16
 #define BATCH 32
 #define BULK (1 << 20)
@@ -40,32 +42,6 @@
 #define MAXC 64
 #define MAXLAT (1 << 22)
 
-static __attribute__((noreturn)) void die(const char *what)
-{
-	perror(what);
-	exit(1);
-}
-
-static int full(int fd, char *b, size_t n, int rd)
-{
-	size_t done = 0;
-	while (done < n) {
-		ssize_t r = rd ? read(fd, b + done, n - done) : write(fd, b + done, n - done);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		done += (size_t)r;
-	}
-	return 0;
-}
-
-static int nodelay(int fd)
-{
-	int one = 1;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-	return fd;
-}
 
 static double now(void)
 {

@@ -632,9 +632,15 @@ func (set *epollSet) filter(ev []unix.EpollEvent, k int) int {
 	n := 0
 	set.mu.Lock()
 	for _, x := range ev[:k] {
-		if !set.oursLocked(epollData(&x)) {
+		t := epollData(&x)
+		if !set.oursLocked(t) {
 			ev[n] = x
 			n++
+		} else if e := set.tokens[t]; e != nil {
+			// The entry's eventfd rang: for a direct socket that spends
+			// the arm its last exact scan made (quiet below), whatever
+			// rang it. The next scan evaluates the entry and arms it again.
+			e.quiet = false
 		}
 	}
 	set.mu.Unlock()
@@ -679,11 +685,18 @@ func (set *epollSet) collectAt(ev []unix.EpollEvent, exact bool) int {
 			continue // nothing happened to the socket since it reported nothing
 		}
 		rev := set.evaluate(e, true)
-		if ds := s.direct(); rev == 0 && exact && ds != nil && ds.arm(int16(e.events&0xffff)) != 0 {
+		ds := s.direct()
+		if rev == 0 && exact && ds != nil && ds.arm(int16(e.events&0xffff)) != 0 {
 			// Armed (the peer writes the eventfd once), and ready since.
 			rev = set.evaluate(e, true)
 		}
-		e.quiet, e.quietGen = quietable && rev == 0, gen
+		// A direct socket's entry rests quiet only while armed: its peer
+		// rings the eventfd for an armed sleeper and for nothing else, and
+		// a skipped entry is not armed again. So only an exact scan (which
+		// armed it) makes it quiet, and a ring of its eventfd, which
+		// spends the arm, ends the rest (filter): a ring meant for data
+		// the program has read since can spend an arm made after it.
+		e.quiet, e.quietGen = quietable && rev == 0 && (exact || ds == nil), gen
 		if rev == 0 {
 			continue
 		}

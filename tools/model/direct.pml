@@ -36,7 +36,12 @@
  *   LMAX     blocks one send call may carry (1 or 2), default 2
  *   RX_EVENT 1: the receiver waits as an epoll loop does: a nonblocking
  *            recv, then arm (data_armed = 1, fence, poll), then epoll_wait
- *            on its eventfd; 0 (default): blocking recv with futex sleeps
+ *            on its eventfd; 0 (default): blocking recv with futex sleeps;
+ *            2: as 1, with the entry's rest (shim/epoll.go collectAt): a
+ *            scan that armed and found nothing leaves the entry quiet, and
+ *            later scans skip it (without arming) while the generation
+ *            (what was published, the FIN, the reset) stays and no ring
+ *            of the eventfd came
  *   TX_EVENT the same for the sender's waits for space (space_armed)
  *   ENDS     1 (default): the sender may also reset (RST) between calls and
  *            the receiver may close its reading end early (EPIPE, a wake of
@@ -51,6 +56,12 @@
  *            4  the event receiver polls BEFORE arming (needs RX_EVENT=1)
  *            5  the sender checks for room BEFORE announcing its sleep for
  *               space (the space direction's version of 1)
+ *            6  a ring of the eventfd does not end a quiet entry's rest
+ *               (needs RX_EVENT=2): a ring meant for a block already read
+ *               spends the arm of the scan after it, and the entry rests
+ *               unarmed
+ *            7  a budget poll that finds nothing leaves the entry quiet
+ *               without arming it (needs RX_EVENT=2)
  *
  * Properties:
  *   safety   no invalid end state: every legitimate end of a process is
@@ -158,6 +169,8 @@ inline withdraw(sleepers) {
 /* What the receiver's polls and re-checks test: recv_ready() || fin ||
  * reset (recv_end() != 1). */
 #define RX_READY (status[rx_next % N] == DATA || fin || reset)
+/* The generation a quiet entry is skipped by (core/direct Conn.Gen). */
+#define RX_GEN (tx_seq + 8 * fin + 16 * reset)
 /* The sender's: send_room() || send_blocked(). */
 #define TX_READY (status[tx_next % N] != DATA || rx_closed || reset)
 
@@ -294,8 +307,8 @@ out:
 
 proctype Receiver()
 {
-	byte v, k;
-	bit t, polled;
+	byte v, k, g, qgen;
+	bit t, polled, quiet;
 
 call:	/* one sdp_dconn_recv call (sdp_dconn_recv_wait without WAITALL) */
 #if ENDS
@@ -343,7 +356,41 @@ loop:	/* recv_locked(): take the blocks that have arrived, free each one */
 		fi
 	:: else -> skip
 	fi;
-#if RX_EVENT
+#if RX_EVENT == 2
+	/* -EAGAIN; the event loop's next epoll_wait: scans of its set, then
+	 * a kernel sleep. A scan reads the generation, then, unless the entry
+	 * rests quiet at that generation, evaluates it; a budget poll stops
+	 * there, the exact scan before the sleep arms and polls again. */
+	g = RX_GEN;
+	if
+	:: quiet && qgen == g -> skip  /* skipped: not evaluated, not armed */
+	:: else ->
+#if BROKEN == 7
+		if
+		:: skip
+		:: !RX_READY -> quiet = 1; qgen = g  /* BUG: quiet, unarmed */
+		fi;
+		if
+		:: quiet && qgen == g -> goto sleep
+		:: else -> skip
+		fi;
+#endif
+		data_armed = 1;
+		if
+		:: RX_READY -> quiet = 0; goto call
+		:: else -> skip
+		fi;
+		quiet = 1;
+		qgen = g
+	fi;
+sleep:
+	(rx_efd == 1);
+	rx_efd = 0;
+#if BROKEN != 6
+	quiet = 0;  /* filter(): our token came back, the ring spent the arm */
+#endif
+	goto call;
+#elif RX_EVENT
 	/* -EAGAIN; the event loop arms POLLIN (sdp_dconn_arm), polls, and
 	 * sleeps in epoll_wait until its eventfd is readable, reads it. */
 #if BROKEN == 4

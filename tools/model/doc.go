@@ -14,7 +14,10 @@
 // bounded poll, then announce (fetch_add on the sleepers count, fence,
 // read the futex word), re-check, and FUTEX_WAIT on the word, then
 // withdraw and call again; or, as an epoll loop does, arm (armed = 1,
-// fence), poll, and sleep until its eventfd is written. The other side
+// fence), poll, and sleep until its eventfd is written; or as the core's
+// epoll sets do, whose scans skip a quiet entry (one that an exact scan
+// armed and found idle) without arming it again until its generation
+// moves or its eventfd rings. The other side
 // publishes (the status byte last), fences, looks at sleepers and armed,
 // and bumps the word and wakes, or writes the eventfd. Both wait
 // directions are in: the receiver waiting for data (data_sleepers,
@@ -37,10 +40,13 @@
 // (no livelock: every loop of the model is bounded, so no fairness is
 // assumed).
 //
-// That the checker is not vacuous: the test also runs five broken
-// variants (BROKEN=1..5 in direct.pml: look before announcing, read the
+// That the checker is not vacuous: the test also runs seven broken
+// variants (BROKEN=1..7 in direct.pml: look before announcing, read the
 // futex value after the re-check, look for sleepers before publishing,
-// poll before arming, and the space direction's look before announcing)
+// poll before arming, the space direction's look before announcing, a
+// quiet entry that a ring of its eventfd leaves quiet (a late ring, meant
+// for a block already read, spends the arm of the scan after it), and a
+// budget poll that makes an entry quiet without arming it)
 // and requires pan to find the lost wakeup in each as an invalid end
 // state, and in two of them (a futex and an event one) also as a
 // violation of the liveness claim; and for the real protocol it requires

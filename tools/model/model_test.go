@@ -75,6 +75,7 @@ func checks() []check {
 		{"rx-event", []string{"RX_EVENT=1"}, cat(eventRx, futexTx), true},
 		{"tx-event", []string{"TX_EVENT=1"}, cat(futexRx, eventTx), true},
 		{"both-event", []string{"RX_EVENT=1", "TX_EVENT=1"}, cat(eventRx, eventTx), true},
+		{"rx-epoll-quiet", []string{"RX_EVENT=2"}, cat(eventRx, futexTx, []string{"quiet = 0"}), true},
 	}
 	// Every broken variant must fail the safety search; two (a futex and
 	// an event one) also show that the liveness claim catches a lost wakeup.
@@ -84,6 +85,8 @@ func checks() []check {
 		{"broken3-look-before-publish", []string{"BROKEN=3"}, nil, false},
 		{"broken4-poll-before-arm", []string{"BROKEN=4", "RX_EVENT=1"}, nil, true},
 		{"broken5-space-look-before-announce", []string{"BROKEN=5"}, nil, false},
+		{"broken6-ring-keeps-quiet", []string{"BROKEN=6", "RX_EVENT=2"}, nil, true},
+		{"broken7-poll-makes-quiet", []string{"BROKEN=7", "RX_EVENT=2"}, nil, false},
 	}
 	var cs []check
 	for _, c := range good {

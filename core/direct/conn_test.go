@@ -143,3 +143,82 @@ func BenchmarkSendRecv(b *testing.B) {
 		}
 	}
 }
+
+// TestSmallSendsShareBlocks: small sends the receiver has not read share
+// blocks, as small writes share a kernel socket buffer: the sender appends
+// to its last block while the receiver is at least one block behind it
+// (a receiver keeping up gets a fresh block per send, as before). So 4
+// blocks hold 1+3*(256-16) one-byte sends, not 4. Bytes arrive in order
+// through partial reads and peeks.
+func TestSmallSendsShareBlocks(t *testing.T) {
+	a, b := pair(t, 4, 256)
+	capacity := 1 + 3*(256-HeaderSize)
+	var sent []byte
+	for i := 0; ; i++ {
+		c := []byte{byte(i)}
+		n, _, err := a.Send(c, false)
+		if errors.Is(err, ErrWouldBlock) {
+			break
+		}
+		if n != 1 || err != nil {
+			t.Fatalf("send %d: %d %v", i, n, err)
+		}
+		sent = append(sent, c...)
+	}
+	if len(sent) != capacity {
+		t.Fatalf("the ring took %d one-byte sends, want %d", len(sent), capacity)
+	}
+	if b.Inq() != capacity || a.Outq() != capacity {
+		t.Fatalf("inq %d outq %d, want %d", b.Inq(), a.Outq(), capacity)
+	}
+	got := make([]byte, capacity)
+	m, _, err := b.Recv(got[:10], false, false)
+	if m != 10 || err != nil {
+		t.Fatalf("partial recv: %d %v", m, err)
+	}
+	// The first block (one byte) is free again: one more send fits.
+	if n, _, err := a.Send([]byte{7}, false); n != 1 || err != nil {
+		t.Fatalf("send after a block was freed: %d %v", n, err)
+	}
+	sent = append(sent, 7)
+	got = append(got, 0)
+	n, _, err := b.Recv(got[10:], false, false)
+	if n != capacity+1-10 || err != nil || !bytes.Equal(got, sent) {
+		t.Fatalf("recv the rest: %d %v (bytes equal: %v)", n, err, bytes.Equal(got, sent))
+	}
+
+	// Appends around partial reads and peeks.
+	var want []byte
+	send := func(s string) {
+		t.Helper()
+		if n, _, err := a.Send([]byte(s), false); n != len(s) || err != nil {
+			t.Fatalf("send %q: %d %v", s, n, err)
+		}
+		want = append(want, s...)
+	}
+	recv := func(peek bool, n int) string {
+		t.Helper()
+		m, _, err := b.Recv(got[:n], peek, false)
+		if err != nil {
+			t.Fatalf("recv: %v", err)
+		}
+		return string(got[:m])
+	}
+	send("a")
+	send("bc")
+	send("de") // appended: the receiver is a block behind
+	if r := recv(false, 2); r != "ab" {
+		t.Fatalf("partial read: %q", r)
+	}
+	send("f") // the receiver is in the last block: a fresh one
+	if r := recv(true, 64); r != "cdef" {
+		t.Fatalf("peek: %q", r)
+	}
+	send("gh") // appended to "f", past a peek
+	if r := recv(false, 64); r != "cdefgh" {
+		t.Fatalf("read: %q", r)
+	}
+	if b.Inq() != 0 || a.Outq() != 0 {
+		t.Fatalf("inq %d outq %d after reading everything", b.Inq(), a.Outq())
+	}
+}

@@ -396,6 +396,39 @@ static long send_blocked(const struct sdp_dconn *c)
 	return 0;
 }
 
+/* Appends what fits of k to the block this side published last (tail),
+ * when the receiver has not begun to read it: claimed DATA -> FILLING, the
+ * payload, the length, DATA again (the status byte last, as a publish).
+ * Only while the receiver is at least one block behind the tail: one that
+ * keeps up would find the block claimed (and wait for the append), so
+ * the send takes a fresh block as before. Bytes appended, at most limit.
+ * Under the sender's lock. */
+static size_t append_locked(struct sdp_dconn *c, struct iocur *k, uint32_t tail, size_t limit)
+{
+	uint8_t *st = &status_of(c, c->side)[tail & (c->n - 1)];
+	struct sdp_dblk *b = block_of(c, c->side, tail);
+	uint32_t room = c->s - HDR;
+	if (LOAD(st) != SDP_DBLK_DATA || LOADR(&b->len) >= room ||
+	    LOADR(&c->a->dir[c->side].rx_next) == tail)
+		return 0; /* read or being read, full, or next to be read: the cheap looks first */
+	uint8_t want = SDP_DBLK_DATA;
+	if (!__atomic_compare_exchange_n(st, &want, SDP_DBLK_FILLING, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return 0;
+	/* Claimed: the receiver leaves a FILLING block alone. The length is
+	 * read again (the peer may have written it: never trusted). */
+	uint32_t len = LOADR(&b->len);
+	size_t n = 0;
+	if (len < room && LOADR(&b->seq) == LOADR(&c->a->dir[c->side].tx_seq) - 1) {
+		n = k->left < room - len ? k->left : room - len;
+		if (n > limit)
+			n = limit;
+		cur_copy(k, (uint8_t *)(b + 1) + len, n, 0);
+		STORER(&b->len, len + (uint32_t)n);
+	}
+	STORE(st, SDP_DBLK_DATA); /* the status byte last */
+	return n;
+}
+
 static long send_locked(struct sdp_dconn *c, struct iocur *k)
 {
 	struct sdp_ddir *d = &c->a->dir[c->side];
@@ -406,6 +439,8 @@ static long send_locked(struct sdp_dconn *c, struct iocur *k)
 	size_t done = 0;
 	if (LOADR(&d->fin) || LOAD(&d->reset))
 		return -EPIPE; /* nothing after the FIN (set under this lock) */
+	if (seq > 0 && (win == 0 || held < win))
+		done = append_locked(c, k, idx - 1, win > 0 ? win - held : SIZE_MAX);
 	while (k->left > 0) {
 		if (win > 0 && held + done >= win)
 			break; /* the receiver's buffer is full */
@@ -516,6 +551,10 @@ long sdp_dconn_sendv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size
 
 /* Copies out what has arrived, up to len; 0 when nothing has, -ECONNRESET
  * on a violation. Consumes (frees blocks, moves the cursors) unless peek. */
+/* How many looks a receiver gives a block the sender is appending to
+ * (about a microsecond: an append copies at most one block). */
+#define FILLING_SPINS 256
+
 static long recv_locked(struct sdp_dconn *c, struct iocur *k, int peek, int *freed)
 {
 	int from = 1 - c->side;
@@ -527,26 +566,41 @@ static long recv_locked(struct sdp_dconn *c, struct iocur *k, int peek, int *fre
 	for (uint32_t seen = 0; k->left > 0 && seen < c->n; seen++) {
 		if (fin && seq == fin_seq)
 			break; /* the FIN: nothing after it is the stream's */
-		uint8_t st = LOAD(&status[idx & (c->n - 1)]);
+		uint8_t *stp = &status[idx & (c->n - 1)], st = LOAD(stp);
 		if (st == SDP_DBLK_RETAINED) {
 			idx++;
 			continue;
 		}
-		if (st != SDP_DBLK_DATA)
+		if (st == SDP_DBLK_READING)
+			return violation(c); /* only a reader holding this lock sets it */
+		/* Claimed for the copy: the sender appends to a DATA block only.
+		 * FILLING: it is appending now (a copy of at most one block):
+		 * a short bounded wait, then the block is left for the call
+		 * after the sender's publish, which wakes this side. */
+		for (int spin = 0; st == SDP_DBLK_FILLING && spin < FILLING_SPINS; spin++) {
+			sdp_cpu_relax();
+			st = LOAD(stp);
+		}
+		if (st != SDP_DBLK_DATA ||
+		    !__atomic_compare_exchange_n(stp, &st, SDP_DBLK_READING, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 			break;
 		const struct sdp_dblk *b = block_of(c, from, idx);
 		struct sdp_dblk h;
 		memcpy(&h, b, sizeof h);
-		if (h.stream != c->stream || h.seq != seq || h.len > room || h.flags != 0 || off > h.len)
+		if (h.stream != c->stream || h.seq != seq || h.len > room || h.flags != 0 || off > h.len) {
+			STORE(stp, SDP_DBLK_DATA);
 			return violation(c);
+		}
 		size_t n = h.len - off < k->left ? h.len - off : k->left;
 		cur_copy(k, (uint8_t *)(b + 1) + off, n, 1);
 		done += n;
 		off += (uint32_t)n;
-		if (off < h.len)
-			break; /* the caller's buffer is full */
-		if (!peek) {
-			STORE(&status[idx & (c->n - 1)], SDP_DBLK_EMPTY); /* after the copy */
+		if (off < h.len || peek) {
+			STORE(stp, SDP_DBLK_DATA); /* bytes left in it, or only peeked */
+			if (off < h.len)
+				break; /* the caller's buffer is full */
+		} else {
+			STORE(stp, SDP_DBLK_EMPTY); /* after the copy */
 			(*freed)++;
 		}
 		idx++;
@@ -571,8 +625,11 @@ static int recv_ready(const struct sdp_dconn *c)
 	uint32_t idx = LOADR(&d->rx_next);
 	for (uint32_t k = 0; k < c->n; k++, idx++) {
 		uint8_t st = LOAD(&status[idx & (c->n - 1)]);
+		/* READING: a sibling thread copies out of it now (it may leave
+		 * bytes). FILLING is not ready: the sender's publish when its
+		 * append ends wakes whoever sleeps meanwhile. */
 		if (st != SDP_DBLK_RETAINED)
-			return st == SDP_DBLK_DATA;
+			return st == SDP_DBLK_DATA || st == SDP_DBLK_READING;
 	}
 	return 0;
 }
@@ -741,7 +798,7 @@ void sdp_dconn_close_rx(struct sdp_dconn *c)
 void sdp_dconn_peer_gone(struct sdp_dconn *c)
 {
 	struct sdp_ddir *in = &c->a->dir[1 - c->side], *out = &c->a->dir[c->side];
-	const uint8_t *status = status_of(c, 1 - c->side);
+	uint8_t *status = status_of(c, 1 - c->side);
 	if (!LOAD(&in->fin) && !LOAD(&in->reset)) {
 		/* The end of what the peer published: the FIN goes after the
 		 * blocks waiting at the read cursor (side_lock keeps readers out
@@ -750,13 +807,24 @@ void sdp_dconn_peer_gone(struct sdp_dconn *c)
 			violation(c); /* a reset; the sleepers are woken below */
 		} else {
 			uint32_t idx = LOADR(&in->rx_next), seq = LOADR(&in->rx_seq);
-			for (uint32_t k = 0; k < c->n && LOAD(&status[idx & (c->n - 1)]) == SDP_DBLK_DATA; k++, idx++)
+			for (uint32_t k = 0; k < c->n; k++, idx++) {
+				/* A block the peer died appending to holds what it
+				 * published before and, when its length was written,
+				 * the append (the payload goes before the length). */
+				uint8_t *st = &status[idx & (c->n - 1)], filling = SDP_DBLK_FILLING;
+				__atomic_compare_exchange_n(st, &filling, SDP_DBLK_DATA, 0, __ATOMIC_ACQ_REL,
+							    __ATOMIC_RELAXED);
+				if (LOAD(st) != SDP_DBLK_DATA)
+					break;
 				seq++;
+			}
 			/* Bytes of ours it never read: the kernel would have reset. */
 			const uint8_t *mine = status_of(c, c->side);
 			int unread = 0;
-			for (uint32_t k = 0; k < c->n && !unread; k++)
-				unread = LOAD(&mine[k]) == SDP_DBLK_DATA;
+			for (uint32_t k = 0; k < c->n && !unread; k++) {
+				uint8_t st = LOAD(&mine[k]);
+				unread = st == SDP_DBLK_DATA || st == SDP_DBLK_READING;
+			}
 			STORER(&in->fin_seq, seq);
 			STORE(unread ? &in->reset : &in->fin, 1);
 			side_unlock(&in->rx_lock);

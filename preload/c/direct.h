@@ -11,8 +11,10 @@
  * two directions; side 0 sends on dir[0] and receives on dir[1], side 1
  * the other way round. Each direction is a status-byte block channel
  * (seed 000): N blocks of S bytes in the receiver's landing memory, each
- * with a status byte (0 empty, 1 data, 2 retained). The sender fills a
- * block, header first, and publishes it by writing its status byte last;
+ * with a status byte (0 empty, 1 data, 2 retained, 3 and 4 claimed for a
+ * copy, below). The sender fills a block, header first, and publishes it
+ * by writing its status byte last (or appends to the block it published
+ * last while the receiver has not begun it);
  * it learns which blocks are free by reading the status bytes (the
  * one-sided status READ of the RDMA version), so the receiver sends no
  * acknowledgements and keeps no per-sender state. A block the receiver
@@ -40,8 +42,14 @@
 #define SDP_DAREA_VERSION 1u
 #define SDP_DLINE 64 /* cache line: words of different writers never share one */
 
-/* Status byte values. */
-enum { SDP_DBLK_EMPTY = 0, SDP_DBLK_DATA = 1, SDP_DBLK_RETAINED = 2 };
+/* Status byte values. READING and FILLING are held for one copy, under
+ * the side lock of the one who set them: the receiver claims a data block
+ * while it copies out of it (DATA -> READING -> EMPTY, or DATA again when
+ * bytes are left), the sender while it appends to the last block it
+ * published, which nobody has begun to read (DATA -> FILLING -> DATA). So a
+ * stream of small sends shares blocks: the ring holds N blocks of bytes,
+ * not N sends, as a kernel socket buffer holds many small writes. */
+enum { SDP_DBLK_EMPTY = 0, SDP_DBLK_DATA = 1, SDP_DBLK_RETAINED = 2, SDP_DBLK_READING = 3, SDP_DBLK_FILLING = 4 };
 
 /* One spin of a polling loop: the CPU's pause hint. */
 static inline void sdp_cpu_relax(void)

@@ -54,7 +54,9 @@
 // executed (pan's list of unreached statements).
 //
 // What it leaves out: several senders or receivers on one side (the side
-// locks, the "room taken by a sibling" retry), fork children, RETAINED
+// locks, the "room taken by a sibling" retry), appends to a published
+// block and the claims that keep them from a read (an append is a
+// publish here: the same fence and wake), fork children, RETAINED
 // blocks, byte-granular reads (a block is taken whole, although a call
 // may stop after any block), hostile peers and protocol violations, the
 // adaptive budget (a poll is 0 or 1 looks), signals and timeouts

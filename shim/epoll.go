@@ -636,10 +636,11 @@ func (set *epollSet) filter(ev []unix.EpollEvent, k int) int {
 		if !set.oursLocked(t) {
 			ev[n] = x
 			n++
-		} else if e := set.tokens[t]; e != nil {
-			// The entry's eventfd rang: for a direct socket that spends
-			// the arm its last exact scan made (quiet below), whatever
-			// rang it. The next scan evaluates the entry and arms it again.
+		} else if e := set.tokens[t]; e != nil && e.sock.direct() != nil {
+			// A direct socket's eventfd rang: that spent the arm its last
+			// exact scan made (quiet, collectAt), whatever rang it. The
+			// next scan evaluates the entry and arms it again. (Other
+			// sockets' rings come from the set's own arming, wake.go.)
 			e.quiet = false
 		}
 	}

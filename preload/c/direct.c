@@ -396,19 +396,23 @@ static long send_blocked(const struct sdp_dconn *c)
 	return 0;
 }
 
-/* Appends what fits of k to the block this side published last (tail),
- * when the receiver has not begun to read it: claimed DATA -> FILLING, the
- * payload, the length, DATA again (the status byte last, as a publish).
+/* Appends the rest of k to the block this side published last (tail),
+ * when it fits there whole and the receiver has not begun to read the
+ * block: claimed DATA -> FILLING, the payload, the length, DATA again (the
+ * status byte last, as a publish). Whole, because a send that fits is
+ * published at once, as the kernel copies a write that fits its buffer
+ * before the call returns: a sender killed after the call leaves its
+ * message whole, and one killed during it leaves none of it.
  * Only while the receiver is at least one block behind the tail: one that
  * keeps up would find the block claimed (and wait for the append), so
- * the send takes a fresh block as before. Bytes appended, at most limit.
+ * the send takes a fresh block as before. Bytes appended: the rest of k, or 0.
  * Under the sender's lock. */
 static size_t append_locked(struct sdp_dconn *c, struct iocur *k, uint32_t tail, size_t limit)
 {
 	uint8_t *st = &status_of(c, c->side)[tail & (c->n - 1)];
 	struct sdp_dblk *b = block_of(c, c->side, tail);
 	uint32_t room = c->s - HDR;
-	if (LOAD(st) != SDP_DBLK_DATA || LOADR(&b->len) >= room ||
+	if (LOAD(st) != SDP_DBLK_DATA || LOADR(&b->len) + k->left > room ||
 	    LOADR(&c->a->dir[c->side].rx_next) == tail)
 		return 0; /* read or being read, full, or next to be read: the cheap looks first */
 	uint8_t want = SDP_DBLK_DATA;
@@ -418,10 +422,9 @@ static size_t append_locked(struct sdp_dconn *c, struct iocur *k, uint32_t tail,
 	 * read again (the peer may have written it: never trusted). */
 	uint32_t len = LOADR(&b->len);
 	size_t n = 0;
-	if (len < room && LOADR(&b->seq) == LOADR(&c->a->dir[c->side].tx_seq) - 1) {
-		n = k->left < room - len ? k->left : room - len;
-		if (n > limit)
-			n = limit;
+	if (len <= room && k->left <= room - len && k->left <= limit &&
+	    LOADR(&b->seq) == LOADR(&c->a->dir[c->side].tx_seq) - 1) {
+		n = k->left;
 		cur_copy(k, (uint8_t *)(b + 1) + len, n, 0);
 		STORER(&b->len, len + (uint32_t)n);
 	}
@@ -439,7 +442,7 @@ static long send_locked(struct sdp_dconn *c, struct iocur *k)
 	size_t done = 0;
 	if (LOADR(&d->fin) || LOAD(&d->reset))
 		return -EPIPE; /* nothing after the FIN (set under this lock) */
-	if (seq > 0 && (win == 0 || held < win))
+	if (seq > 0 && k->left < room && (win == 0 || held < win))
 		done = append_locked(c, k, idx - 1, win > 0 ? win - held : SIZE_MAX);
 	while (k->left > 0) {
 		if (win > 0 && held + done >= win)

@@ -507,6 +507,9 @@ func (s *Socket) adoptDirectLocked(ds *directStream) {
 				ds.myEFD = old
 				ds.conn.SetEventFDs(old, ds.peerEFD)
 				s.wake.efdGen.Add(1) // epoll entries register it again (armLocked)
+				for set := range s.epolls {
+					set.stale() // the interposer's waits would sleep on the old file
+				}
 			}
 		}
 	}

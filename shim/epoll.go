@@ -85,6 +85,18 @@ type epollSet struct {
 	selfFD    int    // nested: the self eventfd, -1 until needed; +checklocks:mu
 	selfToken uint64 // its token in the kernel list
 	selfOn    bool   // +checklocks:mu; the self eventfd is signalled
+
+	// The interposer's snapshot (epoll_fast.go): pub, one is installed;
+	// pubDirty, the set changed since; kickFD, the eventfd that wakes an
+	// interposer thread asleep on a stale one (-1 until published);
+	// fdGone, the number the snapshot is keyed by was closed while a dup
+	// of it stays (never published again).
+	pub       atomic.Bool
+	pubDirty  atomic.Bool
+	pubBarred atomic.Bool // not publishable until the set changes
+	kickFD    int         // +checklocks:mu
+	kickToken uint64      // its token in the kernel list
+	fdGone    bool        // +checklocks:mu
 }
 
 // epollEntry is one accelerated socket in a set.
@@ -167,7 +179,7 @@ func (p *Process) EpollCtl(epfd, op, fd int, events uint32, data uint64) int64 {
 		if e := checkEpollFD(epfd); e != 0 {
 			return negErrno(e)
 		}
-		set = &epollSet{p: p, fd: epfd, entries: map[int]*epollEntry{}, tokens: map[uint64]*epollEntry{}, fds: 1, selfFD: -1}
+		set = &epollSet{p: p, fd: epfd, entries: map[int]*epollEntry{}, tokens: map[uint64]*epollEntry{}, fds: 1, selfFD: -1, kickFD: -1}
 		if inKernelSet(epfd) {
 			// Added to another epoll set while it was the kernel's: the
 			// kernel watches it with nobody in EpollWait.
@@ -183,6 +195,7 @@ func (p *Process) EpollCtl(epfd, op, fd int, events uint32, data uint64) int64 {
 }
 
 func (set *epollSet) ctl(op, fd int, s *Socket, events uint32, data uint64) int64 {
+	set.stale() // before the change: the interposer's waits hand over
 	set.mu.Lock()
 	defer set.mu.Unlock()
 	defer set.syncSelfLocked()
@@ -435,7 +448,7 @@ func (set *epollSet) oursLocked(t uint64) bool {
 	if _, ok := set.retired[t]; ok {
 		return true
 	}
-	return set.selfFD >= 0 && t == set.selfToken
+	return (set.selfFD >= 0 && t == set.selfToken) || (set.kickFD >= 0 && t == set.kickToken)
 }
 
 // toKernelLocked hands the entry of a socket that fell back to kernel TCP
@@ -443,6 +456,7 @@ func (set *epollSet) oursLocked(t uint64) bool {
 //
 // +checklocks:set.mu
 func (set *epollSet) toKernelLocked(e *epollEntry) {
+	set.stale()
 	set.removeLocked(e)
 	ev := unix.EpollEvent{Events: e.events}
 	setEpollData(&ev, e.data)
@@ -452,6 +466,7 @@ func (set *epollSet) toKernelLocked(e *epollEntry) {
 // handOver gives the entries of s, which fell back to kernel TCP, to the
 // kernel's interest list.
 func (set *epollSet) handOver(s *Socket) {
+	set.stale()
 	set.mu.Lock()
 	for _, e := range set.entries {
 		switch {
@@ -471,6 +486,7 @@ func (set *epollSet) handOver(s *Socket) {
 
 // forgetSocket drops the entries of a socket whose last fd is closing.
 func (set *epollSet) forgetSocket(s *Socket) {
+	set.stale()
 	set.mu.Lock()
 	for _, e := range set.entries {
 		if e.sock == s {
@@ -497,6 +513,7 @@ func (p *Process) EpollWait(epfd int, ev []unix.EpollEvent, nkernel int) int64 {
 	if set == nil {
 		return Pass
 	}
+	defer set.publish() // the interposer may answer the next waits (epoll_fast.go)
 	if nkernel == epollDisarm {
 		set.disarm()
 		return 0
@@ -590,8 +607,8 @@ func (set *epollSet) disarm() {
 // (a sleeping thread scans every entry when it wakes, so one write per
 // sleep is enough).
 func (set *epollSet) ringWanted() bool {
-	if set.watched.Load() {
-		return true
+	if set.watched.Load() || set.pub.Load() {
+		return true // the kernel or the interposer watches with nobody armed here
 	}
 	switch a := set.armed.Load(); {
 	case a <= 0:
@@ -898,8 +915,10 @@ func (set *epollSet) evaluate(e *epollEntry, commit bool) int16 {
 // epoll set): its self eventfd, registered in its kernel list.
 func (set *epollSet) nest() {
 	set.watched.Store(true)
+	set.stale()
 	set.mu.Lock()
 	defer set.mu.Unlock()
+	set.unpublishLocked()
 	if set.selfFD >= 0 {
 		return
 	}
@@ -981,10 +1000,15 @@ func (set *epollSet) collectPeek(ev []unix.EpollEvent) bool {
 }
 
 // close releases the set when its last fd closes.
-func (set *epollSet) closeFD() {
+func (set *epollSet) closeFD(fd int) {
+	set.stale()
 	set.mu.Lock()
 	set.fds--
 	last := set.fds == 0
+	set.unpublishLocked()
+	if fd == set.fd && !last {
+		set.fdGone = true
+	}
 	var entries []*epollEntry
 	if last {
 		for _, e := range set.entries {

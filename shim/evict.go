@@ -82,6 +82,7 @@ func (s *Socket) moveEventFD(old int) bool {
 	sets := s.epollsLocked()
 	s.mu.Unlock()
 	for _, set := range sets {
+		set.stale()
 		set.mu.Lock()
 		for _, e := range set.entries {
 			if e.sock == s && e.efdReg && e.efd == old {

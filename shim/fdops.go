@@ -20,7 +20,7 @@ func (p *Process) Close(fd int) {
 		return
 	}
 	if e.ep != nil {
-		e.ep.closeFD()
+		e.ep.closeFD(fd)
 		return
 	}
 	s := e.sock

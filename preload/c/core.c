@@ -91,6 +91,8 @@ static struct sdpshim_host sdp_host = {
 	.core_path = sdp_core_path,
 	.child_cores = host_child_cores,
 	.direct_attach = sdp_direct_attach,
+	.epoll_publish = sdp_epoll_publish,
+	.epoll_stale = sdp_epoll_stale,
 };
 
 /* ---- where we are, where the core is ------------------------------------------ */
@@ -838,6 +840,7 @@ void sdp_core_atfork_child(void)
 	 * when it has none); the old core's PROTECTED fds become plain. */
 	unsigned long n = sdp_fd_forget_all();
 	sdp_direct_forget_all(); /* the parent's handles: its connections were switched */
+	sdp_epoll_forget_all();  /* and its epoll sets' snapshots (their fds are plain here) */
 	__atomic_add_fetch(&sdp_fallback[SDPSHIM_REASON_FORK_DECLINE], n, __ATOMIC_RELAXED);
 	if (n > 0)
 		sdpshim_probe_fallback(SDPSHIM_REASON_FORK_DECLINE, -1, 0); /* once for the n fds */

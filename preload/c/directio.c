@@ -18,32 +18,12 @@
 #include <sys/mman.h>
 #include <sys/uio.h>
 
-/* Handles by fd, in the fd table's chunks (allocated on first use, never
- * freed or moved: reads take no lock). */
-static struct sdp_dconn **sdp_dt_dir[SDP_FD_DIR];
+/* Handles by fd (sdp_fd_ptr_slot: read without a lock). */
+static void **sdp_dt_dir[SDP_FD_DIR];
 /* Attached handles in the process: 0 lets every call skip the table. */
 static unsigned long sdp_dt_count;
 
-static struct sdp_dconn **dt_slot(int fd, int make)
-{
-	unsigned int i = (unsigned int)fd >> SDP_FD_CHUNK_SHIFT;
-	if (fd < 0 || i >= SDP_FD_DIR)
-		return NULL;
-	struct sdp_dconn **c = __atomic_load_n(&sdp_dt_dir[i], __ATOMIC_ACQUIRE);
-	if (c == NULL && make) {
-		void *m = mmap(NULL, SDP_FD_CHUNK * sizeof *c, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (m == MAP_FAILED)
-			return NULL;
-		struct sdp_dconn **none = NULL;
-		if (__atomic_compare_exchange_n(&sdp_dt_dir[i], &none, m, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-			c = m;
-		else {
-			munmap(m, SDP_FD_CHUNK * sizeof *c);
-			c = none;
-		}
-	}
-	return c == NULL ? NULL : &c[(unsigned int)fd & (SDP_FD_CHUNK - 1)];
-}
+static struct sdp_dconn **dt_slot(int fd, int make) { return (struct sdp_dconn **)sdp_fd_ptr_slot(sdp_dt_dir, fd, make); }
 
 /* host->direct_attach: fd is carried by conn from now on (NULL: no longer). */
 void sdp_direct_attach(int fd, void *conn)
@@ -65,7 +45,7 @@ void sdp_direct_forget_all(void)
 	if (__atomic_load_n(&sdp_dt_count, __ATOMIC_RELAXED) == 0)
 		return;
 	for (unsigned int i = 0; i < SDP_FD_DIR; i++) {
-		struct sdp_dconn **c = __atomic_load_n(&sdp_dt_dir[i], __ATOMIC_ACQUIRE);
+		void **c = __atomic_load_n(&sdp_dt_dir[i], __ATOMIC_ACQUIRE);
 		if (c != NULL)
 			memset(c, 0, SDP_FD_CHUNK * sizeof *c);
 	}

@@ -94,6 +94,9 @@ static void epoll_disarm(int epfd, struct epoll_event *ev, int max)
 static int epoll_sleep_held(int epfd, struct epoll_event *ev, int max, int64_t deadline, int forever, int ns,
 			    const sigset_t *mask);
 
+static int epoll_fast_held(int epfd, struct epoll_event *ev, int max, int64_t deadline, int forever, int ns,
+			   const sigset_t *mask);
+
 static SDP_COLD int epoll_engine(int epfd, struct epoll_event *ev, int max, int64_t timeout_ns, int ns,
 				 const sigset_t *mask)
 {
@@ -101,6 +104,22 @@ static SDP_COLD int epoll_engine(int epfd, struct epoll_event *ev, int max, int6
 	sdp_sig_mark(&mark);
 	int forever = timeout_ns < 0;
 	int64_t deadline = forever ? 0 : sdp_now_ns() + timeout_ns;
+	int fast = sdp_epoll_fast_look(epfd, ev, max, timeout_ns != 0);
+	if (fast > 0)
+		return fast;
+	if (fast == 0) { /* the interposer's own wait (epollfast.c) */
+		sigset_t old;
+		sdp_signals_hold(&old);
+		if (timeout_ns != 0 && sdp_sig_since(&mark) != SDP_SIG_NONE) {
+			sdp_signals_release(&old);
+			return (int)sdp_fail(EINTR);
+		}
+		int r = epoll_fast_held(epfd, ev, max, deadline, forever, ns, mask ? mask : &old);
+		int err = errno;
+		sdp_signals_release(&old);
+		errno = err;
+		return r;
+	}
 	/* -1: the core may poll for its budget first; -2 (zero timeout): not. */
 	int r = SDP_CORE_CALL(sdp_core.epoll_wait(epfd, ev, max, timeout_ns == 0 ? -2 : -1));
 	if (r != 0 && r != SDPSHIM_PASS)
@@ -150,6 +169,42 @@ static int epoll_sleep_held(int epfd, struct epoll_event *ev, int max, int64_t d
 			epoll_disarm(epfd, ev, max);
 			return 0;
 		}
+	}
+}
+
+/* The sleeps of a wait the interposer answers alone, signals held as in
+ * epoll_sleep_held; when the core takes over (epollfast.c), its loop. */
+static int epoll_fast_held(int epfd, struct epoll_event *ev, int max, int64_t deadline, int forever, int ns,
+			   const sigset_t *mask)
+{
+	for (;;) {
+		struct sdpshim_eset *t = sdp_epoll_sleep_begin(epfd);
+		int left = 0, n = SDPSHIM_PASS;
+		if (t != NULL) {
+			int k = sdp_epoll_kernel(epfd, ev, max, deadline, forever, ns, mask);
+			int err = errno;
+			sdp_epoll_sleep_end(t);
+			errno = err;
+			if (k < 0)
+				return k;
+			n = sdp_epoll_fast_after(epfd, ev, max, k, &left);
+		}
+		if (n == SDPSHIM_PASS) {
+			/* As after the core's own sleep, with what the kernel
+			 * returned that the core must still filter. */
+			int r = SDP_CORE_CALL(sdp_core.epoll_wait(epfd, ev, max, left));
+			if (r == SDPSHIM_PASS)
+				return sdp_epoll_kernel(epfd, ev, max, deadline, forever, ns, mask);
+			if (r != 0)
+				return (int)sdp_result(r, 0);
+			if (!forever && sdp_now_ns() >= deadline) {
+				epoll_disarm(epfd, ev, max);
+				return 0;
+			}
+			return epoll_sleep_held(epfd, ev, max, deadline, forever, ns, mask);
+		}
+		if (n > 0 || (!forever && sdp_now_ns() >= deadline))
+			return n;
 	}
 }
 

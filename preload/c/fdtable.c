@@ -81,3 +81,24 @@ unsigned long sdp_fd_forget_all(void)
 	}
 	return n;
 }
+
+void **sdp_fd_ptr_slot(void **dir[SDP_FD_DIR], int fd, int make)
+{
+	unsigned int i = (unsigned int)fd >> SDP_FD_CHUNK_SHIFT;
+	if (fd < 0 || i >= SDP_FD_DIR)
+		return NULL;
+	void **c = __atomic_load_n(&dir[i], __ATOMIC_ACQUIRE);
+	if (c == NULL && make) {
+		void *m = mmap(NULL, SDP_FD_CHUNK * sizeof *c, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED)
+			return NULL;
+		void **none = NULL;
+		if (__atomic_compare_exchange_n(&dir[i], &none, (void **)m, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			c = m;
+		} else {
+			munmap(m, SDP_FD_CHUNK * sizeof *c);
+			c = none;
+		}
+	}
+	return c == NULL ? NULL : &c[(unsigned int)fd & (SDP_FD_CHUNK - 1)];
+}

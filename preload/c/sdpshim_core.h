@@ -180,6 +180,46 @@ struct sdpshim_host {
 	 * conn->users to drop to 0. Absent (size too small) in an older
 	 * interposer: the core then serves every call itself. */
 	void (*direct_attach)(int fd, void *conn);
+	/* An emulated epoll set the interposer may wait on by itself
+	 * (preload/c/epollfast.c): installs table, a struct sdpshim_eset the
+	 * core allocated, for epfd's waits (NULL: none), and returns the table
+	 * it replaced once no interposer thread reads it (the core frees it).
+	 * Absent in an older interposer: every wait goes through the core. */
+	struct sdpshim_eset *(*epoll_publish)(int epfd, struct sdpshim_eset *table);
+	/* Marks epfd's installed table stale: the next wait goes through the
+	 * core, which publishes a new one. */
+	void (*epoll_stale)(int epfd);
+};
+
+/* A snapshot of an emulated epoll set whose socket entries are all
+ * level-triggered (no EPOLLET, EPOLLONESHOT, EPOLLEXCLUSIVE) and which no
+ * other set or poll watches. The interposer answers a wait on it alone
+ * while every entry's fd carries a direct handle in its plain state whose
+ * eventfd is the one registered (efd); otherwise, or when stale, the core
+ * does. Tokens are the data values under which the core registered its
+ * own fds in the kernel's set (sorted ascending): the kernel's events
+ * with those values are not the program's. */
+struct sdpshim_eset_entry {
+	int32_t fd;      /* the program's socket */
+	int32_t efd;     /* its eventfd, registered in the set under a token */
+	uint32_t events; /* what the program asked for (EPOLLIN, EPOLLOUT, EPOLLRDHUP, ...) */
+	uint32_t pad;
+	uint64_t data; /* the program's epoll_data */
+};
+
+struct sdpshim_eset {
+	uint32_t n;        /* entries (at least one) */
+	uint32_t ntok;     /* tokens */
+	uint32_t users;    /* interposer threads reading the table */
+	uint32_t stale;    /* 1: wait through the core */
+	uint32_t rot;      /* where the next scan starts (fairness; racy is fine) */
+	uint32_t sleepers; /* interposer threads in the kernel's wait on the set */
+	int32_t kick_efd;  /* the core's eventfd in the set (under a token):
+			    * epoll_stale writes it when a thread sleeps, so
+			    * that the sleeper hands its wait to the core */
+	uint32_t pad;
+	struct sdpshim_eset_entry *ent;
+	uint64_t *tok;
 };
 
 /*

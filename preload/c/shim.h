@@ -389,6 +389,12 @@ SDP_HIDDEN long sdp_core_sendmsg(int fd, const struct msghdr *m, int flags);
 SDP_HIDDEN long sdp_core_sendfile(int out, int in, off_t *off, size_t n);
 SDP_HIDDEN long sdp_core_splice(int in, loff_t *oi, int out, loff_t *oo, size_t n, unsigned int flags);
 
+/* Pointers by fd, in chunks of SDP_FD_CHUNK made on first use and never
+ * freed or moved (as the state bytes above): the slot of fd in dir, or
+ * NULL (fd out of range; no chunk yet and make is 0, or no memory). A
+ * fork child inherits them as they are. */
+SDP_HIDDEN void **sdp_fd_ptr_slot(void **dir[SDP_FD_DIR], int fd, int make);
+
 /* ---- the direct data path (directio.c) ----------------------------------------- */
 
 /* The data calls on an fd the core attached a direct handle to, made
@@ -408,6 +414,28 @@ SDP_HIDDEN struct sdp_dconn *sdp_direct_poll_get(int fd);
 SDP_HIDDEN void sdp_direct_put(struct sdp_dconn *c);
 /* Fork child: forgets every handle (async-signal-safe). */
 SDP_HIDDEN void sdp_direct_forget_all(void);
+
+/* ---- epoll waits the interposer answers alone (epollfast.c) --------------------- */
+
+struct epoll_event;
+/* host->epoll_publish and host->epoll_stale. */
+SDP_HIDDEN struct sdpshim_eset *sdp_epoll_publish(int epfd, struct sdpshim_eset *t);
+SDP_HIDDEN void sdp_epoll_stale(int epfd);
+/* Fork child (async-signal-safe): no table of the parent's is the child's. */
+SDP_HIDDEN void sdp_epoll_forget_all(void);
+/* Before a wait: the ready events (> 0), or 0 with every socket entry
+ * armed for the kernel's wait that follows, or SDPSHIM_PASS: the core's
+ * wait. spin: poll for the adaptive budget first. */
+SDP_HIDDEN int sdp_epoll_fast_look(int epfd, struct epoll_event *ev, int max, int spin);
+/* After the kernel's wait returned ev[:k]: the program's events and the
+ * ready sockets (0: wait again, armed), or SDPSHIM_PASS when the core
+ * takes over, with the kernel's events it must still see in ev[:*left]. */
+SDP_HIDDEN int sdp_epoll_fast_after(int epfd, struct epoll_event *ev, int max, int k, int *left);
+/* Around the kernel's wait: the table counted in as read and as slept on
+ * (a change of the set by the core then writes its kick eventfd), or NULL
+ * when it went stale meanwhile (the core takes over). */
+SDP_HIDDEN struct sdpshim_eset *sdp_epoll_sleep_begin(int epfd);
+SDP_HIDDEN void sdp_epoll_sleep_end(struct sdpshim_eset *t);
 
 /* ---- helpers (wait.c, core.c, log.c) ------------------------------------------ */
 

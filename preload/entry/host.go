@@ -4,6 +4,7 @@ package main
 #cgo CFLAGS: -I${SRCDIR}/../c -D_GNU_SOURCE
 #include "sdpshim_core.h"
 #include <stddef.h>
+#include <stdlib.h>
 
 static int host_fd_state(struct sdpshim_host *h, int fd) { return h->fd_state(fd); }
 static int host_fd_set_state(struct sdpshim_host *h, int fd, int st) { return h->fd_set_state(fd, st); }
@@ -13,6 +14,16 @@ static void host_direct_attach(struct sdpshim_host *h, int fd, void *conn)
 	if (h->size >= offsetof(struct sdpshim_host, direct_attach) + sizeof h->direct_attach && h->direct_attach != NULL)
 		h->direct_attach(fd, conn);
 }
+static int host_has_epoll_fast(struct sdpshim_host *h)
+{
+	return h->size >= offsetof(struct sdpshim_host, epoll_stale) + sizeof h->epoll_stale && h->epoll_publish != NULL &&
+	       h->epoll_stale != NULL;
+}
+static struct sdpshim_eset *host_epoll_publish(struct sdpshim_host *h, int epfd, struct sdpshim_eset *t)
+{
+	return h->epoll_publish(epfd, t);
+}
+static void host_epoll_stale(struct sdpshim_host *h, int epfd) { h->epoll_stale(epfd); }
 static int host_child_cores(struct sdpshim_host *h)
 {
 	if (h->size < offsetof(struct sdpshim_host, child_cores) + sizeof h->child_cores || h->child_cores == NULL)
@@ -55,3 +66,54 @@ func (c cHost) ChildCores() bool { return C.host_child_cores(c.h) != 0 }
 // handle conn (nil: back to the core); a no-op with an interposer older
 // than the direct path (shim.directHost).
 func (c cHost) DirectAttach(fd int, conn unsafe.Pointer) { C.host_direct_attach(c.h, C.int(fd), conn) }
+
+// EpollPublish installs a snapshot of the emulated epoll set epfd for the
+// interposer's own waits (nil ents: none), and frees the one it replaces;
+// false when nothing is installed (an interposer older than them, or no
+// memory).
+func (c cHost) EpollPublish(epfd int, ents []shim.EsetEntry, toks []uint64, kickFD int) bool {
+	if C.host_has_epoll_fast(c.h) == 0 {
+		return false
+	}
+	var t *C.struct_sdpshim_eset
+	if len(ents) > 0 {
+		head := C.size_t(unsafe.Sizeof(C.struct_sdpshim_eset{}))
+		esz := C.size_t(unsafe.Sizeof(C.struct_sdpshim_eset_entry{}))
+		mem := C.calloc(1, head+esz*C.size_t(len(ents))+8*C.size_t(len(toks)))
+		if mem == nil {
+			ents = nil
+		} else {
+			t = (*C.struct_sdpshim_eset)(mem)
+			t.n, t.ntok, t.kick_efd = C.uint32_t(len(ents)), C.uint32_t(len(toks)), C.int32_t(kickFD)
+			t.ent = (*C.struct_sdpshim_eset_entry)(unsafe.Add(mem, head))
+			dst := unsafe.Slice(t.ent, len(ents))
+			for i, e := range ents {
+				dst[i].fd, dst[i].efd = C.int32_t(e.FD), C.int32_t(e.EFD)
+				dst[i].events, dst[i].data = C.uint32_t(e.Events), C.uint64_t(e.Data)
+			}
+			if len(toks) > 0 {
+				t.tok = (*C.uint64_t)(unsafe.Add(mem, head+esz*C.size_t(len(ents))))
+				tk := unsafe.Slice(t.tok, len(toks))
+				for i, v := range toks {
+					tk[i] = C.uint64_t(v)
+				}
+			}
+		}
+	}
+	old := C.host_epoll_publish(c.h, C.int(epfd), t)
+	if old == t { // not installed (no table slot)
+		C.free(unsafe.Pointer(t))
+		return false
+	}
+	if old != nil {
+		C.free(unsafe.Pointer(old))
+	}
+	return t != nil
+}
+
+// EpollStale marks epfd's installed snapshot stale.
+func (c cHost) EpollStale(epfd int) {
+	if C.host_has_epoll_fast(c.h) != 0 {
+		C.host_epoll_stale(c.h, C.int(epfd))
+	}
+}

@@ -1,0 +1,271 @@
+/*
+ * epollfast.c - epoll waits over direct connections answered by the
+ * interposer alone, without entering the core.
+ *
+ * The core publishes a snapshot of an emulated set (struct sdpshim_eset:
+ * its level-triggered socket entries and the tokens of its own kernel
+ * registrations) whenever it has waited on the set itself, and marks it
+ * stale at every change. A wait on a set whose snapshot is fresh, and
+ * whose entries are all direct connections in their plain state with the
+ * eventfd the core registered, goes as poll.c's does: readiness from the
+ * shared areas (sdp_dconn_revents), the adaptive budget, then the arm and
+ * a last look, then the kernel's epoll_wait on the program's set, which
+ * holds the program's kernel fds and, under the core's tokens, the
+ * sockets' eventfds the peers write. The kernel's answer loses the
+ * tokens' events and gains the sockets that are ready. Anything else
+ * (a stale snapshot, a socket connecting, shut down for reading, falling
+ * back or switching) hands the wait to the core, with what the kernel
+ * returned when it already slept.
+ *
+ * Tables are read under a user count: the core's publish swaps the pointer
+ * and waits for the count of the old one to drop to zero before it frees
+ * it; a reader counts itself in, then checks that the pointer still names
+ * the table it counted (Dekker, as the handles').
+ */
+#include "direct.h"
+#include "shim.h"
+
+#include <sched.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static void **sdp_es_dir[SDP_FD_DIR];
+
+void sdp_epoll_forget_all(void)
+{
+	for (unsigned int i = 0; i < SDP_FD_DIR; i++) {
+		void **c = __atomic_load_n(&sdp_es_dir[i], __ATOMIC_ACQUIRE);
+		if (c != NULL)
+			memset(c, 0, SDP_FD_CHUNK * sizeof *c);
+	}
+}
+
+/* Marks t stale and wakes its sleepers. Stale, then look for sleepers; a
+ * sleeper counts itself in, then looks at stale before it sleeps (Dekker):
+ * one of the two sees the other. The core calls this with the set alive,
+ * so kick_efd is open. */
+static void sdp_es_kick(struct sdpshim_eset *t)
+{
+	__atomic_store_n(&t->stale, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&t->sleepers, __ATOMIC_SEQ_CST) != 0 && t->kick_efd >= 0) {
+		uint64_t one = 1;
+		syscall(SYS_write, t->kick_efd, &one, sizeof one);
+	}
+}
+
+struct sdpshim_eset *sdp_epoll_publish(int epfd, struct sdpshim_eset *t)
+{
+	void **slot = sdp_fd_ptr_slot(sdp_es_dir, epfd, t != NULL);
+	if (slot == NULL)
+		return t; /* no table: every wait goes through the core */
+	struct sdpshim_eset *old = __atomic_exchange_n((struct sdpshim_eset **)slot, t, __ATOMIC_SEQ_CST);
+	if (old != NULL) {
+		sdp_es_kick(old); /* a sleeper holding it lets it go */
+		for (unsigned int k = 0; __atomic_load_n(&old->users, __ATOMIC_SEQ_CST) != 0; k++)
+			if (k > 64)
+				sched_yield();
+	}
+	return old;
+}
+
+void sdp_epoll_stale(int epfd)
+{
+	void **slot = sdp_fd_ptr_slot(sdp_es_dir, epfd, 0);
+	struct sdpshim_eset *t = slot ? __atomic_load_n((struct sdpshim_eset **)slot, __ATOMIC_SEQ_CST) : NULL;
+	if (t != NULL)
+		sdp_es_kick(t);
+}
+
+/* The fresh table of epfd, counted in (sdp_es_put), or NULL. */
+static struct sdpshim_eset *sdp_es_get(int epfd)
+{
+	void **slot = sdp_fd_ptr_slot(sdp_es_dir, epfd, 0);
+	if (slot == NULL)
+		return NULL;
+	for (;;) {
+		struct sdpshim_eset *t = __atomic_load_n((struct sdpshim_eset **)slot, __ATOMIC_SEQ_CST);
+		if (t == NULL)
+			return NULL;
+		__atomic_fetch_add(&t->users, 1, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n((struct sdpshim_eset **)slot, __ATOMIC_SEQ_CST) == t) {
+			if (!__atomic_load_n(&t->stale, __ATOMIC_SEQ_CST))
+				return t;
+			__atomic_fetch_sub(&t->users, 1, __ATOMIC_SEQ_CST);
+			return NULL;
+		}
+		__atomic_fetch_sub(&t->users, 1, __ATOMIC_SEQ_CST);
+	}
+}
+
+static void sdp_es_put(struct sdpshim_eset *t) { __atomic_fetch_sub(&t->users, 1, __ATOMIC_SEQ_CST); }
+
+/* The handle of entry e when the interposer may answer for it, held. */
+static struct sdp_dconn *sdp_es_conn(const struct sdpshim_eset_entry *e)
+{
+	struct sdp_dconn *c = sdp_direct_poll_get(e->fd);
+	if (c != NULL && c->my_efd != e->efd) {
+		sdp_direct_put(c); /* its eventfd changed: the core registers it */
+		return NULL;
+	}
+	return c;
+}
+
+/* Writes the ready entries' events into ev (up to max), from the rotating
+ * start; -1 when an entry is not the interposer's to answer. */
+static int sdp_es_scan(struct sdpshim_eset *t, struct epoll_event *ev, int max)
+{
+	uint32_t n = t->n, start = n ? __atomic_load_n(&t->rot, __ATOMIC_RELAXED) % n : 0;
+	int got = 0;
+	for (uint32_t i = 0; i < n && got < max; i++) {
+		uint32_t j = start + i < n ? start + i : start + i - n;
+		const struct sdpshim_eset_entry *e = &t->ent[j];
+		struct sdp_dconn *c = sdp_es_conn(e);
+		if (c == NULL)
+			return -1;
+		int rev = sdp_dconn_revents(c, (int)(e->events & 0xffff));
+		sdp_direct_put(c);
+		if (rev == 0)
+			continue;
+		ev[got].events = (uint32_t)(uint16_t)rev;
+		ev[got].data.u64 = e->data;
+		if (++got == max)
+			__atomic_store_n(&t->rot, (j + 1) % n, __ATOMIC_RELAXED);
+	}
+	return got;
+}
+
+/* Arms every entry (the peer writes its eventfd once); -1 as sdp_es_scan. */
+static int sdp_es_arm(struct sdpshim_eset *t)
+{
+	for (uint32_t i = 0; i < t->n; i++) {
+		const struct sdpshim_eset_entry *e = &t->ent[i];
+		struct sdp_dconn *c = sdp_es_conn(e);
+		if (c == NULL)
+			return -1;
+		uint32_t want = e->events;
+		sdp_dconn_arm(c, ((want & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP)) ? POLLIN : 0) |
+				     ((want & (EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND)) ? POLLOUT : 0));
+		sdp_direct_put(c);
+	}
+	return 0;
+}
+
+static int sdp_es_token(const struct sdpshim_eset *t, uint64_t v)
+{
+	uint32_t lo = 0, hi = t->ntok;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (t->tok[mid] == v)
+			return 1;
+		if (t->tok[mid] < v)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 0;
+}
+
+/* Drops the tokens' events from the kernel's ev[:k]; returns how many are
+ * left (at the front). */
+static int sdp_es_filter(const struct sdpshim_eset *t, struct epoll_event *ev, int k)
+{
+	int n = 0;
+	for (int i = 0; i < k; i++)
+		if (!sdp_es_token(t, ev[i].data.u64))
+			ev[n++] = ev[i];
+	return n;
+}
+
+/* The program's kernel fds ready now, after ev[:n] (sockets ready). */
+static int sdp_es_kernel_now(int epfd, const struct sdpshim_eset *t, struct epoll_event *ev, int n, int max)
+{
+	if (n >= max)
+		return n;
+	int k = sdp_real.epoll_wait(epfd, ev + n, max - n, 0);
+	return k > 0 ? n + sdp_es_filter(t, ev + n, k) : n;
+}
+
+int sdp_epoll_fast_look(int epfd, struct epoll_event *ev, int max, int spin)
+{
+	struct sdpshim_eset *t = sdp_es_get(epfd);
+	if (t == NULL)
+		return SDPSHIM_PASS;
+	int n = sdp_es_scan(t, ev, max);
+	if (n == 0 && spin && t->n > 0) {
+		struct sdp_dconn *lead = sdp_es_conn(&t->ent[0]);
+		if (lead == NULL) {
+			n = -1;
+		} else {
+			uint32_t budget = sdp_dconn_budget(lead), k;
+			for (k = 1; k <= budget && n == 0; k++) {
+				if ((k & 127) == 0)
+					sched_yield();
+				else
+					sdp_cpu_relax();
+				if ((k & 63) == 0)
+					n = sdp_es_kernel_now(epfd, t, ev, 0, max);
+				if (n == 0)
+					n = sdp_es_scan(t, ev, max);
+			}
+			sdp_dconn_polled(lead, n > 0 ? k - 1 : 0);
+			sdp_direct_put(lead);
+		}
+	}
+	if (n == 0 && (n = sdp_es_arm(t)) == 0)
+		n = sdp_es_scan(t, ev, max);
+	if (n > 0)
+		n = sdp_es_kernel_now(epfd, t, ev, n, max);
+	sdp_es_put(t);
+	return n < 0 ? SDPSHIM_PASS : n; /* 0: armed, for the kernel's wait */
+}
+
+int sdp_epoll_fast_after(int epfd, struct epoll_event *ev, int max, int k, int *left)
+{
+	*left = k; /* stale: the core sees what the kernel returned */
+	struct sdpshim_eset *t = sdp_es_get(epfd);
+	if (t == NULL)
+		return SDPSHIM_PASS;
+	int n = sdp_es_filter(t, ev, k), woke = n < k;
+	if (n < max) {
+		int s = sdp_es_scan(t, ev + n, max - n);
+		if (s < 0) {
+			sdp_es_put(t);
+			*left = 0; /* only the tokens' events were dropped */
+			return n > 0 ? n : SDPSHIM_PASS;
+		}
+		n += s;
+	}
+	if (n == 0 && sdp_es_arm(t) == 0) /* woken for nothing: arms again */
+		n = sdp_es_scan(t, ev, max);
+	if (woke && t->n > 0) {
+		struct sdp_dconn *lead = sdp_es_conn(&t->ent[0]);
+		if (lead != NULL) {
+			sdp_dconn_event_woke(lead);
+			sdp_direct_put(lead);
+		}
+	}
+	sdp_es_put(t);
+	return n < 0 ? SDPSHIM_PASS : n;
+}
+
+struct sdpshim_eset *sdp_epoll_sleep_begin(int epfd)
+{
+	struct sdpshim_eset *t = sdp_es_get(epfd);
+	if (t == NULL)
+		return NULL;
+	__atomic_fetch_add(&t->sleepers, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&t->stale, __ATOMIC_SEQ_CST)) {
+		__atomic_fetch_sub(&t->sleepers, 1, __ATOMIC_SEQ_CST);
+		sdp_es_put(t);
+		return NULL;
+	}
+	return t;
+}
+
+void sdp_epoll_sleep_end(struct sdpshim_eset *t)
+{
+	__atomic_fetch_sub(&t->sleepers, 1, __ATOMIC_SEQ_CST);
+	sdp_es_put(t);
+}

@@ -1,0 +1,150 @@
+package shim
+
+import (
+	"slices"
+
+	"golang.org/x/sys/unix"
+)
+
+// Publishing an emulated epoll set to the interposer, which then answers
+// waits on it without entering the core (preload/c/epollfast.c): when
+// every live entry is a direct socket, level-triggered, with its eventfd
+// registered in the kernel's set, and no other set or poll watches this
+// one. The snapshot (the entries, and the tokens of the core's own kernel
+// registrations, so that the interposer can tell the kernel's events for
+// the program from the core's) is taken at the end of the core's waits;
+// every change of the set marks it stale first (a sleeping interposer
+// thread is kicked through the set's kick eventfd and hands its wait to
+// the core, which publishes again).
+
+// EsetEntry is one socket entry of a published set.
+type EsetEntry struct {
+	FD, EFD int32 // the program's socket; its eventfd, as registered
+	Events  uint32
+	Data    uint64
+}
+
+// epollFastHost is a Host whose interposer answers waits on published
+// sets (preload/entry's cHost).
+type epollFastHost interface {
+	// EpollPublish installs the snapshot for epfd (nil ents: takes any
+	// installed one away) and frees the one it replaces, once no
+	// interposer thread reads it; kickFD is the set's kick eventfd. It
+	// reports whether a snapshot is installed now.
+	EpollPublish(epfd int, ents []EsetEntry, toks []uint64, kickFD int) bool
+	// EpollStale marks epfd's installed snapshot stale: the next wait on
+	// it goes through the core, and a thread asleep on it is kicked.
+	EpollStale(epfd int)
+}
+
+// stale marks the set's snapshot stale (any thread; no lock needed).
+func (set *epollSet) stale() {
+	set.pubDirty.Store(true)
+	if set.pub.Load() {
+		if h, ok := set.p.host.(epollFastHost); ok {
+			h.EpollStale(set.fd)
+		}
+	}
+}
+
+// publish publishes the set again when it changed since, or when it has
+// no snapshot and an entry may have become a plain direct socket since
+// (not when what keeps it out, an entry's flags or the set's watchers,
+// can change only through the set: pubBarred).
+func (set *epollSet) publish() {
+	if (set.pub.Load() || set.pubBarred.Load()) && !set.pubDirty.Load() {
+		return
+	}
+	set.mu.Lock()
+	set.publishLocked()
+	set.mu.Unlock()
+}
+
+// publishLocked installs the set's snapshot, or takes it away when the
+// interposer cannot answer for the set.
+//
+// +checklocks:set.mu
+func (set *epollSet) publishLocked() {
+	h, ok := set.p.host.(epollFastHost)
+	if !ok {
+		return
+	}
+	set.pubDirty.Store(false)
+	ents, barred := set.eligibleLocked()
+	set.pubBarred.Store(barred)
+	if len(ents) > 0 && set.kickFD < 0 {
+		if fd, err := set.p.newDirectEventFD(); err == nil {
+			set.kickToken = newToken()
+			if set.add(fd, unix.EPOLLIN|unix.EPOLLET, set.kickToken) == nil {
+				set.kickFD = fd
+			} else {
+				set.p.closeFD(fd)
+			}
+		}
+	}
+	if len(ents) == 0 || set.kickFD < 0 {
+		if set.pub.Load() {
+			h.EpollPublish(set.fd, nil, nil, -1)
+			set.pub.Store(false)
+		}
+		return
+	}
+	toks := make([]uint64, 0, len(set.tokens)+len(set.retired)+2)
+	for t := range set.tokens {
+		toks = append(toks, t)
+	}
+	for t := range set.retired {
+		toks = append(toks, t)
+	}
+	toks = append(toks, set.kickToken)
+	if set.selfFD >= 0 {
+		toks = append(toks, set.selfToken)
+	}
+	slices.Sort(toks)
+	set.pub.Store(h.EpollPublish(set.fd, ents, toks, set.kickFD))
+}
+
+// eligibleLocked returns the snapshot's entries, or nil when the
+// interposer cannot answer for the set: an entry edge-triggered, one-shot
+// or exclusive, a socket that is not a plain direct one with its eventfd
+// registered, the set watched by another set or poll, or named by
+// several fds. barred: nil for a reason only a change of the set (which
+// marks it dirty) can take away.
+//
+// +checklocks:set.mu
+func (set *epollSet) eligibleLocked() (ents []EsetEntry, barred bool) {
+	if set.watched.Load() || set.selfFD >= 0 || set.fds != 1 || set.fdGone {
+		return nil, true
+	}
+	for _, e := range set.list {
+		if e.dormant {
+			continue
+		}
+		if e.events&(epollET|epollOneShot|epollExclusive) != 0 || e.disabled {
+			return nil, true
+		}
+		s := e.sock
+		ds := s.direct()
+		if ds == nil || !e.efdReg || e.efdGen != s.wake.efdGen.Load() || e.efd != ds.myEFD || e.tcpReg || e.answerFD >= 0 ||
+			s.sw.Load() != swNone || s.shutRD.Load() || s.earlyN.Load() != 0 {
+			return nil, false
+		}
+		ents = append(ents, EsetEntry{FD: int32(e.fd), EFD: int32(e.efd), Events: e.events, Data: e.data})
+	}
+	return ents, false
+}
+
+// unpublishLocked takes the snapshot away and closes the kick eventfd
+// (the set's end).
+//
+// +checklocks:set.mu
+func (set *epollSet) unpublishLocked() {
+	if h, ok := set.p.host.(epollFastHost); ok && set.pub.Load() {
+		h.EpollPublish(set.fd, nil, nil, -1)
+	}
+	set.pub.Store(false)
+	if set.kickFD >= 0 {
+		set.p.closeFD(set.kickFD)
+		set.kickFD = -1
+	}
+}

@@ -94,6 +94,12 @@ type epollSet struct {
 	pub       atomic.Bool
 	pubDirty  atomic.Bool
 	pubBarred atomic.Bool // not publishable until the set changes
+	// pubSeen: a snapshot was installed once. The interposer's waits
+	// take the rings of the sockets' eventfds, which spend the arms the
+	// core's scans made, without the core seeing them: from then on the
+	// core trusts no entry's rest (quiet, collectAt) and evaluates and
+	// arms every entry at each of its scans.
+	pubSeen atomic.Bool
 	kickFD    int         // +checklocks:mu
 	kickToken uint64      // its token in the kernel list
 	fdGone    bool        // +checklocks:mu
@@ -699,6 +705,7 @@ func (set *epollSet) collectAt(ev []unix.EpollEvent, exact bool) int {
 		}
 		set.armLocked(e)
 		gen, quietable := set.quietSkip(e)
+		quietable = quietable && !set.pubSeen.Load()
 		if quietable && e.quiet && gen == e.quietGen {
 			continue // nothing happened to the socket since it reported nothing
 		}

@@ -101,7 +101,12 @@ func (set *epollSet) publishLocked() {
 		toks = append(toks, set.selfToken)
 	}
 	slices.Sort(toks)
-	set.pub.Store(h.EpollPublish(set.fd, ents, toks, set.kickFD))
+	if h.EpollPublish(set.fd, ents, toks, set.kickFD) {
+		set.pub.Store(true)
+		set.pubSeen.Store(true)
+	} else {
+		set.pub.Store(false)
+	}
 }
 
 // eligibleLocked returns the snapshot's entries, or nil when the

@@ -99,10 +99,10 @@ type epollSet struct {
 	// core's scans made, without the core seeing them: from then on the
 	// core trusts no entry's rest (quiet, collectAt) and evaluates and
 	// arms every entry at each of its scans.
-	pubSeen atomic.Bool
-	kickFD    int         // +checklocks:mu
-	kickToken uint64      // its token in the kernel list
-	fdGone    bool        // +checklocks:mu
+	pubSeen   atomic.Bool
+	kickFD    int    // +checklocks:mu
+	kickToken uint64 // its token in the kernel list
+	fdGone    bool   // +checklocks:mu
 }
 
 // epollEntry is one accelerated socket in a set.

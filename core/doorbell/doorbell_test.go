@@ -28,11 +28,11 @@ func bellPair(t *testing.T) (a, b *linkSide, ba, bb *doorbell.Bells) {
 	}
 	mk := func(s *linkSide) *doorbell.Bells {
 		n := doorbell.BellBoardSize(testBells)
-		peer := s.peer
+		peer := s.Peer
 		peer.Len = uint64(n)
 		bells, err := doorbell.NewBells(doorbell.BellConfig{
-			Link: s.link, Bells: testBells, Board: s.region.Bytes()[:n], PeerBoard: peer,
-			Scratch: s.scratch, ScratchOff: 0,
+			Link: s.Link, Bells: testBells, Board: s.Region.Bytes()[:n], PeerBoard: peer,
+			Scratch: s.Scratch, ScratchOff: 0,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -45,15 +45,15 @@ func bellPair(t *testing.T) (a, b *linkSide, ba, bb *doorbell.Bells) {
 
 // bump adds one to the counter word in the peer's region, visibly.
 func bump(t *testing.T, s *linkSide, v uint64) {
-	binary.LittleEndian.PutUint64(s.scratch.Bytes()[64:], v)
-	wr := &verbs.SendRequest{Op: verbs.OpWrite, SGEs: []verbs.SGE{{Key: s.scratch.LocalKey(), Offset: 64, Length: 8}},
-		RemoteAddr: s.peer.At(512), RemoteKey: s.peer.Key}
-	if err := s.link.PostData(wr, true); err != nil {
+	binary.LittleEndian.PutUint64(s.Scratch.Bytes()[64:], v)
+	wr := &verbs.SendRequest{Op: verbs.OpWrite, SGEs: []verbs.SGE{{Key: s.Scratch.LocalKey(), Offset: 64, Length: 8}},
+		RemoteAddr: s.Peer.At(512), RemoteKey: s.Peer.Key}
+	if err := s.Link.PostData(wr, true); err != nil {
 		t.Error(err)
 	}
 }
 
-func counter(s *linkSide) uint64 { return sharedmem.Uint64At(s.region.Bytes(), 512).Load() }
+func counter(s *linkSide) uint64 { return sharedmem.Uint64At(s.Region.Bytes(), 512).Load() }
 
 func TestDoorbellUnarmedTimesOut(t *testing.T) {
 	_, _, ba, bb := bellPair(t)
@@ -202,11 +202,11 @@ func TestDoorbellMessages(t *testing.T) {
 	}
 	got := make(chan string, 4)
 	n := doorbell.BellBoardSize(1)
-	peer := a.peer
+	peer := a.Peer
 	peer.Len = uint64(n)
 	ba, err := doorbell.NewBells(doorbell.BellConfig{
-		Link: a.link, Bells: 1, Board: a.region.Bytes()[:n], PeerBoard: peer, Scratch: a.scratch,
-		Messages: a.scratch, MessagesOff: 1024,
+		Link: a.Link, Bells: 1, Board: a.Region.Bytes()[:n], PeerBoard: peer, Scratch: a.Scratch,
+		Messages: a.Scratch, MessagesOff: 1024,
 		OnMessage: func(c verbs.Completion, p []byte) error {
 			got <- fmt.Sprintf("%v imm=%d %q", c.Op, c.Imm, p)
 			return nil
@@ -216,12 +216,12 @@ func TestDoorbellMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ba.Close()
-	copy(b.scratch.Bytes()[256:], "ack:0042")
-	send := &verbs.SendRequest{Op: verbs.OpSend, Flags: verbs.SendInline, SGEs: []verbs.SGE{{Key: b.scratch.LocalKey(), Offset: 256, Length: 8}}}
+	copy(b.Scratch.Bytes()[256:], "ack:0042")
+	send := &verbs.SendRequest{Op: verbs.OpSend, Flags: verbs.SendInline, SGEs: []verbs.SGE{{Key: b.Scratch.LocalKey(), Offset: 256, Length: 8}}}
 	imm := &verbs.SendRequest{Op: verbs.OpWriteWithImm, Imm: 100, Flags: verbs.SendInline,
-		SGEs: []verbs.SGE{{Key: b.scratch.LocalKey(), Offset: 256, Length: 8}}, RemoteAddr: b.peer.At(2048), RemoteKey: b.peer.Key}
+		SGEs: []verbs.SGE{{Key: b.Scratch.LocalKey(), Offset: 256, Length: 8}}, RemoteAddr: b.Peer.At(2048), RemoteKey: b.Peer.Key}
 	for _, wr := range []*verbs.SendRequest{send, imm} {
-		if err := b.link.PostBell(wr); err != nil {
+		if err := b.Link.PostBell(wr); err != nil {
 			t.Fatal(err)
 		}
 	}

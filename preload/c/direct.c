@@ -304,8 +304,21 @@ static void budget_woken(struct sdp_dconn *c)
 	}
 }
 
-/* Polls cond (a readiness test) up to the budget; 1 when it came true.
- * Every 128 polls it yields the core, so a peer sharing it gets to run. */
+int sdp_spin_step(uint32_t k)
+{
+	if ((k & 127) != 0) {
+		sdp_cpu_relax();
+		return 1;
+	}
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	sched_yield();
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) < SDP_YIELD_RAN_OTHER_NS;
+}
+
+/* Polls cond (a readiness test) up to the budget (sdp_spin_step); 1 when
+ * it came true. */
 #define POLL_UNTIL(c, cond)                                                                                  \
 	({                                                                                                   \
 		int ok_ = 0;                                                                                 \
@@ -315,10 +328,8 @@ static void budget_woken(struct sdp_dconn *c)
 				ok_ = 1;                                                                     \
 				break;                                                                       \
 			}                                                                                    \
-			if ((k_ & 127) == 0)                                                                 \
-				sched_yield();                                                               \
-			else                                                                                 \
-				sdp_cpu_relax();                                                                 \
+			if (!sdp_spin_step(k_))                                                              \
+				break;                                                                       \
 		}                                                                                            \
 		ok_;                                                                                         \
 	})

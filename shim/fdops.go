@@ -55,8 +55,25 @@ func (p *Process) Close(fd int) {
 			set.forgetSocket(s)
 		}
 		if !s.closeBeforeVerdict(fd) {
+			s.kernelFINFirst(fd)
 			s.close()
 		}
+	}
+}
+
+// kernelFINFirst sends the FIN of a direct connection's kernel socket
+// (fd, its last fd, still open) before the FIN in the area, on a close
+// that ends it gracefully. The peer can see the area's FIN and close its
+// own socket within a microsecond; had its kernel FIN gone first, the
+// TIME_WAIT would be on the peer's side, where kernel TCP leaves it on
+// this one (the end that closed first), and a server that does not set
+// SO_REUSEADDR could not bind its port again after its clients hung up.
+// The peer's switch watcher may meet this FIN before the area's: it then
+// ends the stream itself after the same blocks (peerGone), as the area's
+// FIN would.
+func (s *Socket) kernelFINFirst(fd int) {
+	if s.getState() == sockAccelerated && s.direct() != nil && !s.abortClose.Load() && s.earlyN.Load() == 0 {
+		unix.Shutdown(fd, unix.SHUT_WR)
 	}
 }
 

@@ -5,7 +5,8 @@
  * shutdown, close with unread data, SO_LINGER, TCP_NODELAY, TCP_CORK,
  * getsockname/getpeername, SO_RCVTIMEO/SO_SNDTIMEO, and dup, dup2, dup3,
  * F_DUPFD, F_DUPFD_CLOEXEC (every copy is the same stream, which closes
- * with the last), SO_RCVBUF/SO_SNDBUF as limits. Prints a transcript (sem.h).
+ * with the last), SO_RCVBUF/SO_SNDBUF as limits, and which end keeps the
+ * TIME_WAIT. Prints a transcript (sem.h).
  */
 #include "sem.h"
 
@@ -420,6 +421,49 @@ static void buffers(void)
 /* sendmsg on a unix socket with a bad control pointer, while the process
  * holds accelerated sockets (the interposer then looks at SCM_RIGHTS
  * messages): the kernel's EFAULT, no crash. */
+/* The end that closed first keeps the TIME_WAIT, as on kernel TCP: a
+ * server that reads the end and closes at once (a thread spinning on a
+ * nonblocking read, so that it sees the end as soon as it is visible) can
+ * bind its port again right away without SO_REUSEADDR. */
+static void *close_when_ended(void *arg)
+{
+	int fd = *(int *)arg;
+	char b[16];
+	ssize_t r;
+	int64_t until = now_ms() + 2000;
+	while ((r = recv(fd, b, sizeof b, MSG_DONTWAIT)) < 0 && errno == EAGAIN && now_ms() < until)
+		;
+	close(fd);
+	return (void *)(intptr_t)r;
+}
+
+static void time_wait_side(void)
+{
+	int busy = 0, eofs = 0;
+	for (int i = 0; i < 20; i++) {
+		struct sockaddr_in a;
+		int l = listener(&a);
+		int c = socket(AF_INET, SOCK_STREAM, 0);
+		CHECK(c >= 0 && connect(c, (struct sockaddr *)&a, sizeof a) == 0, "connect");
+		int s = accept(l, NULL, NULL);
+		CHECK(s >= 0, "accept");
+		close(l);
+		sem_pairs++;
+		pthread_t t;
+		CHECK(pthread_create(&t, NULL, close_when_ended, &s) == 0, "pthread_create");
+		usleep(2000); /* the server is asleep in read */
+		close(c);
+		void *r;
+		pthread_join(t, &r);
+		eofs += (intptr_t)r == 0;
+		int b = socket(AF_INET, SOCK_STREAM, 0);
+		busy += bind(b, (struct sockaddr *)&a, sizeof a) != 0;
+		close(b);
+	}
+	say("timewait.server.eofs %d of 20", eofs);
+	say("timewait.server.port.busy %d of 20", busy);
+}
+
 static void bad_control(void)
 {
 	int c, s, u[2];
@@ -445,6 +489,7 @@ int main(void)
 	shutdowns();
 	dups();
 	buffers();
+	time_wait_side();
 	bad_control();
 	sem_end();
 	return 0;

@@ -201,6 +201,9 @@ func (p *Process) EpollCtl(epfd, op, fd int, events uint32, data uint64) int64 {
 }
 
 func (set *epollSet) ctl(op, fd int, s *Socket, events uint32, data uint64) int64 {
+	if op == unix.EPOLL_CTL_MOD && set.modInPlace(fd, events, data) {
+		return 0
+	}
 	set.stale() // before the change: the interposer's waits hand over
 	set.mu.Lock()
 	defer set.mu.Unlock()

@@ -35,6 +35,35 @@ type epollFastHost interface {
 	// EpollStale marks epfd's installed snapshot stale: the next wait on
 	// it goes through the core, and a thread asleep on it is kicked.
 	EpollStale(epfd int)
+	// EpollUpdate sets the events of fd's entry in epfd's fresh snapshot,
+	// whose data must be data (an EPOLL_CTL_MOD that keeps the entry one
+	// the interposer answers for), and wakes the set's sleepers when
+	// events were added. It reports false when it did nothing: no fresh
+	// snapshot, no such entry, other data, or an older interposer.
+	EpollUpdate(epfd, fd int, events uint32, data uint64) bool
+}
+
+// modInPlace makes an EPOLL_CTL_MOD of fd that only changes the events of
+// a level-triggered entry of the published snapshot in the snapshot too,
+// instead of marking it stale: event loops that switch EPOLLOUT on while a
+// reply is pending and off once it went (wrk, redis) would otherwise send
+// every wait after each switch through the core, which publishes again.
+// It reports whether it did the MOD.
+func (set *epollSet) modInPlace(fd int, events uint32, data uint64) bool {
+	h, ok := set.p.host.(epollFastHost)
+	if !ok || events&(epollET|epollOneShot|epollExclusive) != 0 || !set.pub.Load() {
+		return false
+	}
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	e := set.entries[fd]
+	if e == nil || e.dormant || e.disabled || e.data != data || e.events&(epollET|epollOneShot|epollExclusive) != 0 ||
+		set.pubDirty.Load() || !set.pub.Load() || !h.EpollUpdate(set.fd, fd, events, data) {
+		return false
+	}
+	e.events, e.lastMask, e.lastArr = events, 0, 0
+	e.quiet = false
+	return true
 }
 
 // stale marks the set's snapshot stale (any thread; no lock needed).

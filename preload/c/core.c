@@ -93,6 +93,7 @@ static struct sdpshim_host sdp_host = {
 	.direct_attach = sdp_direct_attach,
 	.epoll_publish = sdp_epoll_publish,
 	.epoll_stale = sdp_epoll_stale,
+	.epoll_update = sdp_epoll_update,
 };
 
 /* ---- where we are, where the core is ------------------------------------------ */

@@ -95,7 +95,7 @@ static int epoll_sleep_held(int epfd, struct epoll_event *ev, int max, int64_t d
 			    const sigset_t *mask);
 
 static int epoll_fast_held(int epfd, struct epoll_event *ev, int max, int64_t deadline, int forever, int ns,
-			   const sigset_t *mask);
+			   const sigset_t *mask, uint32_t gen);
 
 static SDP_COLD int epoll_engine(int epfd, struct epoll_event *ev, int max, int64_t timeout_ns, int ns,
 				 const sigset_t *mask)
@@ -104,7 +104,8 @@ static SDP_COLD int epoll_engine(int epfd, struct epoll_event *ev, int max, int6
 	sdp_sig_mark(&mark);
 	int forever = timeout_ns < 0;
 	int64_t deadline = forever ? 0 : sdp_now_ns() + timeout_ns;
-	int fast = sdp_epoll_fast_look(epfd, ev, max, timeout_ns != 0);
+	uint32_t gen = 0;
+	int fast = sdp_epoll_fast_look(epfd, ev, max, timeout_ns != 0, &gen);
 	if (fast > 0)
 		return fast;
 	if (fast == 0) { /* the interposer's own wait (epollfast.c) */
@@ -114,7 +115,7 @@ static SDP_COLD int epoll_engine(int epfd, struct epoll_event *ev, int max, int6
 			sdp_signals_release(&old);
 			return (int)sdp_fail(EINTR);
 		}
-		int r = epoll_fast_held(epfd, ev, max, deadline, forever, ns, mask ? mask : &old);
+		int r = epoll_fast_held(epfd, ev, max, deadline, forever, ns, mask ? mask : &old, gen);
 		int err = errno;
 		sdp_signals_release(&old);
 		errno = err;
@@ -175,10 +176,10 @@ static int epoll_sleep_held(int epfd, struct epoll_event *ev, int max, int64_t d
 /* The sleeps of a wait the interposer answers alone, signals held as in
  * epoll_sleep_held; when the core takes over (epollfast.c), its loop. */
 static int epoll_fast_held(int epfd, struct epoll_event *ev, int max, int64_t deadline, int forever, int ns,
-			   const sigset_t *mask)
+			   const sigset_t *mask, uint32_t gen)
 {
 	for (;;) {
-		struct sdpshim_eset *t = sdp_epoll_sleep_begin(epfd);
+		struct sdpshim_eset *t = sdp_epoll_sleep_begin(epfd, gen);
 		int left = 0, n = SDPSHIM_PASS;
 		if (t != NULL) {
 			int k = sdp_epoll_kernel(epfd, ev, max, deadline, forever, ns, mask);
@@ -187,7 +188,7 @@ static int epoll_fast_held(int epfd, struct epoll_event *ev, int max, int64_t de
 			errno = err;
 			if (k < 0)
 				return k;
-			n = sdp_epoll_fast_after(epfd, ev, max, k, &left);
+			n = sdp_epoll_fast_after(epfd, ev, max, k, &left, &gen);
 		}
 		if (n == SDPSHIM_PASS) {
 			/* As after the core's own sleep, with what the kernel

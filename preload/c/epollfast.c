@@ -101,6 +101,37 @@ static struct sdpshim_eset *sdp_es_get(int epfd)
 
 static void sdp_es_put(struct sdpshim_eset *t) { __atomic_fetch_sub(&t->users, 1, __ATOMIC_SEQ_CST); }
 
+int sdp_epoll_update(int epfd, int fd, uint32_t events, uint64_t data)
+{
+	struct sdpshim_eset *t = sdp_es_get(epfd);
+	if (t == NULL)
+		return 0;
+	struct sdpshim_eset_entry *e = NULL;
+	for (uint32_t i = 0; i < t->n; i++)
+		if (t->ent[i].fd == fd) {
+			e = &t->ent[i];
+			break;
+		}
+	if (e == NULL || e->data != data) {
+		sdp_es_put(t);
+		return 0;
+	}
+	uint32_t old = __atomic_exchange_n(&e->events, events, __ATOMIC_SEQ_CST);
+	if (events & ~old) {
+		/* Changed, then look for sleepers; a thread that scanned before
+		 * the change sees the generation move when it counts itself a
+		 * sleeper (sdp_epoll_sleep_begin), one asleep is kicked: either
+		 * way it looks again with the new events. */
+		__atomic_fetch_add(&t->gen, 1, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&t->sleepers, __ATOMIC_SEQ_CST) != 0 && t->kick_efd >= 0) {
+			uint64_t one = 1;
+			syscall(SYS_write, t->kick_efd, &one, sizeof one);
+		}
+	}
+	sdp_es_put(t);
+	return 1;
+}
+
 /* The handle of entry e when the interposer may answer for it, held. */
 static struct sdp_dconn *sdp_es_conn(const struct sdpshim_eset_entry *e)
 {
@@ -124,7 +155,7 @@ static int sdp_es_scan(struct sdpshim_eset *t, struct epoll_event *ev, int max)
 		struct sdp_dconn *c = sdp_es_conn(e);
 		if (c == NULL)
 			return -1;
-		int rev = sdp_dconn_revents(c, (int)(e->events & 0xffff));
+		int rev = sdp_dconn_revents(c, (int)(__atomic_load_n(&e->events, __ATOMIC_RELAXED) & 0xffff));
 		sdp_direct_put(c);
 		if (rev == 0)
 			continue;
@@ -144,7 +175,7 @@ static int sdp_es_arm(struct sdpshim_eset *t)
 		struct sdp_dconn *c = sdp_es_conn(e);
 		if (c == NULL)
 			return -1;
-		uint32_t want = e->events;
+		uint32_t want = __atomic_load_n(&e->events, __ATOMIC_RELAXED);
 		sdp_dconn_arm(c, ((want & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP)) ? POLLIN : 0) |
 				     ((want & (EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND)) ? POLLOUT : 0));
 		sdp_direct_put(c);
@@ -187,11 +218,12 @@ static int sdp_es_kernel_now(int epfd, const struct sdpshim_eset *t, struct epol
 	return k > 0 ? n + sdp_es_filter(t, ev + n, k) : n;
 }
 
-int sdp_epoll_fast_look(int epfd, struct epoll_event *ev, int max, int spin)
+int sdp_epoll_fast_look(int epfd, struct epoll_event *ev, int max, int spin, uint32_t *gen)
 {
 	struct sdpshim_eset *t = sdp_es_get(epfd);
 	if (t == NULL)
 		return SDPSHIM_PASS;
+	*gen = __atomic_load_n(&t->gen, __ATOMIC_SEQ_CST);
 	int n = sdp_es_scan(t, ev, max);
 	if (n == 0 && spin && t->n > 0) {
 		struct sdp_dconn *lead = sdp_es_conn(&t->ent[0]);
@@ -219,12 +251,13 @@ int sdp_epoll_fast_look(int epfd, struct epoll_event *ev, int max, int spin)
 	return n < 0 ? SDPSHIM_PASS : n; /* 0: armed, for the kernel's wait */
 }
 
-int sdp_epoll_fast_after(int epfd, struct epoll_event *ev, int max, int k, int *left)
+int sdp_epoll_fast_after(int epfd, struct epoll_event *ev, int max, int k, int *left, uint32_t *gen)
 {
 	*left = k; /* stale: the core sees what the kernel returned */
 	struct sdpshim_eset *t = sdp_es_get(epfd);
 	if (t == NULL)
 		return SDPSHIM_PASS;
+	*gen = __atomic_load_n(&t->gen, __ATOMIC_SEQ_CST);
 	int n = sdp_es_filter(t, ev, k), woke = n < k;
 	if (n < max) {
 		int s = sdp_es_scan(t, ev + n, max - n);
@@ -248,13 +281,15 @@ int sdp_epoll_fast_after(int epfd, struct epoll_event *ev, int max, int k, int *
 	return n < 0 ? SDPSHIM_PASS : n;
 }
 
-struct sdpshim_eset *sdp_epoll_sleep_begin(int epfd)
+struct sdpshim_eset *sdp_epoll_sleep_begin(int epfd, uint32_t gen)
 {
 	struct sdpshim_eset *t = sdp_es_get(epfd);
 	if (t == NULL)
 		return NULL;
 	__atomic_fetch_add(&t->sleepers, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&t->stale, __ATOMIC_SEQ_CST)) {
+	/* Counted as a sleeper, then look (Dekker with sdp_es_kick and
+	 * sdp_epoll_update: each changes, then looks for sleepers). */
+	if (__atomic_load_n(&t->stale, __ATOMIC_SEQ_CST) || __atomic_load_n(&t->gen, __ATOMIC_SEQ_CST) != gen) {
 		__atomic_fetch_sub(&t->sleepers, 1, __ATOMIC_SEQ_CST);
 		sdp_es_put(t);
 		return NULL;

@@ -189,6 +189,13 @@ struct sdpshim_host {
 	/* Marks epfd's installed table stale: the next wait goes through the
 	 * core, which publishes a new one. */
 	void (*epoll_stale)(int epfd);
+	/* An EPOLL_CTL_MOD that leaves fd's entry one the interposer answers
+	 * for (level-triggered, same data): sets the entry's events in epfd's
+	 * fresh table, then wakes its sleepers when events were added, which
+	 * look again. 1 when done; 0 when there is no fresh table, fd has no
+	 * entry in it or its data differs (the core marks the table stale
+	 * instead). Absent in an older interposer. */
+	int (*epoll_update)(int epfd, int fd, uint32_t events, uint64_t data);
 };
 
 /* A snapshot of an emulated epoll set whose socket entries are all
@@ -202,7 +209,8 @@ struct sdpshim_host {
 struct sdpshim_eset_entry {
 	int32_t fd;      /* the program's socket */
 	int32_t efd;     /* its eventfd, registered in the set under a token */
-	uint32_t events; /* what the program asked for (EPOLLIN, EPOLLOUT, EPOLLRDHUP, ...) */
+	uint32_t events; /* what the program asked for (EPOLLIN, EPOLLOUT, EPOLLRDHUP, ...);
+			  * epoll_update may store it while threads read it (atomic) */
 	uint32_t pad;
 	uint64_t data; /* the program's epoll_data */
 };
@@ -217,7 +225,8 @@ struct sdpshim_eset {
 	int32_t kick_efd;  /* the core's eventfd in the set (under a token):
 			    * epoll_stale writes it when a thread sleeps, so
 			    * that the sleeper hands its wait to the core */
-	uint32_t pad;
+	uint32_t gen;      /* moves at every epoll_update: a thread that
+			    * scanned under an older one does not sleep on it */
 	struct sdpshim_eset_entry *ent;
 	uint64_t *tok;
 };

@@ -421,20 +421,24 @@ struct epoll_event;
 /* host->epoll_publish and host->epoll_stale. */
 SDP_HIDDEN struct sdpshim_eset *sdp_epoll_publish(int epfd, struct sdpshim_eset *t);
 SDP_HIDDEN void sdp_epoll_stale(int epfd);
+SDP_HIDDEN int sdp_epoll_update(int epfd, int fd, uint32_t events, uint64_t data);
 /* Fork child (async-signal-safe): no table of the parent's is the child's. */
 SDP_HIDDEN void sdp_epoll_forget_all(void);
 /* Before a wait: the ready events (> 0), or 0 with every socket entry
  * armed for the kernel's wait that follows, or SDPSHIM_PASS: the core's
- * wait. spin: poll for the adaptive budget first. */
-SDP_HIDDEN int sdp_epoll_fast_look(int epfd, struct epoll_event *ev, int max, int spin);
+ * wait. spin: poll for the adaptive budget first. *gen: the table's
+ * generation the scan saw (for sdp_epoll_sleep_begin). */
+SDP_HIDDEN int sdp_epoll_fast_look(int epfd, struct epoll_event *ev, int max, int spin, uint32_t *gen);
 /* After the kernel's wait returned ev[:k]: the program's events and the
  * ready sockets (0: wait again, armed), or SDPSHIM_PASS when the core
- * takes over, with the kernel's events it must still see in ev[:*left]. */
-SDP_HIDDEN int sdp_epoll_fast_after(int epfd, struct epoll_event *ev, int max, int k, int *left);
+ * takes over, with the kernel's events it must still see in ev[:*left].
+ * *gen as sdp_epoll_fast_look's. */
+SDP_HIDDEN int sdp_epoll_fast_after(int epfd, struct epoll_event *ev, int max, int k, int *left, uint32_t *gen);
 /* Around the kernel's wait: the table counted in as read and as slept on
  * (a change of the set by the core then writes its kick eventfd), or NULL
- * when it went stale meanwhile (the core takes over). */
-SDP_HIDDEN struct sdpshim_eset *sdp_epoll_sleep_begin(int epfd);
+ * when it went stale, or an entry's events changed since the scan of
+ * generation gen, meanwhile (the core takes over). */
+SDP_HIDDEN struct sdpshim_eset *sdp_epoll_sleep_begin(int epfd, uint32_t gen);
 SDP_HIDDEN void sdp_epoll_sleep_end(struct sdpshim_eset *t);
 
 /* ---- helpers (wait.c, core.c, log.c) ------------------------------------------ */

@@ -24,6 +24,12 @@ static struct sdpshim_eset *host_epoll_publish(struct sdpshim_host *h, int epfd,
 	return h->epoll_publish(epfd, t);
 }
 static void host_epoll_stale(struct sdpshim_host *h, int epfd) { h->epoll_stale(epfd); }
+static int host_epoll_update(struct sdpshim_host *h, int epfd, int fd, uint32_t events, uint64_t data)
+{
+	if (h->size < offsetof(struct sdpshim_host, epoll_update) + sizeof h->epoll_update || h->epoll_update == NULL)
+		return 0;
+	return h->epoll_update(epfd, fd, events, data);
+}
 static int host_child_cores(struct sdpshim_host *h)
 {
 	if (h->size < offsetof(struct sdpshim_host, child_cores) + sizeof h->child_cores || h->child_cores == NULL)
@@ -109,6 +115,12 @@ func (c cHost) EpollPublish(epfd int, ents []shim.EsetEntry, toks []uint64, kick
 		C.free(unsafe.Pointer(old))
 	}
 	return t != nil
+}
+
+// EpollUpdate sets the events of fd's entry in epfd's fresh snapshot
+// (shim.epollFastHost); false when it did nothing.
+func (c cHost) EpollUpdate(epfd, fd int, events uint32, data uint64) bool {
+	return C.host_has_epoll_fast(c.h) != 0 && C.host_epoll_update(c.h, C.int(epfd), C.int(fd), C.uint32_t(events), C.uint64_t(data)) != 0
 }
 
 // EpollStale marks epfd's installed snapshot stale.

@@ -4,7 +4,8 @@
  * ADD of a socket around every request), a thread asleep while another
  * writes after varied delays (no wakeup may be lost: the shim writes its
  * eventfds only while a thread is armed for a sleep), two threads asleep
- * in one set, a set inside another and a set polled. Prints a transcript
+ * in one set, a set inside another and a set polled, and an
+ * EPOLL_CTL_MOD that makes a sleeper's socket ready. Prints a transcript
  * (sem.h); a lost wakeup shows as a timeout line.
  */
 #include "sem.h"
@@ -351,6 +352,53 @@ static void nested(void)
 	close(s);
 }
 
+struct modder {
+	int ep, fd, k;
+};
+
+static void *mod_late(void *arg)
+{
+	struct modder *m = arg;
+	delay(m->k);
+	CHECK(ctl(m->ep, EPOLL_CTL_MOD, m->fd, EPOLLIN | EPOLLOUT, 1) == 0, "mod");
+	return NULL;
+}
+
+/* EPOLL_CTL_MOD by another thread that asks a writable socket for
+ * EPOLLOUT wakes a thread asleep on the set (the shim may change the
+ * entry where the sleeper reads it rather than hand the set to the core),
+ * and taking EPOLLOUT away again leaves nothing to report. */
+static void mods(void)
+{
+	int c, s;
+	pair(&c, &s);
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	CHECK(ctl(ep, EPOLL_CTL_ADD, c, EPOLLIN, 1) == 0, "add");
+	int lost = 0, wrong = 0, nrounds = getenv("SEM_WAKE_ROUNDS") ? atoi(getenv("SEM_WAKE_ROUNDS")) : 200;
+	for (int k = 0; k < nrounds; k++) {
+		struct epoll_event ev;
+		if (epoll_wait(ep, &ev, 1, 0) != 0) /* idle: the set settles (published) */
+			wrong++;
+		struct modder m = {.ep = ep, .fd = c, .k = k};
+		pthread_t th;
+		CHECK(pthread_create(&th, NULL, mod_late, &m) == 0, "thread");
+		int64_t t0 = now_ms();
+		int n = epoll_wait(ep, &ev, 1, 2000);
+		if (n != 1 || now_ms() - t0 > 1000)
+			lost++;
+		else if (ev.data.u64 != 1 || ev.events != EPOLLOUT)
+			wrong++;
+		pthread_join(th, NULL);
+		CHECK(ctl(ep, EPOLL_CTL_MOD, c, EPOLLIN, 1) == 0, "mod back");
+		if (epoll_wait(ep, &ev, 1, 0) != 0)
+			wrong++;
+	}
+	say("mods rounds %d lost %d wrong %d", nrounds, lost, wrong);
+	close(ep);
+	close(c);
+	close(s);
+}
+
 int main(int argc, char **argv)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -366,6 +414,8 @@ int main(int argc, char **argv)
 		two_sleepers();
 	if (!*only || !strcmp(only, "nested"))
 		nested();
+	if (!*only || !strcmp(only, "mods"))
+		mods();
 	sem_end();
 	return 0;
 }

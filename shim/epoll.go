@@ -315,6 +315,9 @@ func (set *epollSet) armLocked(e *epollEntry) {
 			unix.EpollCtl(set.fd, unix.EPOLL_CTL_DEL, e.fd, nil)
 			e.tcpReg = false
 		}
+		// The rendezvous connection was closed before the stream was
+		// set (settle.go), which took it out of the kernel's set.
+		e.answerFD = -1
 		if !set.addEventFDLocked(e) { // once (again after adoptDirectLocked)
 			return
 		}

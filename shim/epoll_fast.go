@@ -8,9 +8,9 @@ import (
 
 // Publishing an emulated epoll set to the interposer, which then answers
 // waits on it without entering the core (preload/c/epollfast.c): when
-// every live entry is a direct socket, level-triggered, with its eventfd
-// registered in the kernel's set, and no other set or poll watches this
-// one. The snapshot (the entries, and the tokens of the core's own kernel
+// every live entry is a direct socket, level- or edge-triggered (not
+// one-shot or exclusive), with its eventfd registered in the kernel's
+// set, and no other set or poll watches this one. The snapshot (the entries, and the tokens of the core's own kernel
 // registrations, so that the interposer can tell the kernel's events for
 // the program from the core's) is taken at the end of the core's waits;
 // every change of the set marks it stale first (a sleeping interposer
@@ -22,6 +22,12 @@ type EsetEntry struct {
 	FD, EFD int32 // the program's socket; its eventfd, as registered
 	Events  uint32
 	Data    uint64
+	// EPOLLET's state (epollEntry's lastMask, lastArr, nospace), which
+	// the interposer's waits move on from; NSBase: the socket's count of
+	// writes that found no room kept outside the direct handle.
+	LastMask       uint32
+	LastArr        uint64
+	LastNS, NSBase uint32
 }
 
 // epollFastHost is a Host whose interposer answers waits on published
@@ -139,8 +145,7 @@ func (set *epollSet) publishLocked() {
 }
 
 // eligibleLocked returns the snapshot's entries, or nil when the
-// interposer cannot answer for the set: an entry edge-triggered, one-shot
-// or exclusive, a socket that is not a plain direct one with its eventfd
+// interposer cannot answer for the set: an entry one-shot or exclusive, a socket that is not a plain direct one with its eventfd
 // registered, the set watched by another set or poll, or named by
 // several fds. barred: nil for a reason only a change of the set (which
 // marks it dirty) can take away.
@@ -154,7 +159,7 @@ func (set *epollSet) eligibleLocked() (ents []EsetEntry, barred bool) {
 		if e.dormant {
 			continue
 		}
-		if e.events&(epollET|epollOneShot|epollExclusive) != 0 || e.disabled {
+		if e.events&(epollOneShot|epollExclusive) != 0 || e.disabled {
 			return nil, true
 		}
 		s := e.sock
@@ -163,7 +168,8 @@ func (set *epollSet) eligibleLocked() (ents []EsetEntry, barred bool) {
 			s.sw.Load() != swNone || s.shutRD.Load() || s.earlyN.Load() != 0 {
 			return nil, false
 		}
-		ents = append(ents, EsetEntry{FD: int32(e.fd), EFD: int32(e.efd), Events: e.events, Data: e.data})
+		ents = append(ents, EsetEntry{FD: int32(e.fd), EFD: int32(e.efd), Events: e.events, Data: e.data,
+			LastMask: uint32(uint16(e.lastMask)), LastArr: e.lastArr, LastNS: e.nospace, NSBase: s.nospace.Load()})
 	}
 	return ents, false
 }

@@ -541,8 +541,14 @@ long sdp_dconn_sendv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size
 			return r;
 		if ((r = send_blocked(c)) != 0)
 			return r;
-		if (flags & SDP_D_NONBLOCK)
+		if (flags & SDP_D_NONBLOCK) {
+			/* As the kernel's SOCK_NOSPACE: counted (EPOLLET's
+			 * writable edge), and the room the peer makes next rings
+			 * this side's eventfd for a poll or epoll sleeper. */
+			__atomic_store_n(&c->nospace, __atomic_load_n(&c->nospace, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+			__atomic_store_n(&d->space_armed, 1, __ATOMIC_SEQ_CST);
 			return -EAGAIN;
+		}
 		if (round == 0) {
 			if (POLL_UNTIL(c, send_room(c) || send_blocked(c)))
 				continue;
@@ -856,6 +862,8 @@ void sdp_dconn_peer_gone(struct sdp_dconn *c)
 }
 
 uint64_t sdp_dconn_arrived(const struct sdp_dconn *c) { return LOADR(&c->a->dir[1 - c->side].tx_bytes); }
+
+uint64_t sdp_dconn_nospace(const struct sdp_dconn *c) { return __atomic_load_n(&c->nospace, __ATOMIC_RELAXED); }
 
 void sdp_dconn_set_window(struct sdp_dconn *c, uint32_t bytes)
 {

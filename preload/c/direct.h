@@ -228,6 +228,9 @@ int sdp_dconn_sleep_prepare(struct sdp_dconn *c, int what, struct sdp_dsleep *sl
 void sdp_dconn_peer_gone(struct sdp_dconn *c);
 /* Bytes the peer has published to this side so far (EPOLLET's edges). */
 uint64_t sdp_dconn_arrived(const struct sdp_dconn *c);
+/* Writes asked for and not possible so far: nonblocking sends that found
+ * no room, and revents asked POLLOUT in vain (EPOLLET's writable edge). */
+uint64_t sdp_dconn_nospace(const struct sdp_dconn *c);
 
 /* shutdown(SHUT_WR): a FIN after the blocks published so far. Wakes the peer. */
 void sdp_dconn_fin(struct sdp_dconn *c);

@@ -3,7 +3,7 @@
  * interposer alone, without entering the core.
  *
  * The core publishes a snapshot of an emulated set (struct sdpshim_eset:
- * its level-triggered socket entries and the tokens of its own kernel
+ * its level- and edge-triggered socket entries and the tokens of its own kernel
  * registrations) whenever it has waited on the set itself, and marks it
  * stale at every change. A wait on a set whose snapshot is fresh, and
  * whose entries are all direct connections in their plain state with the
@@ -143,6 +143,30 @@ static struct sdp_dconn *sdp_es_conn(const struct sdpshim_eset_entry *e)
 	return c;
 }
 
+/* What entry e of handle c reports now: its readiness, and for EPOLLET
+ * only an edge since the last evaluation, which it records (as the
+ * core's evaluate in shim/epoll.go). Arrivals are read before the
+ * readiness: bytes that come between the two are reported again next time
+ * rather than lost. */
+static int sdp_es_eval(struct sdpshim_eset_entry *e, struct sdp_dconn *c)
+{
+	uint32_t events = __atomic_load_n(&e->events, __ATOMIC_RELAXED);
+	if (!(events & EPOLLET))
+		return sdp_dconn_revents(c, (int)(events & 0xffff));
+	uint64_t arr = sdp_dconn_arrived(c);
+	int rev = sdp_dconn_revents(c, (int)(events & 0xffff));
+	uint32_t ns = e->ns_base + (uint32_t)sdp_dconn_nospace(c);
+	uint32_t last = __atomic_load_n(&e->last_mask, __ATOMIC_RELAXED);
+	int edge = ((uint32_t)rev & ~last) != 0 ||
+		   ((rev & POLLIN) && arr > __atomic_load_n(&e->last_arr, __ATOMIC_RELAXED)) ||
+		   ((rev & POLLOUT) && ns != __atomic_load_n(&e->last_ns, __ATOMIC_RELAXED));
+	__atomic_store_n(&e->last_mask, (uint32_t)rev, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->last_arr, arr, __ATOMIC_RELAXED);
+	if (rev & POLLOUT)
+		__atomic_store_n(&e->last_ns, ns, __ATOMIC_RELAXED);
+	return edge ? rev : 0;
+}
+
 /* Writes the ready entries' events into ev (up to max), from the rotating
  * start; -1 when an entry is not the interposer's to answer. */
 static int sdp_es_scan(struct sdpshim_eset *t, struct epoll_event *ev, int max)
@@ -151,11 +175,11 @@ static int sdp_es_scan(struct sdpshim_eset *t, struct epoll_event *ev, int max)
 	int got = 0;
 	for (uint32_t i = 0; i < n && got < max; i++) {
 		uint32_t j = start + i < n ? start + i : start + i - n;
-		const struct sdpshim_eset_entry *e = &t->ent[j];
+		struct sdpshim_eset_entry *e = &t->ent[j];
 		struct sdp_dconn *c = sdp_es_conn(e);
 		if (c == NULL)
 			return -1;
-		int rev = sdp_dconn_revents(c, (int)(__atomic_load_n(&e->events, __ATOMIC_RELAXED) & 0xffff));
+		int rev = sdp_es_eval(e, c);
 		sdp_direct_put(c);
 		if (rev == 0)
 			continue;
@@ -167,7 +191,11 @@ static int sdp_es_scan(struct sdpshim_eset *t, struct epoll_event *ev, int max)
 	return got;
 }
 
-/* Arms every entry (the peer writes its eventfd once); -1 as sdp_es_scan. */
+/* Arms every entry (the peer writes its eventfd once); -1 as sdp_es_scan.
+ * An edge-triggered entry found writable is not armed for room: its next
+ * writable edge needs a write that finds none first, and that write arms
+ * the room itself (sdp_dconn_send). So the peer's reads, which make room,
+ * ring no sleeper whose socket never filled. */
 static int sdp_es_arm(struct sdpshim_eset *t)
 {
 	for (uint32_t i = 0; i < t->n; i++) {
@@ -176,6 +204,8 @@ static int sdp_es_arm(struct sdpshim_eset *t)
 		if (c == NULL)
 			return -1;
 		uint32_t want = __atomic_load_n(&e->events, __ATOMIC_RELAXED);
+		if ((want & EPOLLET) && (__atomic_load_n(&e->last_mask, __ATOMIC_RELAXED) & POLLOUT))
+			want &= ~(uint32_t)(EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
 		sdp_dconn_arm(c, ((want & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP)) ? POLLIN : 0) |
 				     ((want & (EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND)) ? POLLOUT : 0));
 		sdp_direct_put(c);

@@ -199,7 +199,7 @@ struct sdpshim_host {
 };
 
 /* A snapshot of an emulated epoll set whose socket entries are all
- * level-triggered (no EPOLLET, EPOLLONESHOT, EPOLLEXCLUSIVE) and which no
+ * level- or edge-triggered (no EPOLLONESHOT, EPOLLEXCLUSIVE) and which no
  * other set or poll watches. The interposer answers a wait on it alone
  * while every entry's fd carries a direct handle in its plain state whose
  * eventfd is the one registered (efd); otherwise, or when stale, the core
@@ -209,10 +209,19 @@ struct sdpshim_host {
 struct sdpshim_eset_entry {
 	int32_t fd;      /* the program's socket */
 	int32_t efd;     /* its eventfd, registered in the set under a token */
-	uint32_t events; /* what the program asked for (EPOLLIN, EPOLLOUT, EPOLLRDHUP, ...);
-			  * epoll_update may store it while threads read it (atomic) */
-	uint32_t pad;
-	uint64_t data; /* the program's epoll_data */
+	uint32_t events; /* what the program asked for (EPOLLIN, EPOLLOUT, EPOLLRDHUP,
+			  * EPOLLET, ...); epoll_update may store it while threads
+			  * read it (atomic) */
+	/* EPOLLET's state, as the core's entry keeps it: an evaluation
+	 * reports only an edge (a bit not in last_mask, bytes arrived beyond
+	 * last_arr, a write that found no room since last_ns) and records
+	 * what it found. The interposer's waits move it, the core's own
+	 * waits start from theirs: the two can only report an edge twice. */
+	uint32_t last_mask; /* the ready mask at the last evaluation */
+	uint64_t data;      /* the program's epoll_data */
+	uint64_t last_arr;  /* bytes arrived at the last evaluation */
+	uint32_t last_ns;   /* writes that found no room, at the last writable evaluation */
+	uint32_t ns_base;   /* such writes the core counted before the socket was direct */
 };
 
 struct sdpshim_eset {

@@ -96,6 +96,8 @@ func (c cHost) EpollPublish(epfd int, ents []shim.EsetEntry, toks []uint64, kick
 			for i, e := range ents {
 				dst[i].fd, dst[i].efd = C.int32_t(e.FD), C.int32_t(e.EFD)
 				dst[i].events, dst[i].data = C.uint32_t(e.Events), C.uint64_t(e.Data)
+				dst[i].last_mask, dst[i].last_arr = C.uint32_t(e.LastMask), C.uint64_t(e.LastArr)
+				dst[i].last_ns, dst[i].ns_base = C.uint32_t(e.LastNS), C.uint32_t(e.NSBase)
 			}
 			if len(toks) > 0 {
 				t.tok = (*C.uint64_t)(unsafe.Add(mem, head+esz*C.size_t(len(ents))))

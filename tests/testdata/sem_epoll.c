@@ -379,6 +379,13 @@ static void backpressure(void)
 	p.revents = 0;
 	pr = poll(&p, 1, 1000);
 	say("bp.poll.drained %s %s", rc(pr), evs((uint32_t)p.revents));
+	/* A write that found no room, then room made before any wait: the
+	 * next wait of an edge-triggered entry that already reported
+	 * EPOLLOUT reports it again (the kernel's SOCK_NOSPACE). */
+	n = fill(c);
+	discard(s, n);
+	say("bp.et.room.before.wait %s", ew(ep2, 1000));
+	say("bp.et.room.before.wait.again %s", ew(ep2, 0));
 	close(ep2);
 	close(ep);
 	close(c);

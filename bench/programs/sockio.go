@@ -1,0 +1,11 @@
+package programs
+
+import _ "embed"
+
+// SockIO is csrc/sockio.h, the header the benchmarks' plain sockets
+// programs share. bench/seed003's tenants.c includes it by its path in
+// the repository, so a harness that builds tenants.c writes it at
+// bench/programs/csrc/sockio.h beside bench/seed003/csrc/tenants.c.
+//
+//go:embed csrc/sockio.h
+var SockIO []byte

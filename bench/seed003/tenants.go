@@ -1,0 +1,213 @@
+package seed003
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sdpshim/sdpshim/bench/programs"
+	"github.com/sdpshim/sdpshim/shim/stats"
+)
+
+//go:embed csrc/tenants.c
+var tenantsC []byte
+
+// build compiles tenants.c in dir and returns the program. The source
+// goes where it lies in the repository, the header it includes by path
+// beside it (programs.SockIO).
+func build(dir string) (string, error) {
+	src := filepath.Join(dir, "bench", "seed003", "csrc", "tenants.c")
+	hdr := filepath.Join(dir, "bench", "programs", "csrc", "sockio.h")
+	for _, f := range []struct {
+		path string
+		text []byte
+	}{{src, tenantsC}, {hdr, programs.SockIO}} {
+		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(f.path, f.text, 0o644); err != nil {
+			return "", err
+		}
+	}
+	prog := filepath.Join(dir, "tenants")
+	if msg, err := exec.Command("gcc", "-O2", "-Wall", "-pthread", "-o", prog, src).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("gcc tenants.c: %v\n%s", err, msg)
+	}
+	return prog, nil
+}
+
+// report is what one tenants client prints: per tenant, in the order
+// given, what it moved in the measured seconds.
+type report struct {
+	Seconds float64  `json:"seconds"`
+	Tenants []tenant `json:"tenants"`
+}
+
+type tenant struct {
+	Type  string  `json:"type"`
+	Conns int     `json:"conns"`
+	Bytes float64 `json:"bytes"`
+	Msgs  float64 `json:"msgs"`
+	P50   float64 `json:"p50_us"` // D only
+	P99   float64 `json:"p99_us"` // D only
+}
+
+// parseReport decodes a client's output and checks that it has the
+// tenants asked for, in order, and a measured time.
+func parseReport(out string, tenants []string) (report, error) {
+	var r report
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &r); err != nil {
+		return r, fmt.Errorf("tenants client: %v in %q", err, out)
+	}
+	if r.Seconds <= 0 || len(r.Tenants) != len(tenants) {
+		return r, fmt.Errorf("tenants client: %d tenants over %g s, want %d: %q", len(r.Tenants), r.Seconds, len(tenants), out)
+	}
+	for i, t := range r.Tenants {
+		if t.Type != tenants[i][:1] {
+			return r, fmt.Errorf("tenants client: tenant %d is %s, want %s: %q", i, t.Type, tenants[i], out)
+		}
+		// A starved bulk tenant is a figure (its share); a D or M
+		// tenant without messages has no latency or rate to give.
+		if t.Type != "B" && t.Msgs == 0 {
+			return r, fmt.Errorf("tenants client: tenant %d (%s) moved nothing: %q", i, tenants[i], out)
+		}
+	}
+	return r, nil
+}
+
+// server is a tenants server running in its own process group.
+type server struct {
+	cmd  *exec.Cmd
+	out  bytes.Buffer
+	done chan error
+}
+
+// startServer starts `tenants server port` with environ and waits until
+// it listens (read from /proc/net/tcp: a probing connection would count
+// as a tenant).
+func startServer(prog string, environ []string, port int) (*server, error) {
+	s := &server{cmd: exec.Command(prog, "server", fmt.Sprint(port)), done: make(chan error, 1)}
+	s.cmd.Env = environ
+	s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.out
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := s.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { s.done <- s.cmd.Wait() }()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+		if listens(port) {
+			return s, nil
+		}
+		select {
+		case err := <-s.done:
+			s.done <- err
+			s.stop()
+			return nil, fmt.Errorf("tenants server ended: %v: %s", err, s.out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	s.stop()
+	return nil, fmt.Errorf("tenants server: nothing listens on port %d", port)
+}
+
+// stop kills the server's process group and waits for the server.
+func (s *server) stop() {
+	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	select {
+	case err := <-s.done:
+		s.done <- err
+	case <-time.After(5 * time.Second):
+	}
+}
+
+// listens says whether a TCP socket listens on 127.0.0.1:port.
+func listens(port int) bool {
+	want := fmt.Sprintf(":%04X", port)
+	b, _ := os.ReadFile("/proc/net/tcp")
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 3 && strings.HasSuffix(f[1], want) && f[3] == "0A" {
+			return true
+		}
+	}
+	return false
+}
+
+// runClient runs `tenants client port secs tenants...` with environ to
+// its end. With a run directory rd (a shimmed run) it also reads the
+// client's stats shortly before the end (snap, nil if that failed): the
+// client's counters vanish with it.
+func runClient(prog string, environ []string, rd string, port int, secs float64, tenants []string) (out string, snap *stats.Snapshot, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(secs*float64(time.Second))+30*time.Second)
+	defer cancel()
+	args := append([]string{"client", fmt.Sprint(port), fmt.Sprint(secs)}, tenants...)
+	c := exec.CommandContext(ctx, prog, args...)
+	c.Env = environ
+	var stdout, stderr bytes.Buffer
+	c.Stdout, c.Stderr = &stdout, &stderr
+	if err := c.Start(); err != nil {
+		return "", nil, err
+	}
+	got := make(chan *stats.Snapshot, 1)
+	go func() {
+		if rd == "" {
+			got <- nil
+			return
+		}
+		time.Sleep(time.Duration(0.9 * secs * float64(time.Second)))
+		got <- snapshotOf(rd, c.Process.Pid)
+	}()
+	err = c.Wait()
+	snap = <-got
+	if err != nil {
+		return "", nil, fmt.Errorf("tenants client %s: %v: %s", strings.Join(tenants, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), snap, nil
+}
+
+// snapshotOf reads the stats of process pid in run directory rd; nil
+// when it cannot.
+func snapshotOf(rd string, pid int) *stats.Snapshot {
+	eps, err := stats.List(rd)
+	if err != nil {
+		return nil
+	}
+	for _, ep := range eps {
+		if ep.PID == pid {
+			s, err := stats.Fetch(ep.Path, 2*time.Second)
+			if err != nil {
+				return nil
+			}
+			return s
+		}
+	}
+	return nil
+}
+
+// freePort returns a TCP port free on 127.0.0.1 now, below the
+// ephemeral range (an outgoing connection cannot take it before the
+// server binds it).
+func freePort() (int, error) {
+	lo := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		fmt.Sscan(string(b), &lo)
+	}
+	for i := 0; lo > 11000 && i < 200; i++ {
+		port := 10000 + rand.IntN(lo-10000)
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			l.Close()
+			return port, nil
+		}
+	}
+	return 0, fmt.Errorf("no free port below %d", lo)
+}

@@ -70,9 +70,10 @@ func (p *Process) Close(fd int) {
 // SO_REUSEADDR could not bind its port again after its clients hung up.
 // The peer's switch watcher may meet this FIN before the area's: it then
 // ends the stream itself after the same blocks (peerGone), as the area's
-// FIN would.
+// FIN would. Not while a switch to kernel TCP runs: its records still go
+// on the kernel socket.
 func (s *Socket) kernelFINFirst(fd int) {
-	if s.getState() == sockAccelerated && s.direct() != nil && !s.abortClose.Load() && s.earlyN.Load() == 0 {
+	if s.getState() == sockAccelerated && s.direct() != nil && s.sw.Load() == swNone && !s.abortClose.Load() && s.earlyN.Load() == 0 {
 		unix.Shutdown(fd, unix.SHUT_WR)
 	}
 }

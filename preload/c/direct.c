@@ -304,17 +304,18 @@ static void budget_woken(struct sdp_dconn *c)
 	}
 }
 
-int sdp_spin_step(uint32_t k)
+void sdp_spin_step(uint32_t *k)
 {
-	if ((k & 127) != 0) {
+	if ((*k & 127) != 0) {
 		sdp_cpu_relax();
-		return 1;
+		return;
 	}
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	sched_yield();
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	return (t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) < SDP_YIELD_RAN_OTHER_NS;
+	if ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) >= SDP_YIELD_RAN_OTHER_NS)
+		*k |= 127;
 }
 
 /* Polls cond (a readiness test) up to the budget (sdp_spin_step); 1 when
@@ -328,8 +329,7 @@ int sdp_spin_step(uint32_t k)
 				ok_ = 1;                                                                     \
 				break;                                                                       \
 			}                                                                                    \
-			if (!sdp_spin_step(k_))                                                              \
-				break;                                                                       \
+			sdp_spin_step(&k_);                                                                  \
 		}                                                                                            \
 		ok_;                                                                                         \
 	})

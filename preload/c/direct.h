@@ -64,14 +64,16 @@ static inline void sdp_cpu_relax(void)
 /* A yield that took longer than this gave the core to another thread. */
 #define SDP_YIELD_RAN_OTHER_NS 4000
 
-/* Poll k (from 1) of a budgeted spin, the one every wait uses (recv, send,
- * poll, select, epoll): the pause hint, and on every 128th poll a yield of
- * the core. Returns 0 when that yield gave the core to another thread: more
- * threads want to run than there are cores, so polling on would only take
- * their time, and the wait goes to sleep (after its last look) and is woken
- * by its peer instead. 1: poll on. A yield that finds nobody else to run
- * returns at once and the spin goes on. */
-int sdp_spin_step(uint32_t k);
+/* Poll *k (from 1) of a budgeted spin, the one every wait uses (recv,
+ * send, poll, select, epoll): the pause hint, and on every 128th poll a
+ * yield of the core. A yield that gave the core to another thread (more
+ * threads want to run than there are cores) moves *k on to the poll
+ * before the next 128th: the next poll yields again. So while others
+ * want the core a spin polls once per yield, handing the core to them
+ * between looks instead of taking 127 polls of their time, and each such
+ * yield spends 128 polls of the budget. A yield that finds nobody else to
+ * run returns at once, and 127 pause hints follow. */
+void sdp_spin_step(uint32_t *k);
 
 /* Every block starts with this header; the payload follows. */
 struct sdp_dblk {

@@ -262,8 +262,7 @@ int sdp_epoll_fast_look(int epfd, struct epoll_event *ev, int max, int spin, uin
 		} else {
 			uint32_t budget = sdp_dconn_budget(lead), k;
 			for (k = 1; k <= budget && n == 0; k++) {
-				if (!sdp_spin_step(k))
-					break;
+				sdp_spin_step(&k);
 				if ((k & 63) == 0)
 					n = sdp_es_kernel_now(epfd, t, ev, 0, max);
 				if (n == 0)

@@ -153,8 +153,7 @@ static int sdp_direct_round(struct pollfd *fds, struct sdp_dconn **h, nfds_t n, 
 		*polled = 1;
 		uint32_t budget = sdp_dconn_budget(lead), k;
 		for (k = 1; k <= budget && ready == 0; k++) {
-			if (!sdp_spin_step(k))
-				break;
+			sdp_spin_step(&k);
 			ready = sdp_direct_scan(fds, h, n);
 		}
 		sdp_dconn_polled(lead, ready > 0 ? k - 1 : 0);

@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sdpshim/sdpshim/bench/internal/freeport"
 	"github.com/sdpshim/sdpshim/bench/results"
 )
 
@@ -72,7 +73,7 @@ func (h *harness) pairAs(cred *syscall.Credential) (string, int, error) {
 			return "", 0, err
 		}
 	}
-	port, err := freePort()
+	port, err := freeport.Loopback()
 	return rd, port, err
 }
 

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -141,30 +139,6 @@ func runClient(environ []string, cred *syscall.Credential, limit time.Duration, 
 		return string(out), fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, tailOf(string(out)))
 	}
 	return string(out), nil
-}
-
-// freePort returns a TCP port free on 127.0.0.1 now.
-func freePort() (int, error) {
-	// Below the kernel's ephemeral range, and bindable without
-	// SO_REUSEADDR: an outgoing connection cannot take it between this
-	// check and the server's bind, as it can an ephemeral port.
-	lo := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		fmt.Sscan(string(b), &lo)
-	}
-	for i := 0; lo > 11000 && i < 200; i++ {
-		port := 10000 + rand.IntN(lo-10000)
-		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-			l.Close()
-			return port, nil
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func tailOf(s string) string {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sdpshim/sdpshim/bench/internal/freeport"
 	"github.com/sdpshim/sdpshim/bench/results"
 	"github.com/sdpshim/sdpshim/shim/stats"
 )
@@ -188,7 +189,7 @@ func (h *harness) measure(m int, repeat int) (sample, []error) {
 		}
 		rd = filepath.Join(d, "run")
 	}
-	port, err := freePort()
+	port, err := freeport.Loopback()
 	if err != nil {
 		return nil, []error{err}
 	}

@@ -4,6 +4,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/sdpshim/sdpshim/bench/internal/freeport"
 )
 
 func TestParseReport(t *testing.T) {
@@ -114,7 +116,7 @@ func TestTenantsKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port, err := freePort()
+	port, err := freeport.Loopback()
 	if err != nil {
 		t.Fatal(err)
 	}

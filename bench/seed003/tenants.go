@@ -6,8 +6,6 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -192,22 +190,4 @@ func snapshotOf(rd string, pid int) *stats.Snapshot {
 		}
 	}
 	return nil
-}
-
-// freePort returns a TCP port free on 127.0.0.1 now, below the
-// ephemeral range (an outgoing connection cannot take it before the
-// server binds it).
-func freePort() (int, error) {
-	lo := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		fmt.Sscan(string(b), &lo)
-	}
-	for i := 0; lo > 11000 && i < 200; i++ {
-		port := 10000 + rand.IntN(lo-10000)
-		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-			l.Close()
-			return port, nil
-		}
-	}
-	return 0, fmt.Errorf("no free port below %d", lo)
 }

@@ -83,10 +83,21 @@ func (p *Process) closeFD(fd int) {
 // errNoEventFD: the socket's eventfd could not be made.
 var errNoEventFD = errorString("no eventfd for the socket")
 
+// directSlot is the bytes a direct area gives each block for a block
+// size of blockSize: the header beside the payload rather than inside it
+// (one cache line more), so that a block carries blockSize bytes and a
+// write of a power of two, such as 64 KiB, fills whole blocks (with the
+// header inside, 64 KiB took 4 full blocks and a fifth for 64 bytes:
+// iperf3 moved 51-63 Gbit/s, against 55-69 with the line added). At the
+// largest block size the header stays inside.
+func directSlot(blockSize int) int {
+	return min(blockSize+64, direct.MaxBlockSize)
+}
+
 // offerDirect makes the connector's side: the area (side 0) and the
 // files its offer carries (the area's memfd, efd: the socket's eventfd).
 func (p *Process) offerDirect(efd, peerPID int) (*directStream, []int, error) {
-	a, err := direct.NewArea(p.cfg.Blocks, p.cfg.BlockSize, 1)
+	a, err := direct.NewArea(p.cfg.Blocks, directSlot(p.cfg.BlockSize), 1)
 	if err != nil {
 		return nil, nil, err
 	}

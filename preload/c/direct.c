@@ -453,7 +453,9 @@ static long send_locked(struct sdp_dconn *c, struct iocur *k)
 	size_t done = 0;
 	if (LOADR(&d->fin) || LOAD(&d->reset))
 		return -EPIPE; /* nothing after the FIN (set under this lock) */
-	if (seq > 0 && k->left < room && (win == 0 || held < win))
+	/* Appends only while a block is free: a full ring is a full send
+	 * buffer, where the kernel refuses small writes too. */
+	if (seq > 0 && k->left < room && (win == 0 || held < win) && LOAD(&status[idx & (c->n - 1)]) == SDP_DBLK_EMPTY)
 		done = append_locked(c, k, idx - 1, win > 0 ? win - held : SIZE_MAX);
 	while (k->left > 0) {
 		if (win > 0 && held + done >= win)

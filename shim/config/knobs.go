@@ -71,7 +71,7 @@ var knobs = []Knob{
 	{
 		Name: "SDPSHIM_BLOCK_SIZE", Default: "16K",
 		Expected: "a byte size from 256 to 1M, a multiple of 64 (K, M suffixes are binary)",
-		Meaning:  "bytes per block, header included; a channel direction takes SDPSHIM_BLOCKS*SDPSHIM_BLOCK_SIZE, at most 1G",
+		Meaning:  "bytes per block, header included (on the direct path: payload bytes, the header beside them, below 1M); a channel direction takes SDPSHIM_BLOCKS*SDPSHIM_BLOCK_SIZE, at most 1G",
 		set: func(c *Config, v string, _ *loader) error {
 			n, err := parseSize(v, minBlockSize, maxBlockSize)
 			if err == nil && n%blockAlign != 0 {

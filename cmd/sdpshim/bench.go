@@ -174,3 +174,13 @@ func benchNames(all []*BenchSection) string {
 	}
 	return strings.Join(names, ", ")
 }
+
+// benchProgress is where a section that runs programs writes its progress
+// lines: env's standard error when SDPSHIM_BENCH_VERBOSE is set, else
+// nowhere.
+func benchProgress(env *Env) io.Writer {
+	if os.Getenv("SDPSHIM_BENCH_VERBOSE") != "" {
+		return env.Stderr
+	}
+	return io.Discard
+}

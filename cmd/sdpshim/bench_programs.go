@@ -19,10 +19,7 @@ func init() {
 			if err != nil {
 				return err
 			}
-			var log io.Writer = io.Discard
-			if os.Getenv("SDPSHIM_BENCH_VERBOSE") != "" {
-				log = env.Stderr
-			}
+			log := benchProgress(env)
 			var only []string
 			if v := os.Getenv("SDPSHIM_BENCH_PROGRAMS"); v != "" {
 				only = strings.Split(v, ",")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"io"
-	"os"
 
 	"github.com/sdpshim/sdpshim/bench/results"
 	"github.com/sdpshim/sdpshim/bench/seed003"
@@ -22,10 +21,7 @@ func init() {
 			if err != nil {
 				return err
 			}
-			var log io.Writer = io.Discard
-			if os.Getenv("SDPSHIM_BENCH_VERBOSE") != "" {
-				log = env.Stderr
-			}
+			log := benchProgress(env)
 			return seed003.Run(seed003.Config{Lib: lib, Environ: env.Environ, Quick: quick, Out: out, Log: log, Rec: rec})
 		},
 		Plots: seed003.Plots,

@@ -532,7 +532,7 @@ func (c *Conn) NoSpace() uint64 {
 		return 0
 	}
 	defer c.done()
-	return uint64(C.ld64(&h.nospace))
+	return uint64(C.sdp_dconn_nospace(h))
 }
 
 // SetEventFDs sets this process's eventfd for armed waits and its copy of

@@ -263,6 +263,14 @@ void sdp_dconn_woke(struct sdp_dconn *c, const struct sdp_dsleep *sl)
 	budget_woken(c);
 }
 
+/* A write asked for and not possible (a nonblocking send without room, a
+ * readiness asked POLLOUT in vain): EPOLLET's writable edge. Only this
+ * process's threads write the count; readers load it atomically. */
+static inline void count_nospace(struct sdp_dconn *c)
+{
+	__atomic_store_n(&c->nospace, __atomic_load_n(&c->nospace, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
+
 /* ---- adaptive polling (seed 002's feedback rules, per handle) ----------- */
 
 /* A wait found what it waited for after k polls: the budget moves toward
@@ -304,12 +312,8 @@ static void budget_woken(struct sdp_dconn *c)
 	}
 }
 
-void sdp_spin_step(uint32_t *k)
+void sdp_spin_yield(uint32_t *k)
 {
-	if ((*k & 127) != 0) {
-		sdp_cpu_relax();
-		return;
-	}
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	sched_yield();
@@ -547,7 +551,7 @@ long sdp_dconn_sendv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size
 			/* As the kernel's SOCK_NOSPACE: counted (EPOLLET's
 			 * writable edge), and the room the peer makes next rings
 			 * this side's eventfd for a poll or epoll sleeper. */
-			__atomic_store_n(&c->nospace, __atomic_load_n(&c->nospace, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+			count_nospace(c);
 			__atomic_store_n(&d->space_armed, 1, __ATOMIC_SEQ_CST);
 			return -EAGAIN;
 		}
@@ -571,12 +575,12 @@ long sdp_dconn_sendv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size
 
 /* ---- recv ------------------------------------------------------------------ */
 
-/* Copies out what has arrived, up to len; 0 when nothing has, -ECONNRESET
- * on a violation. Consumes (frees blocks, moves the cursors) unless peek. */
 /* How many looks a receiver gives a block the sender is appending to
  * (about a microsecond: an append copies at most one block). */
 #define FILLING_SPINS 256
 
+/* Copies out what has arrived, up to len; 0 when nothing has, -ECONNRESET
+ * on a violation. Consumes (frees blocks, moves the cursors) unless peek. */
 static long recv_locked(struct sdp_dconn *c, struct iocur *k, int peek, int *freed)
 {
 	int from = 1 - c->side;
@@ -930,8 +934,7 @@ int sdp_dconn_revents(struct sdp_dconn *c, int events)
 		if (LOAD(&out->fin) || (rev & POLLHUP) || (p & (POLLOUT | POLLERR | POLLHUP)))
 			rev |= POLLOUT | POLLWRNORM;
 		else
-			__atomic_store_n(&c->nospace, __atomic_load_n(&c->nospace, __ATOMIC_RELAXED) + 1,
-					 __ATOMIC_RELAXED);
+			count_nospace(c);
 	}
 	return rev & (events | POLLERR | POLLHUP);
 }

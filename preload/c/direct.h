@@ -73,7 +73,14 @@ static inline void sdp_cpu_relax(void)
  * between looks instead of taking 127 polls of their time, and each such
  * yield spends 128 polls of the budget. A yield that finds nobody else to
  * run returns at once, and 127 pause hints follow. */
-void sdp_spin_step(uint32_t *k);
+void sdp_spin_yield(uint32_t *k);
+static inline void sdp_spin_step(uint32_t *k)
+{
+	if ((*k & 127) != 0)
+		sdp_cpu_relax();
+	else
+		sdp_spin_yield(k);
+}
 
 /* Every block starts with this header; the payload follows. */
 struct sdp_dblk {

@@ -34,7 +34,6 @@ type pendingConnect struct {
 	id         uint32
 	dst        netip.AddrPort
 	kernelDone bool // the kernel connect completed (successfully)
-	watching   bool // a goroutine rings the wake word when fd is ready (settle.go)
 }
 
 // abandon gives the offer up: the rendezvous connection closed, the

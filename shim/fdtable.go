@@ -4,20 +4,30 @@ import "sync/atomic"
 
 // fdTable mirrors the interposer's table for the fds the shim tracks: fd
 // number -> *Socket (or *epollSet for an emulated epoll fd). Like the C
-// table it is two levels of fixed arrays, chunks allocated on first use
-// and never freed, so a lookup on the data path is two atomic loads, no
-// lock and no map. Several fds (dup) may name one object.
+// table it is levels of fixed arrays, the lower ones allocated on first
+// use and never freed, so a lookup on the data path is three atomic
+// loads, no lock and no map. Several fds (dup) may name one object.
+//
+// Three levels, not two: a directory for every fd number in two levels
+// was a 4 MiB array of pointers in every process, which the runtime
+// zeroed at start-up and then scanned at every collection (the first
+// one during start-up: about a third of the core's start).
 type fdTable struct {
-	dir [fdDirSize]atomic.Pointer[fdChunk]
+	top [fdTopSize]atomic.Pointer[fdMid]
 }
 
 const (
 	fdChunkShift = 12
 	fdChunkSize  = 1 << fdChunkShift
-	fdDirSize    = 1 << (31 - fdChunkShift)
+	fdMidShift   = 12
+	fdMidSize    = 1 << fdMidShift
+	fdTopSize    = 1 << (31 - fdChunkShift - fdMidShift)
 )
 
-type fdChunk [fdChunkSize]atomic.Pointer[fdEntry]
+type (
+	fdMid   [fdMidSize]atomic.Pointer[fdChunk]
+	fdChunk [fdChunkSize]atomic.Pointer[fdEntry]
+)
 
 // fdEntry is what one fd names: a socket or an epoll set.
 type fdEntry struct {
@@ -29,14 +39,23 @@ func (t *fdTable) chunk(fd int, create bool) *fdChunk {
 	if fd < 0 {
 		return nil
 	}
-	i := uint(fd) >> fdChunkShift
-	if i >= fdDirSize {
+	i := uint(fd) >> (fdChunkShift + fdMidShift)
+	if i >= fdTopSize {
 		return nil
 	}
-	c := t.dir[i].Load()
+	m := t.top[i].Load()
+	if m == nil {
+		if !create {
+			return nil
+		}
+		t.top[i].CompareAndSwap(nil, new(fdMid))
+		m = t.top[i].Load()
+	}
+	slot := &m[(uint(fd)>>fdChunkShift)&(fdMidSize-1)]
+	c := slot.Load()
 	if c == nil && create {
-		t.dir[i].CompareAndSwap(nil, new(fdChunk))
-		c = t.dir[i].Load()
+		slot.CompareAndSwap(nil, new(fdChunk))
+		c = slot.Load()
 	}
 	return c
 }

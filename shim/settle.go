@@ -14,8 +14,10 @@ import (
 // a connecting socket it moves the connection on (settle); when the call
 // must not go on now it returns nil and the hook's result: Pass (plain
 // kernel TCP, or not connected yet), -EAGAIN, or WaitResult with w set: a
-// futex sleep on the socket's wake word, which a watcher goroutine rings
-// when the descriptor the connection waits for is ready.
+// poll of the descriptor the connection waits for (the TCP socket while
+// its connect runs, the rendezvous connection while the verdict is
+// pending), or a futex sleep on the socket's wake word while a
+// nonblocking connect's offer is being made.
 func (s *Socket) active(w *Wait) (dataStream, int64) {
 	if st := s.stream.Load(); st != nil {
 		if s.sw.Load() == swBusy { // switching to kernel TCP (forkswitch.go)
@@ -46,41 +48,23 @@ func (s *Socket) active(w *Wait) (dataStream, int64) {
 	case s.nonblock.Load():
 		return nil, negErrno(unix.EAGAIN)
 	}
-	s.watchConnectLocked(r.waitFD, r.waitEvents)
-	*w = Wait{Kind: WaitFutex, Word: s.wake.word, Val: gen, Timeout: -1}
+	if r.waitFD < 0 {
+		// The offer of a nonblocking connect is being made: its end rings
+		// the wake word.
+		*w = Wait{Kind: WaitFutex, Word: s.wake.word, Val: gen, Timeout: -1}
+		return nil, WaitResult
+	}
+	// The calling thread polls the descriptor itself, in the interposer: a
+	// watcher goroutine cost a goroutine, a thread hop and a wake of the
+	// runtime per connection. The slice bounds the sleep when another
+	// thread changes the socket meanwhile (a close: the number may go).
+	*w = Wait{Kind: WaitFD, FD: int32(r.waitFD), Events: r.waitEvents, Timeout: int64(watchSlice)}
 	return nil, WaitResult
 }
 
-// watchConnectLocked starts a goroutine that rings s's wake word when fd
-// (the TCP socket while its connect runs, the rendezvous connection while
-// the verdict is pending) is ready for events, unless one already runs. It
-// polls its own duplicate of fd, so a close of fd meanwhile cannot make it
-// poll a reused number; it gives up when the socket leaves the connecting
-// state.
-//
-// +checklocks:s.mu
-func (s *Socket) watchConnectLocked(fd int, events int16) {
-	if s.pend == nil || s.pend.watching {
-		return
-	}
-	dup, err := dupHigh(fd)
-	if err != nil {
-		return
-	}
-	s.pend.watching = true
-	pc := s.pend
-	go func() {
-		waitFDWhile(dup, events, func() bool { return s.getState() == sockConnecting })
-		unix.Close(dup)
-		s.mu.Lock()
-		pc.watching = false
-		s.mu.Unlock()
-		s.wake.wakeAll()
-	}()
-}
-
-// watchSlice bounds one poll of a watcher goroutine, so that it notices
-// within it that it is no longer needed.
+// watchSlice bounds one poll for a connecting socket (a data call's, or
+// a watcher goroutine's), so that it notices within it that the socket
+// moved on another way.
 const watchSlice = 200 * time.Millisecond
 
 // waitFDWhile waits until fd is ready for events (or fails), or until

@@ -67,6 +67,7 @@ type Node struct {
 	sweeper bool
 	stats   counters
 	pend    pendingTable
+	lookups lookupCache // Lookup's answers (lookupcache.go)
 
 	mu     sync.Mutex
 	closed bool

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -175,7 +176,17 @@ func random32() uint32 {
 // Offer (it is then refused with ReasonNotShimmed, or ReasonPeerGone when
 // the process died).
 func (n *Node) Lookup(dst netip.AddrPort) ([]Entry, error) {
-	entries, err := n.lookup(dst)
+	key := netip.AddrPortFrom(dst.Addr().Unmap().WithZone(""), dst.Port())
+	began := time.Now()
+	stamp := stampRunDir(n.cfg.RunDir)
+	entries, ok := n.lookups.get(stamp, key)
+	var err error
+	if !ok {
+		entries, err = n.lookup(dst)
+		if err == nil {
+			n.lookups.put(stamp, stampRunDir(n.cfg.RunDir), began, key, entries)
+		}
+	}
 	if err == nil && len(entries) == 0 {
 		err = &FallbackError{ReasonNotShimmed, fmt.Errorf("%s: %w", dst, ErrNoEntry)}
 	}
@@ -315,6 +326,7 @@ func (n *Node) reaches(e *entryFile, l, dst netip.AddrPort, local func() bool) b
 // died, in a pid namespace where its pid could not be checked), when it
 // is this uid's to remove.
 func (n *Node) forget(e Entry) {
+	n.lookups.clear()
 	if e.name == "" || !e.owned {
 		return
 	}

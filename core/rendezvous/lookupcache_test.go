@@ -1,0 +1,79 @@
+package rendezvous
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestLookupCache: a lookup in a run directory that has not changed for a
+// while is answered from the cache (the entry files are not read again),
+// and any change of the directory (a listener registering, another
+// closing) is seen by the next lookup.
+func TestLookupCache(t *testing.T) {
+	dir := runDir(t)
+	srv := newNode(t, Config{RunDir: dir, Handler: echoHandler})
+	if err := srv.Register(ap("127.0.0.1:4000")); err != nil {
+		t.Fatal(err)
+	}
+	var old time.Time
+	age := func() { // the directory as if it had been quiet for a second
+		old = time.Now().Add(-time.Second)
+		if err := os.Chtimes(dir, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	age()
+	cli := newNode(t, Config{RunDir: dir, Handler: echoHandler})
+	if e, err := cli.Lookup(ap("127.0.0.1:4000")); err != nil || len(e) != 1 {
+		t.Fatalf("first lookup: %v %v", e, err)
+	}
+	_, err := cli.Lookup(ap("127.0.0.1:4001"))
+	wantReason(t, err, ReasonNotShimmed)
+
+	// Answered from the cache: with the entry file moved away (and the
+	// directory's time put back) a scan would find nothing.
+	entries, _ := filepath.Glob(filepath.Join(dir, "l4000-*"))
+	if len(entries) != 1 {
+		t.Fatalf("entries %v", entries)
+	}
+	if err := os.Rename(entries[0], entries[0]+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(dir, old, old); err != nil {
+		t.Fatal(err)
+	}
+	e, err := cli.Lookup(ap("127.0.0.1:4000"))
+	if err != nil || len(e) != 1 {
+		t.Fatalf("cached lookup: %v %v", e, err)
+	}
+	if err := os.Rename(entries[0]+".away", entries[0]); err != nil {
+		t.Fatal(err)
+	}
+	age()
+	if e, err := cli.Lookup(ap("127.0.0.1:4000")); err != nil || len(e) != 1 {
+		t.Fatalf("lookup after the move back: %v %v", e, err)
+	}
+	e[0].Socket = "scribbled" // the caller's copy
+	if e, _ := cli.Lookup(ap("127.0.0.1:4000")); len(e) != 1 || e[0].Socket == "scribbled" {
+		t.Fatalf("the cache handed out its own entries: %v", e)
+	}
+
+	// A listener registering on a port cached as not shimmed is found
+	// at once, however recent the change.
+	if err := srv.Register(ap("127.0.0.1:4001")); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := cli.Lookup(ap("127.0.0.1:4001")); err != nil || len(e) != 1 {
+		t.Fatalf("lookup after a registration: %v %v", e, err)
+	}
+	// And one that closes is gone at once.
+	age()
+	cli.Lookup(ap("127.0.0.1:4000"))
+	if err := srv.Unregister(ap("127.0.0.1:4000")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = cli.Lookup(ap("127.0.0.1:4000"))
+	wantReason(t, err, ReasonNotShimmed)
+}

@@ -127,7 +127,20 @@ func (p *Process) adopt(fd int) *Socket {
 
 // acceptDeferred makes the Socket of fd, accepted on the group listener
 // ls (local, peer: its addresses): adopted, resolved at its first use.
-func (p *Process) acceptDeferred(ls *Socket, fd int, local, peer netip.AddrPort, flags int) FDState {
+//
+// A connector that defers writes its record before its connect(), so a
+// connection without a usable one when accept() returns it will never be
+// pulled: it is plain TCP from here (UNMANAGED), and a fork
+// child that inherits it loads no core of its own for it (a shimmed
+// postgres serving plain clients: one core per backend, half the
+// connections a second).
+func (p *Process) acceptDeferred(node *rendezvous.Node, ls *Socket, fd int, local, peer netip.AddrPort, flags int) FDState {
+	if _, err := node.FindDeferred(local, peer); err != nil {
+		// No record, or one that cannot be used (garbage, the run
+		// directory unusable): the first use would find the same.
+		p.fallback(rendezvous.ReasonOf(err), fd, logrus.Fields{"local": local, "remote": peer}, err)
+		return FDUnmanaged
+	}
 	s := &Socket{p: p, family: ls.family, fds: []int{fd}}
 	s.inheritBuffers(ls)
 	s.nonblock.Store(flags&unix.SOCK_NONBLOCK != 0)

@@ -95,14 +95,22 @@ func deferredConnect(t *testing.T, p *Process, h *fakeHost, addr netip.AddrPort)
 // stays CANDIDATE.
 func acceptGroup(t *testing.T, p *Process, h *fakeHost, lfd int) int {
 	t.Helper()
+	return acceptGroupAs(t, p, h, lfd, FDCandidate)
+}
+
+// acceptGroupAs accepts on the group listener lfd and wants state want:
+// CANDIDATE for a connector's deferred connection, UNMANAGED for one
+// without a usable record.
+func acceptGroupAs(t *testing.T, p *Process, h *fakeHost, lfd int, want FDState) int {
+	t.Helper()
 	afd, sa, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC)
 	if err != nil {
 		t.Fatal(err)
 	}
 	peer, _ := addrPortOf(sa)
 	st := p.Accept(lfd, afd, peer, 0)
-	if st != FDCandidate {
-		t.Fatalf("accept on a group listener: state %d, want CANDIDATE", st)
+	if st != want {
+		t.Fatalf("accept on a group listener: state %d, want %d", st, want)
 	}
 	h.SetFDState(afd, st)
 	return afd
@@ -462,7 +470,7 @@ func TestDeferredGarbageRecord(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("%d record files, want 1", n)
 	}
-	afd := acceptGroup(t, p, h, lfd)
+	afd := acceptGroupAs(t, p, h, lfd, FDUnmanaged) // decided at the accept
 	t.Cleanup(func() { closeHooked(p, h, afd) })
 	echoExchange(t, p, h, cfd, afd, early, randomBytes(50<<10, 10))
 	if h.FDState(afd) != FDUnmanaged || h.fallbacks[int(rendezvous.ReasonProtocol)] != 1 {
@@ -534,7 +542,8 @@ func TestDeferredCloseBeforeUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeHooked(p, h, cfd)
-	afd := acceptGroup(t, p, h, lfd)
+	// The close withdrew the record: plain from the accept on.
+	afd := acceptGroupAs(t, p, h, lfd, FDUnmanaged)
 	t.Cleanup(func() { closeHooked(p, h, afd) })
 	got, err := readFull(p, h, afd, len(early))
 	if err != nil || !bytes.Equal(got, early) {
@@ -710,4 +719,31 @@ func runDeferredRole(role string) error {
 		return fmt.Errorf("unknown role %q", role)
 	}
 	return nil
+}
+
+// A plain connector (no record) on a group listener: the accept decides
+// at once, plain TCP, so a fork child that inherits the socket needs no
+// core for it.
+func TestDeferredPlainConnectorDecidedAtAccept(t *testing.T) {
+	p, h, lfd, addr := groupSetup(t, t.TempDir()+"/run")
+	cfd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(cfd) })
+	if err := unix.Connect(cfd, &unix.SockaddrInet4{Port: int(addr.Port()), Addr: addr.Addr().As4()}); err != nil {
+		t.Fatal(err)
+	}
+	afd := acceptGroupAs(t, p, h, lfd, FDUnmanaged)
+	t.Cleanup(func() { closeHooked(p, h, afd) })
+	if h.fallbacks[int(rendezvous.ReasonNotShimmed)] != 1 {
+		t.Fatalf("fallbacks %v, want one not-shimmed", h.fallbacks)
+	}
+	if _, err := unix.Write(cfd, []byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 4)
+	if n, err := unix.Read(afd, b); n != 4 || err != nil || string(b) != "ping" {
+		t.Fatalf("kernel read: %d %v %q", n, err, b)
+	}
 }

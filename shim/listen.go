@@ -259,7 +259,7 @@ func (p *Process) Accept(lfd, fd int, peer netip.AddrPort, flags int) FDState {
 		// Shared with fork children, or a connector behind a NAT
 		// (crossns.go): the first process to use the connection
 		// claims it (deferred_accept.go).
-		return p.acceptDeferred(ls, fd, local, peer, flags)
+		return p.acceptDeferred(node, ls, fd, local, peer, flags)
 	}
 	if !ok {
 		p.fallback(rendezvous.ReasonNotShimmed, fd, logrus.Fields{"local": local, "remote": peer}, nil)

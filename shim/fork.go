@@ -57,10 +57,6 @@ func (p *Process) ForkPrepare(kind int) {
 	p.switchForFork(kind)
 }
 
-// ForkParent is the fork_parent hook: pid is the child, or -errno.
-// ForkPrepare did the work.
-func (p *Process) ForkParent(kind, pid int) {}
-
 // makeGroupLocked turns the registered listener s into a group listener
 // (its entry rewritten: connectors defer from now on); false when it is
 // not registered or the entry cannot be written.

@@ -14,7 +14,6 @@
 #include "sigcount.h"
 #include "direct.h"
 
-#include <string.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 
@@ -44,11 +43,7 @@ void sdp_direct_forget_all(void)
 {
 	if (__atomic_load_n(&sdp_dt_count, __ATOMIC_RELAXED) == 0)
 		return;
-	for (unsigned int i = 0; i < SDP_FD_DIR; i++) {
-		void **c = __atomic_load_n(&sdp_dt_dir[i], __ATOMIC_ACQUIRE);
-		if (c != NULL)
-			memset(c, 0, SDP_FD_CHUNK * sizeof *c);
-	}
+	sdp_fd_ptr_clear_all(sdp_dt_dir);
 	__atomic_store_n(&sdp_dt_count, 0, __ATOMIC_RELAXED);
 }
 

@@ -26,21 +26,13 @@
 #include "shim.h"
 
 #include <sched.h>
-#include <string.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 static void **sdp_es_dir[SDP_FD_DIR];
 
-void sdp_epoll_forget_all(void)
-{
-	for (unsigned int i = 0; i < SDP_FD_DIR; i++) {
-		void **c = __atomic_load_n(&sdp_es_dir[i], __ATOMIC_ACQUIRE);
-		if (c != NULL)
-			memset(c, 0, SDP_FD_CHUNK * sizeof *c);
-	}
-}
+void sdp_epoll_forget_all(void) { sdp_fd_ptr_clear_all(sdp_es_dir); }
 
 /* Marks t stale and wakes its sleepers. Stale, then look for sleepers; a
  * sleeper counts itself in, then looks at stale before it sleeps (Dekker):

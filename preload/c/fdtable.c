@@ -33,6 +33,14 @@ static unsigned char *sdp_fd_chunk(unsigned int i)
 	return expected;
 }
 
+/* Raises sdp_fd_hi to fd. */
+static void sdp_fd_raise_hi(int fd)
+{
+	int hi = __atomic_load_n(&sdp_fd_hi, __ATOMIC_RELAXED);
+	while (fd > hi && !__atomic_compare_exchange_n(&sdp_fd_hi, &hi, fd, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
 int sdp_fd_set(int fd, int state)
 {
 	if (fd < 0)
@@ -58,12 +66,8 @@ int sdp_fd_set(int fd, int state)
 		__atomic_add_fetch(&sdp_fd_special, 1, __ATOMIC_RELAXED);
 	else if (delta < 0)
 		__atomic_sub_fetch(&sdp_fd_special, 1, __ATOMIC_RELAXED);
-	if (state != SDPSHIM_FD_UNMANAGED) {
-		int hi = __atomic_load_n(&sdp_fd_hi, __ATOMIC_RELAXED);
-		while (fd > hi && !__atomic_compare_exchange_n(&sdp_fd_hi, &hi, fd, 1, __ATOMIC_RELAXED,
-							       __ATOMIC_RELAXED))
-			;
-	}
+	if (state != SDPSHIM_FD_UNMANAGED)
+		sdp_fd_raise_hi(fd);
 	return 0;
 }
 
@@ -100,5 +104,19 @@ void **sdp_fd_ptr_slot(void **dir[SDP_FD_DIR], int fd, int make)
 			c = none;
 		}
 	}
-	return c == NULL ? NULL : &c[(unsigned int)fd & (SDP_FD_CHUNK - 1)];
+	if (c == NULL)
+		return NULL;
+	if (make)
+		sdp_fd_raise_hi(fd); /* bounds sdp_fd_ptr_clear_all */
+	return &c[(unsigned int)fd & (SDP_FD_CHUNK - 1)];
+}
+
+void sdp_fd_ptr_clear_all(void **dir[SDP_FD_DIR])
+{
+	int hi = __atomic_load_n(&sdp_fd_hi, __ATOMIC_RELAXED);
+	for (int fd = 0; fd <= hi; fd++) {
+		void **slot = sdp_fd_ptr_slot(dir, fd, 0);
+		if (slot != NULL && __atomic_load_n(slot, __ATOMIC_RELAXED) != NULL)
+			__atomic_store_n(slot, NULL, __ATOMIC_RELAXED);
+	}
 }

@@ -36,15 +36,8 @@ SDP_EXPORT pid_t fork(void)
 		errno = saved;
 	}
 	pid_t pid = sdp_real.fork();
-	if (pid == 0) {
+	if (pid == 0)
 		sdp_core_atfork_child();
-		return 0;
-	}
-	if (ready) {
-		int saved = errno;
-		SDP_CORE_DO(sdp_core.fork_parent(SDPSHIM_FORK, pid < 0 ? -saved : pid));
-		errno = saved;
-	}
 	return pid;
 }
 
@@ -58,13 +51,8 @@ static int spawn(spawn_fn *real, pid_t *pid, const char *path, const posix_spawn
 		return real(pid, path, fa, attr, argv, envp);
 	int saved = errno;
 	SDP_CORE_DO(sdp_core.fork_prepare(SDPSHIM_SPAWN));
-	pid_t child = 0;
-	int r = real(&child, path, fa, attr, argv, envp);
-	if (r == 0 && pid != NULL)
-		*pid = child;
-	SDP_CORE_DO(sdp_core.fork_parent(SDPSHIM_SPAWN, r == 0 ? child : -r));
 	errno = saved;
-	return r;
+	return real(pid, path, fa, attr, argv, envp);
 }
 
 SDP_EXPORT int posix_spawn(pid_t *restrict pid, const char *restrict path, const posix_spawn_file_actions_t *fa,
@@ -84,7 +72,6 @@ SDP_EXPORT int posix_spawnp(pid_t *restrict pid, const char *restrict file, cons
 /* Around vfork: its child may exec with inherited sockets, as after
  * posix_spawn. Called by vfork_x86_64.S with nothing to preserve. */
 SDP_HIDDEN void sdp_vfork_prepare(void);
-SDP_HIDDEN void sdp_vfork_parent(pid_t pid);
 
 void sdp_vfork_prepare(void)
 {
@@ -92,15 +79,6 @@ void sdp_vfork_prepare(void)
 		return;
 	int saved = errno;
 	SDP_CORE_DO(sdp_core.fork_prepare(SDPSHIM_SPAWN));
-	errno = saved;
-}
-
-void sdp_vfork_parent(pid_t pid)
-{
-	if (sdp_passthrough() || !sdp_core_ready())
-		return;
-	int saved = errno;
-	SDP_CORE_DO(sdp_core.fork_parent(SDPSHIM_SPAWN, pid));
 	errno = saved;
 }
 
@@ -118,8 +96,6 @@ SDP_EXPORT pid_t vfork(void)
 	pid_t pid = sdp_real.fork();
 	if (pid == 0)
 		sdp_vfork_child = 1;
-	else if (pid > 0)
-		sdp_vfork_parent(pid);
 	return pid;
 }
 #endif

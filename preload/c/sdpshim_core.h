@@ -142,7 +142,7 @@ struct sdpshim_wait {
 	uint64_t done;      /* bytes this call moved before waiting */
 };
 
-/* fork_prepare/fork_parent kinds. */
+/* fork_prepare kinds. */
 enum sdpshim_fork_kind {
 	SDPSHIM_FORK = 1,  /* fork(): the child runs on, without the core */
 	SDPSHIM_SPAWN = 2, /* posix_spawn/posix_spawnp/vfork: the child execs */
@@ -330,10 +330,12 @@ struct sdpshim_eset {
  *     The core makes the connection plain kernel TCP first (as fork_prepare
  *     does for a child; bounded the same way), so both processes share the
  *     kernel socket as they would without the shim.
- * fork_prepare(kind), fork_parent(kind, pid)
- *     Around fork()/posix_spawn()/vfork() in the parent; pid < 0 is -errno.
- *     fork_prepare may block (bounded, a few seconds at worst) while it
- *     switches inherited connections to kernel TCP with their peers.
+ * fork_prepare(kind)
+ *     Before fork()/posix_spawn()/vfork(), in the parent. It may block
+ *     (bounded, a few seconds at worst) while it switches inherited
+ *     connections to kernel TCP with their peers. Nothing is called in the
+ *     parent after the fork: each call into the runtime there made the
+ *     fork slower (its writes copy pages the child still shares).
  * exit_drain()
  *     _exit()/_Exit() of the process that runs the core, on a thread not
  *     inside the core: the accelerated streams send what they hold and
@@ -381,7 +383,6 @@ struct sdpshim_eset {
 	X(int, epoll_wait, (int epfd, struct epoll_event *ev, int maxevents, int nkernel))     \
 	X(void, pass, (int fd))                                                                \
 	X(void, fork_prepare, (int kind))                                                      \
-	X(void, fork_parent, (int kind, pid_t pid))                                            \
 	X(void, fork_child, (void))                                                            \
 	X(void, exit_drain, (void))
 

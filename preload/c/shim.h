@@ -394,6 +394,12 @@ SDP_HIDDEN long sdp_core_splice(int in, loff_t *oi, int out, loff_t *oo, size_t 
  * NULL (fd out of range; no chunk yet and make is 0, or no memory). A
  * fork child inherits them as they are. */
 SDP_HIDDEN void **sdp_fd_ptr_slot(void **dir[SDP_FD_DIR], int fd, int make);
+/* Fork child (async-signal-safe): every slot of dir set to NULL. Only
+ * slots that hold a pointer are written (up to sdp_fd_hi, which every
+ * slot made raises), so the child copies no page of the parent's chunks
+ * that held nothing: clearing whole 512 KiB chunks cost each fork child
+ * 256 copy-on-write faults. */
+SDP_HIDDEN void sdp_fd_ptr_clear_all(void **dir[SDP_FD_DIR]);
 
 /* ---- the direct data path (directio.c) ----------------------------------------- */
 

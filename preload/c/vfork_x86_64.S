@@ -5,8 +5,7 @@
  * previous value in the parent. The kernel preserves every register but
  * rax, rcx and r11 across syscall, in the child as in the parent.
  * Before the system call, sdp_vfork_prepare (proc.c) lets the core switch
- * the connections the child may take into an exec to kernel TCP; after
- * it, the parent calls sdp_vfork_parent.
+ * the connections the child may take into an exec to kernel TCP.
  */
 #if defined(__x86_64__)
 	.text
@@ -41,12 +40,6 @@ vfork:
 	ret
 .Lparent:
 	movl	%edx, %fs:(%rsi)			/* the child may have set it */
-	pushq	%rax					/* the child's pid; aligns the stack */
-	.cfi_adjust_cfa_offset 8
-	movl	%eax, %edi
-	call	sdp_vfork_parent
-	popq	%rax
-	.cfi_adjust_cfa_offset -8
 	ret
 .Lerror:
 	negl	%eax

@@ -51,9 +51,9 @@ var miscHooks = map[string]map[string]int{
 	"fcntl":      {"nonblock": 4, "dup": 2, "fionread": 1},
 	"dup":        {"dup": 4, "close": 5},
 	"closerange": {"close": 3},
-	"fork":       {"fork_prepare": 1, "fork_parent": 1, "fork_child": 1},
-	"vfork":      {"init": 1, "close": 0, "fork_prepare": 2, "fork_parent": 2}, // prepare: sockets an exec inherits go to kernel TCP
-	"spawn":      {"fork_prepare": 4, "fork_parent": 4},
+	"fork":       {"fork_prepare": 1, "fork_child": 1},
+	"vfork":      {"init": 1, "close": 0, "fork_prepare": 2}, // prepare: sockets an exec inherits go to kernel TCP
+	"spawn":      {"fork_prepare": 4},
 	"sigpipe":    {"init": 1},
 	"udp":        {"init": 0},
 }

@@ -208,9 +208,6 @@ func sdpshim_core_pass(fd C.int) { proc.Pass(int(fd)) }
 //export sdpshim_core_fork_prepare
 func sdpshim_core_fork_prepare(kind C.int) { proc.ForkPrepare(int(kind)) }
 
-//export sdpshim_core_fork_parent
-func sdpshim_core_fork_parent(kind C.int, pid C.pid_t) { proc.ForkParent(int(kind), int(pid)) }
-
 //export sdpshimExit
 func sdpshimExit() {
 	if proc != nil {

@@ -327,7 +327,6 @@ int sdpshim_core_epoll_wait(int epfd, struct epoll_event *ev, int maxevents, int
 
 void sdpshim_core_fork_prepare(int kind) { logf_("fork_prepare %d", kind); }
 
-void sdpshim_core_fork_parent(int kind, pid_t pid) { logf_("fork_parent %d %d", kind, pid > 0 ? 1 : (int)pid); }
 
 void sdpshim_core_exit_drain(void) { logf_("exit_drain"); }
 void sdpshim_core_pass(int fd) { logf_("pass %d", fd); }

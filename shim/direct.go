@@ -201,20 +201,32 @@ func (ds *directStream) release() {
 	ds.noteViolations()
 	ds.detachAll()
 	ds.conn.Detach(0) // from now on the interposer's calls go to the core; sleepers wake
-	go func() {
-		// A thread that took the handle from the table just before
-		// detachAll has raised its user count well within the grace;
-		// then Detach waits for every user to leave.
-		time.Sleep(directGrace)
-		ds.conn.Detach(time.Minute)
-		x := ds.counts()
-		ds.final.Store(&x)
-		if a := ds.conn.Area(); a.FD() >= 0 {
-			ds.p.unprotect(a.FD())
+	// A thread that took the handle from the table just before detachAll
+	// has raised its user count well within the grace; the handle is
+	// freed once every user has left (a thread still inside then is
+	// waited for on a goroutine of its own, not on the reaper's).
+	ds.p.reap.after(directGrace, func() {
+		if ds.conn.Detach(0) {
+			ds.free()
+			return
 		}
-		ds.conn.Free()
-		ds.p.closeFD(ds.peerEFD)
-	}()
+		go func() {
+			ds.conn.Detach(time.Minute)
+			ds.free()
+		}()
+	})
+}
+
+// free keeps the final counts, then frees the handle, the area and the
+// copy of the peer's eventfd: once no thread is inside the handle.
+func (ds *directStream) free() {
+	x := ds.counts()
+	ds.final.Store(&x)
+	if a := ds.conn.Area(); a.FD() >= 0 {
+		ds.p.unprotect(a.FD())
+	}
+	ds.conn.Free()
+	ds.p.closeFD(ds.peerEFD)
 }
 
 // directGrace is how long a released handle stays mapped after it left

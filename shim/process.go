@@ -30,6 +30,7 @@ type Process struct {
 
 	fds   fdTable
 	words wordSlab
+	reap  reaper // frees what closed connections leave, after their grace (reap.go)
 	chans channelTable
 	tids  pollAttendance
 

@@ -1,6 +1,7 @@
 package rendezvous
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -118,8 +119,30 @@ func (s *server) acceptLoop() {
 			continue
 		}
 		s.conns.Add(1)
+		if frameQueued(fd) {
+			// The whole request is there already (the usual case: the
+			// connector sends it right after its connect): served on
+			// this goroutine, without the hand-off to a new one.
+			s.serve(fd)
+			continue
+		}
 		go s.serve(fd)
 	}
+}
+
+// frameQueued reports whether a whole small offer is queued on fd, so
+// that serving it cannot wait on the peer (a peer that sends half a
+// frame and stops would hold the accept loop until ReadTimeout). Only an
+// offer: a pull's handler makes an offer itself, maybe to this very
+// process, whose accept loop would then be the one waiting.
+func frameQueued(fd int) bool {
+	var b [512]byte
+	n, _, err := unix.Recvfrom(fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	if err != nil || n < 4+headerLen {
+		return false
+	}
+	want := 4 + int(binary.LittleEndian.Uint32(b[:4]))
+	return want <= len(b) && n >= want && kind(b[4+5]) == kindOffer
 }
 
 // serve handles one rendezvous connection: credentials, one request, the

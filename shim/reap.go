@@ -1,0 +1,66 @@
+package shim
+
+import (
+	"sync"
+	"time"
+)
+
+// reaper frees what closed connections leave behind once their grace has
+// passed (a direct handle stays mapped for directGrace after it left the
+// interposer's table): one goroutine for the whole process, asleep until
+// the oldest deadline, instead of a goroutine and a timer per connection.
+// A process that opens and closes connections fast otherwise woke the
+// runtime once more per connection.
+type reaper struct {
+	mu      sync.Mutex
+	q       []reapItem // +checklocks:mu; in the order added, so deadlines ascend
+	running bool       // +checklocks:mu
+}
+
+// reapItem is one thing to free, at or after at.
+type reapItem struct {
+	at   time.Time
+	free func()
+}
+
+// after runs free on the reaper's goroutine once grace has passed. free
+// must not wait long: the items behind it wait too.
+func (r *reaper) after(grace time.Duration, free func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.q = append(r.q, reapItem{at: time.Now().Add(grace), free: free})
+	if !r.running {
+		r.running = true
+		go r.run()
+	}
+}
+
+// run frees the items as they fall due and ends when none is left.
+func (r *reaper) run() {
+	for {
+		r.mu.Lock()
+		if len(r.q) == 0 {
+			r.running = false
+			r.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		n := 0
+		for n < len(r.q) && !r.q[n].at.After(now) {
+			n++
+		}
+		due := append([]reapItem(nil), r.q[:n]...)
+		r.q = append(r.q[:0], r.q[n:]...)
+		var wait time.Duration
+		if n == 0 {
+			wait = r.q[0].at.Sub(now)
+		}
+		r.mu.Unlock()
+		for _, it := range due {
+			it.free()
+		}
+		if wait > 0 {
+			time.Sleep(wait)
+		}
+	}
+}

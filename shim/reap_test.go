@@ -1,0 +1,61 @@
+package shim
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestReaper: items run once each, in order, not before their grace, and
+// the reaper's goroutine ends when the queue is empty and comes back for
+// the next item.
+func TestReaper(t *testing.T) {
+	var r reaper
+	var mu sync.Mutex
+	var got []int
+	var early []int
+	done := make(chan struct{}, 10)
+	add := func(i int, grace time.Duration) {
+		start := time.Now()
+		r.after(grace, func() {
+			mu.Lock()
+			got = append(got, i)
+			if time.Since(start) < grace {
+				early = append(early, i)
+			}
+			mu.Unlock()
+			done <- struct{}{}
+		})
+	}
+	for i := range 5 {
+		add(i, 20*time.Millisecond)
+	}
+	for range 5 {
+		<-done
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r.mu.Lock()
+		running := r.running
+		r.mu.Unlock()
+		if !running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the reaper's goroutine did not end with an empty queue")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	add(5, time.Millisecond)
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 6 || len(early) != 0 {
+		t.Fatalf("ran %v, early %v", got, early)
+	}
+	for i, v := range got {
+		if v != i {
+			t.Fatalf("order %v", got)
+		}
+	}
+}

@@ -89,8 +89,17 @@ func (s *Socket) startPushLocked() {
 	if s.earlyPush || s.pend == nil || s.pend.answer == nil {
 		return
 	}
+	// The goroutine polls a duplicate taken now: the answer's own fd
+	// closes when a call of the program settles the socket, which may
+	// come before the goroutine runs (it would then dup nothing, or
+	// whatever took the number, and push nothing). Without one it polls
+	// no fd and notices the verdict within a watchSlice.
+	dup, err := dupHigh(s.pend.answer.Fd())
+	if err != nil {
+		dup = -1
+	}
 	s.earlyPush = true
-	go s.pushEarly(s.pend.answer.Fd())
+	go s.pushEarly(dup)
 }
 
 // sendEarlyDirectLocked is sendEarly on the direct path: the bytes go
@@ -143,16 +152,14 @@ func (s *Socket) takeBackEarlyLocked(pc *pendingConnect) {
 
 // pushEarly delivers the early bytes without waiting for the program's
 // next call: the peer may be waiting for them. It waits for the verdict
-// on the rendezvous connection (its own duplicate of answerFD), settles
-// the socket (accelerateLocked flushes), and keeps flushing while the
-// stream has no room for the rest.
-func (s *Socket) pushEarly(answerFD int) {
-	dup, err := dupHigh(answerFD)
-	if err != nil {
-		return
-	}
+// on the rendezvous connection (dup, its own duplicate, which it closes;
+// -1: none), settles the socket (accelerateLocked flushes), and keeps
+// flushing while the stream has no room for the rest.
+func (s *Socket) pushEarly(dup int) {
 	waitFDWhile(dup, unix.POLLIN, func() bool { return s.getState() == sockConnecting && s.stream.Load() == nil })
-	unix.Close(dup)
+	if dup >= 0 {
+		unix.Close(dup)
+	}
 	s.mu.Lock()
 	if s.getState() == sockConnecting && len(s.fds) > 0 {
 		s.settleLocked()
@@ -188,12 +195,35 @@ func (s *Socket) flushEarlyLocked(st dataStream) bool {
 	}
 	if len(s.early) == 0 {
 		s.early = nil
+		if s.earlyFin {
+			// Before the interposer may send: it would not see the
+			// shutdown otherwise.
+			s.earlyFin = false
+			st.CloseWrite()
+		}
 	}
 	s.earlyN.Store(int32(len(s.early)))
 	if len(s.early) == 0 {
 		s.syncDirect() // the interposer may send now
 	}
 	return len(s.early) == 0
+}
+
+// closeWriteLocked is shutdown(SHUT_WR) of an accelerated socket: st's
+// FIN, after the early bytes. While some still wait in the socket's
+// buffer (the stream had no room for them yet: pushEarly keeps flushing
+// them), the FIN waits too, and flushEarlyLocked sends it after the last
+// of them; a FIN now would end the stream ahead of them and the peer
+// would never read them.
+//
+// +checklocks:s.mu
+func (s *Socket) closeWriteLocked(st dataStream) {
+	s.shutWR.Store(true)
+	if len(s.early) > 0 {
+		s.earlyFin = true
+		return
+	}
+	st.CloseWrite()
 }
 
 // earlyFlushed reports whether no early byte waits for st (flushing what

@@ -2,6 +2,7 @@ package shim
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -116,6 +117,102 @@ func TestEarlyBytesCounted(t *testing.T) {
 	for _, cs := range p.Stats().Snapshot().Connections {
 		if cs.FD == cfd && cs.BytesSent != uint64(total) || cs.FD == afd && cs.BytesReceived != uint64(total) {
 			t.Errorf("connection of fd %d counts %d sent, %d received; %d were written early", cs.FD, cs.BytesSent, cs.BytesReceived, total)
+		}
+	}
+}
+
+// shutdown(SHUT_WR) after early bytes: the acceptor reads every byte,
+// then EOF. With a ring smaller than the early bytes some wait in the
+// socket's buffer at the accept, and the FIN must not go ahead of them
+// (found by the soak, bench/soak).
+func TestEarlyBytesThenShutdown(t *testing.T) {
+	for _, env := range [][]string{nil, {"SDPSHIM_BLOCKS=4", "SDPSHIM_BLOCK_SIZE=4K"}} {
+		t.Run(fmtEnv(env), func(t *testing.T) { earlyBytesThenShutdown(t, env) })
+	}
+}
+
+func earlyBytesThenShutdown(t *testing.T, env []string) {
+	p, h := newProcess(t, env...)
+	lfd, cfd := listenConnect(t, p, h)
+	var want []byte
+	send := func(b []byte) {
+		if n := call(t, func(done int, w *Wait) int64 { return p.Send(cfd, b[done:], 0, w) }); n != int64(len(b)) {
+			t.Fatalf("early send: %d of %d", n, len(b))
+		}
+		want = append(want, b...)
+	}
+	for i := range 16 {
+		send(bytes.Repeat([]byte{byte('a' + i)}, 1000))
+	}
+	for i := range 100 {
+		send([]byte(fmt.Sprintf("%09d,", i)))
+	}
+	if r := p.Shutdown(cfd, unix.SHUT_WR); r != 0 {
+		t.Fatalf("shutdown: %d", r)
+	}
+	afd := acceptOne(t, p, h, lfd)
+	// The connector takes the verdict (its push of the early bytes and
+	// the FIN) before the acceptor reads: what did not fit in the ring
+	// is still in its buffer then.
+	for s, deadline := p.lookup(cfd), time.Now().Add(5*time.Second); s.getState() != sockAccelerated; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the connector is %v 5 s after the accept", s.getState())
+		}
+	}
+	t.Cleanup(func() {
+		for _, fd := range []int{lfd, cfd, afd} {
+			if h.FDState(fd) != FDUnmanaged {
+				p.Close(fd)
+			}
+			unix.Close(fd)
+		}
+	})
+	got := make([]byte, len(want)+1)
+	n := call(t, func(done int, w *Wait) int64 { return p.Recv(afd, got[done:], unix.MSG_WAITALL, w) })
+	if n != int64(len(want)) || !bytes.Equal(got[:n], want) {
+		t.Fatalf("the acceptor read %d bytes to EOF, want the %d written before the shutdown", n, len(want))
+	}
+	if r := call(t, func(done int, w *Wait) int64 { return p.Recv(afd, got, 0, w) }); r != 0 {
+		t.Fatalf("after the bytes: %d, want EOF", r)
+	}
+}
+
+// Early bytes past a small ring wait in the socket's buffer and are
+// pushed by a goroutine started with the first of them; the program's own
+// next call (here a read) may settle the socket and close the rendezvous
+// connection before that goroutine ran. The bytes must still all arrive
+// (a goroutine that polled the closed descriptor pushed nothing: the
+// peer waited for the rest, the program for its answer).
+func TestEarlyPushAfterSettle(t *testing.T) {
+	p, h := newProcess(t, "SDPSHIM_BLOCKS=4", "SDPSHIM_BLOCK_SIZE=4K")
+	lfd, cfd := listenConnect(t, p, h)
+	defer unix.Close(lfd)
+	addr, _ := sockName(lfd)
+	early := bytes.Repeat([]byte("0123456789abcdef"), 2000) // 32000: twice the ring
+	for i := range 200 {
+		if i > 0 {
+			cfd = tcpSocket(t, p, h)
+			if r := p.Connect(cfd, rawSockaddr4(addr)); r != 0 {
+				t.Fatalf("connect: %d", r)
+			}
+		}
+		for done := 0; done < len(early); {
+			n := p.Send(cfd, early[done:], unix.MSG_DONTWAIT, new(Wait))
+			if n <= 0 {
+				t.Fatalf("connection %d: early send at %d: %d", i, done, n)
+			}
+			done += int(n)
+		}
+		afd := acceptOne(t, p, h, lfd)
+		p.Recv(cfd, make([]byte, 1), unix.MSG_DONTWAIT, new(Wait)) // settles: the verdict is in
+		got := make([]byte, len(early))
+		n := call(t, func(done int, w *Wait) int64 { return p.Recv(afd, got[done:], unix.MSG_WAITALL, w) })
+		if n != int64(len(early)) || !bytes.Equal(got, early) {
+			t.Fatalf("connection %d: the acceptor read %d of %d early bytes", i, n, len(early))
+		}
+		for _, fd := range []int{cfd, afd} {
+			p.Close(fd)
+			unix.Close(fd)
 		}
 	}
 }

@@ -188,8 +188,9 @@ func (p *Process) Shutdown(fd, how int) int64 {
 		s.shutRD.Store(true)
 	}
 	if how != unix.SHUT_RD {
-		s.shutWR.Store(true)
-		st.CloseWrite()
+		s.mu.Lock()
+		s.closeWriteLocked(st)
+		s.mu.Unlock()
 	}
 	s.syncDirect()
 	s.kernelShutdown(fd, how) // the kernel's FIN waits for a switch (forkswitch.go)

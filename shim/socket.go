@@ -80,6 +80,7 @@ type Socket struct {
 	earlyN     atomic.Int32                 // len(early), read without the lock
 	earlyPush  bool                         // +checklocks:mu; pushEarly started
 	earlyArea  int                          // +checklocks:mu; written before the verdict into a direct offer's area (early.go)
+	earlyFin   bool                         // +checklocks:mu; shutdown(SHUT_WR) waits for the early bytes (closeWriteLocked)
 	earlySent  struct{ bytes, msgs uint64 } // +checklocks:mu; sends taken before the verdict, for the stats
 	group      bool                         // +checklocks:mu; registered as a group listener (deferred acceptance)
 	acc        *acceptedConn                // +checklocks:mu; adopted: the connection to resolve at first use
@@ -134,8 +135,7 @@ func (s *Socket) accelerateLocked(e *channelEnd, st dataStream) {
 	if sh := s.pendShut.Load(); sh != 0 {
 		s.shutRD.Store(sh&1 != 0)
 		if sh&2 != 0 {
-			s.shutWR.Store(true)
-			st.CloseWrite()
+			s.closeWriteLocked(st)
 		}
 	}
 	s.p.mu.Lock()

@@ -41,7 +41,10 @@ $(BUILD)/libsdpshim-core.so: $(GO_SRC) $(DIRECT_C) preload/entry/exports.map pre
 		-o $@ ./preload/entry
 	rm -f $(BUILD)/libsdpshim-core.h
 
-$(BUILD)/sdpshim: $(GO_SRC) | $(BUILD)
+# The benchmarks' C programs are embedded in the CLI (go:embed): the go
+# command rebuilds when they change, make must know to run it.
+BENCH_C := $(wildcard bench/*/csrc/*.c bench/*/csrc/*.h)
+$(BUILD)/sdpshim: $(GO_SRC) $(BENCH_C) | $(BUILD)
 	$(GO) build -trimpath -o $@ ./cmd/sdpshim
 
 vet:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -32,6 +33,12 @@ type BenchSection struct {
 	// Plots are the pictures `sdpshim bench --out` draws of the
 	// section's figures.
 	Plots []results.Plot
+	// OnlyNamed keeps the section out of a run that names no section
+	// (the soak: long, and about correctness, not speed).
+	OnlyNamed bool
+	// Flags, when set, adds the section's own flags to those of
+	// `sdpshim bench`; Run reads their values.
+	Flags func(fs *flag.FlagSet)
 }
 
 // benchSections holds every registered section by name.
@@ -52,7 +59,7 @@ func init() {
 	register(&Command{
 		Name:    "bench",
 		Summary: "run the benchmarks: sdpshim against kernel TCP and the papers' figures",
-		Usage:   "sdpshim bench [--quick] [--out DIR] [--json] [SECTION...] | --compare OLD.json NEW.json | --from FILE --out DIR",
+		Usage:   "sdpshim bench [--quick] [--out DIR] [--json] [--duration D] [SECTION...] | --compare OLD.json NEW.json | --from FILE --out DIR",
 		Help: `Runs each benchmark section (all of them when none is named) and prints
 its table. Every ratio compares figures measured in the same run; the
 machine is shared, so each figure is the median of repeats.
@@ -62,6 +69,9 @@ machine is shared, so each figure is the median of repeats.
               median, paper value and target; the machine, build and
               settings) and one PNG per figure group, DIR/SECTION-GROUP.png
   --json      print the results as JSON on stdout (the tables go to stderr)
+  --duration D
+              soak: how long each column runs (default 1m; 10s with
+              --quick)
   --from FILE --out DIR
               measure nothing: draw the plots of a results.json again in DIR
   --compare OLD.json NEW.json
@@ -72,7 +82,9 @@ machine is shared, so each figure is the median of repeats.
               from five repeats on) and by more than 1%; otherwise it is
               "noise"
 
-Sections are listed by 'sdpshim bench --list'.`,
+Flags may follow the section names. Sections are listed by 'sdpshim
+bench --list'; those marked "(named only)" run only when named, e.g.
+'sdpshim bench soak --duration 10m'.`,
 		Run: runBench,
 	})
 }
@@ -87,26 +99,41 @@ func runBench(env *Env, args []string) int {
 	asJSON := fs.Bool("json", false, "print the results as JSON")
 	compare := fs.Bool("compare", false, "compare two results files")
 	from := fs.String("from", "", "draw the plots of this results file instead of measuring")
-	if code, done := parse(fs, args); done {
+	all := sortedBenchSections()
+	for _, s := range all {
+		if s.Flags != nil {
+			s.Flags(fs)
+		}
+	}
+	names, code, done := parseInterspersed(fs, args)
+	if done {
 		return code
 	}
 	if *compare {
-		return compareBench(env, fs.Args())
+		return compareBench(env, names)
 	}
 	if *from != "" {
 		return replotBench(env, *from, *outDir)
 	}
-	all := sortedBenchSections()
 	if *list {
 		for _, s := range all {
-			fmt.Fprintf(env.Stdout, "%-12s %s\n", s.Name, s.Summary)
+			only := ""
+			if s.OnlyNamed {
+				only = " (named only)"
+			}
+			fmt.Fprintf(env.Stdout, "%-12s %s%s\n", s.Name, s.Summary, only)
 		}
 		return exitOK
 	}
-	run := all
-	if fs.NArg() > 0 {
+	var run []*BenchSection
+	for _, s := range all {
+		if !s.OnlyNamed {
+			run = append(run, s)
+		}
+	}
+	if len(names) > 0 {
 		run = nil
-		for _, name := range fs.Args() {
+		for _, name := range names {
 			s, ok := benchSections[name]
 			if !ok {
 				fmt.Fprintf(env.Stderr, "sdpshim bench: no section %q (have: %s)\n", name, benchNames(all))
@@ -125,8 +152,8 @@ func runBench(env *Env, args []string) int {
 	if *asJSON {
 		tables = env.Stderr
 	}
-	res := newBenchRun(env, *quick, fs.Args())
-	code := exitOK
+	res := newBenchRun(env, *quick, names)
+	code = exitOK
 	for _, s := range run {
 		fmt.Fprintf(tables, "== %s: %s\n", s.Name, s.Summary)
 		start := time.Now()
@@ -151,6 +178,22 @@ func runBench(env *Env, args []string) int {
 		}
 	}
 	return code
+}
+
+// parseInterspersed parses args into fs, flags before, between and after
+// the other arguments, and returns those (the section names, or the
+// files of --compare). done is parse's.
+func parseInterspersed(fs *flag.FlagSet, args []string) (rest []string, code int, done bool) {
+	for {
+		if code, done = parse(fs, args); done {
+			return nil, code, true
+		}
+		if fs.NArg() == 0 {
+			return rest, exitOK, false
+		}
+		rest = append(rest, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
 }
 
 func sortedBenchSections() []*BenchSection {

@@ -139,6 +139,10 @@ func (s *Socket) close() {
 	s.mu.Lock()
 	state := s.getState()
 	s.setState(sockClosed)
+	if su := s.setup; su.done != 0 && state == sockAccelerated {
+		now := nowNS()
+		s.p.short.record(su.dst, time.Duration(su.done-su.began), time.Duration(now-su.done))
+	}
 	s.unregisterLocked()
 	if pc := s.pend; pc != nil {
 		s.endDeferLocked(pc)

@@ -30,7 +30,8 @@ type Process struct {
 
 	fds   fdTable
 	words wordSlab
-	reap  reaper // frees what closed connections leave, after their grace (reap.go)
+	reap  reaper     // frees what closed connections leave, after their grace (reap.go)
+	short shortConns // destinations whose connections were short-lived (shortconn.go)
 	chans channelTable
 	tids  pollAttendance
 

@@ -84,6 +84,14 @@ type Socket struct {
 	earlySent  struct{ bytes, msgs uint64 } // +checklocks:mu; sends taken before the verdict, for the stats
 	group      bool                         // +checklocks:mu; registered as a group listener (deferred acceptance)
 	acc        *acceptedConn                // +checklocks:mu; adopted: the connection to resolve at first use
+	setup      connSetup                    // +checklocks:mu; a connector's setup, judged at close (shortconn.go)
+}
+
+// connSetup is when a connector's connect() began and when the connection
+// became accelerated (nowNS; 0: not yet), and to where.
+type connSetup struct {
+	dst         netip.AddrPort
+	began, done int64
 }
 
 // sockState is a Socket's place in its state machine.
@@ -121,6 +129,9 @@ func (p *Process) newSocket(fd, family int, nonblock bool) *Socket {
 // +checklocks:s.mu
 func (s *Socket) accelerateLocked(e *channelEnd, st dataStream) {
 	s.end = e
+	if s.setup.began != 0 && s.setup.done == 0 {
+		s.setup.done = nowNS()
+	}
 	if s.wake.word == nil {
 		s.wake.init(s.p.words.get())
 	}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +56,13 @@ func (a artefacts) environ(t *testing.T, s side, rundir string) []string {
 		env = append(env, "LD_PRELOAD="+a.lib)
 		if s.log != "" {
 			env = append(env, "SDPSHIM_LOG_LEVEL=debug", "SDPSHIM_LOG_FILE="+s.log)
+		}
+		// The tests check that connections are accelerated, short ones
+		// included; the short-lived policy (shim/shortconn.go), which
+		// would keep some of a process's connections on kernel TCP, has
+		// tests of its own and is on only where a side asks for it.
+		if !slices.ContainsFunc(s.env, func(kv string) bool { return strings.HasPrefix(kv, "SDPSHIM_SHORT_CONN=") }) {
+			env = append(env, "SDPSHIM_SHORT_CONN=0")
 		}
 	}
 	return append(env, s.env...)

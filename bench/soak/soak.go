@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -133,6 +134,12 @@ func (h *harness) environ(shim bool, rd string) []string {
 	out := append([]string{}, h.base...)
 	if shim {
 		out = append(out, h.settings...)
+		if !slices.ContainsFunc(h.settings, func(kv string) bool { return strings.HasPrefix(kv, "SDPSHIM_SHORT_CONN=") }) {
+			// Every connection takes the accelerated path: the soak is
+			// of the transport, and the short-lived policy
+			// (shim/shortconn.go) keeps some on kernel TCP by design.
+			out = append(out, "SDPSHIM_SHORT_CONN=0")
+		}
 		out = append(out, "LD_PRELOAD="+h.lib, "SDPSHIM_RUNDIR="+rd)
 	}
 	return out

@@ -51,6 +51,11 @@ const (
 	// on kernel TCP (it does not run the shim, or used the socket before
 	// the shim saw it): the connector falls back at once.
 	ReasonDeferredPlain
+	// ReasonShortLived: the connecting process's recent accelerated
+	// connections to this destination were short-lived (closed within ten
+	// times their setup time), so this one stays on kernel TCP, whose
+	// setup is cheaper (shim/shortconn.go).
+	ReasonShortLived
 
 	numReasons // keep last
 )
@@ -70,6 +75,7 @@ var reasonNames = [numReasons]string{
 	ReasonPeerGone:          "peer-gone",
 	ReasonDeferredUnclaimed: "deferred-unclaimed",
 	ReasonDeferredPlain:     "deferred-acceptor-plain",
+	ReasonShortLived:        "short-lived",
 }
 
 // String returns the reason's stable short name, as used in stats output.

@@ -81,6 +81,10 @@ type Config struct {
 	CorePath string
 	// Stats is SDPSHIM_STATS: whether the process serves its stats socket.
 	Stats bool
+	// ShortConn is SDPSHIM_SHORT_CONN: whether connections to a destination
+	// whose recent accelerated connections were short-lived stay on kernel
+	// TCP (shim/shortconn.go).
+	ShortConn bool
 }
 
 // ChannelBytes returns the size of one channel direction:

@@ -284,4 +284,11 @@ var knobs = []Knob{
 			return store(&c.Stats)(parseBool(v))
 		},
 	},
+	{
+		Name: "SDPSHIM_SHORT_CONN", Default: "1", Expected: expectBool,
+		Meaning: "keep connections to a destination on kernel TCP (reason short-lived) while most recent accelerated ones there closed within ten times their setup time; one is tried again now and then",
+		set: func(c *Config, v string, _ *loader) error {
+			return store(&c.ShortConn)(parseBool(v))
+		},
+	},
 }

@@ -49,6 +49,7 @@ var fields = map[string]func(Config) any{
 	"SDPSHIM_LOG_LEVEL":   func(c Config) any { return c.LogLevel },
 	"SDPSHIM_LOG_FILE":    func(c Config) any { return c.LogFile },
 	"SDPSHIM_STATS":       func(c Config) any { return c.Stats },
+	"SDPSHIM_SHORT_CONN":  func(c Config) any { return c.ShortConn },
 	"SDPSHIM_CORE":        func(c Config) any { return c.CorePath },
 }
 
@@ -114,7 +115,8 @@ var knobCases = map[string][]struct {
 		{"warning", LogWarn}, {"verbose", bad{}}},
 	"SDPSHIM_LOG_FILE": {{"", ""}, {"stderr", ""}, {"/var/log/sdpshim.log", "/var/log/sdpshim.log"},
 		{"/tmp//x/../y.log", "/tmp/y.log"}, {"sdpshim.log", bad{}}, {"-", bad{}}},
-	"SDPSHIM_STATS": {{"", true}, {"0", false}, {"no", false}, {"maybe", bad{}}},
+	"SDPSHIM_STATS":      {{"", true}, {"0", false}, {"no", false}, {"maybe", bad{}}},
+	"SDPSHIM_SHORT_CONN": {{"", true}, {"0", false}, {"on", true}, {"sometimes", bad{}}},
 	"SDPSHIM_CORE": {{"", ""}, {"/opt/sdpshim/libsdpshim-core.so", "/opt/sdpshim/libsdpshim-core.so"},
 		{"/opt//x/../core.so", "/opt/core.so"}, {"libsdpshim-core.so", bad{}}},
 }

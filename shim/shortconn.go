@@ -1,0 +1,90 @@
+package shim
+
+import (
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// Short-lived connections. Setting a connection up costs far more under
+// the shim than on kernel TCP (docs/direct.md: about 1.3 ms against 0.06,
+// more when a pre-fork server's child must start a core of its own to
+// take it), and a connection that carries one request cannot win that
+// back. A program that connects per request to the same server (a web
+// worker to its database, pgbench -C) would pay it on every request. So
+// the connecting process keeps, per destination, whether its last
+// accelerated connections there were short: closed within shortFactor
+// times what their setup took. Once shortStreak in a row were, new
+// connections to it stay on kernel TCP (reason short-lived), and
+// every so often one is accelerated again to see whether that still
+// holds: after 8 plain connections, then 16, doubling to 256 while the
+// probes stay short; a probe that is not short starts the count afresh.
+// SDPSHIM_SHORT_CONN=0 turns this off.
+type shortConns struct {
+	mu  sync.Mutex
+	dst map[netip.AddrPort]*shortHistory // +checklocks:mu
+}
+
+// shortHistory is what one destination's accelerated connections did.
+type shortHistory struct {
+	streak int // accelerated connections in a row that were short
+	skip   int // connections still to keep plain before the next probe
+	run    int // how many the next plain run keeps
+}
+
+const (
+	shortFactor  = 10 // short: closed within this many times its setup
+	shortStreak  = 8  // short ones in a row before the next ones stay plain
+	shortRunMin  = 8  // the first plain run
+	shortRunMax  = 256
+	maxShortDsts = 1024 // destinations remembered
+)
+
+// plain reports whether a new connection to dst stays on kernel TCP, and
+// counts it against the plain run.
+func (c *shortConns) plain(dst netip.AddrPort) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.dst[dst]
+	if h == nil || h.skip == 0 {
+		return false
+	}
+	h.skip--
+	return true
+}
+
+// record judges one accelerated connection to dst when it closes: setup
+// is how long connect() took to make it accelerated, life how long it
+// lived after.
+func (c *shortConns) record(dst netip.AddrPort, setup, life time.Duration) {
+	short := life < shortFactor*setup
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.dst[dst]
+	if h == nil {
+		if !short {
+			return // nothing to remember
+		}
+		if len(c.dst) >= maxShortDsts {
+			for k := range c.dst { // forget any one
+				delete(c.dst, k)
+				break
+			}
+		}
+		if c.dst == nil {
+			c.dst = map[netip.AddrPort]*shortHistory{}
+		}
+		h = &shortHistory{run: shortRunMin}
+		c.dst[dst] = h
+	}
+	if !short {
+		*h = shortHistory{run: shortRunMin}
+		return
+	}
+	h.streak++
+	if h.skip > 0 || h.streak < shortStreak {
+		return // a plain run under way (this one opened before it), or not enough yet
+	}
+	h.skip = h.run
+	h.run = min(2*h.run, shortRunMax)
+}

@@ -48,7 +48,7 @@ func (coreHost) ChildCores() bool { return true }
 // newGroupProcess returns a Process on a coreHost with run directory dir.
 func newGroupProcess(dir string, env ...string) (*Process, *fakeHost, error) {
 	h := newFakeHost()
-	p, reason := Init(coreHost{h}, append([]string{"SDPSHIM_RUNDIR=" + dir}, env...))
+	p, reason := Init(coreHost{h}, testEnv(append([]string{"SDPSHIM_RUNDIR=" + dir}, env...)))
 	if p == nil {
 		return nil, nil, fmt.Errorf("Init declined: reason %d", reason)
 	}

@@ -46,7 +46,7 @@ func newObservedProcess(t *testing.T, env ...string) (*Process, *probeHost, stri
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	h := &probeHost{fakeHost: newFakeHost(), interposer: map[int]uint64{71: 2}}
 	rd := filepath.Join(dir, "run")
-	p, reason := Init(h, append([]string{"SDPSHIM_RUNDIR=" + rd}, env...))
+	p, reason := Init(h, testEnv(append([]string{"SDPSHIM_RUNDIR=" + rd}, env...)))
 	if p == nil {
 		t.Fatalf("Init declined: reason %d", reason)
 	}

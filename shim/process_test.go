@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"net/netip"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -159,12 +161,22 @@ func newProcess(t *testing.T, env ...string) (*Process, *fakeHost) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	h := newFakeHost()
-	p, reason := Init(h, append([]string{"SDPSHIM_RUNDIR=" + dir + "/run"}, env...))
+	p, reason := Init(h, testEnv(append([]string{"SDPSHIM_RUNDIR=" + dir + "/run"}, env...)))
 	if p == nil {
 		t.Fatalf("Init declined: reason %d", reason)
 	}
 	t.Cleanup(p.Exit)
 	return p, h
+}
+
+// testEnv is env with SDPSHIM_SHORT_CONN=0 unless env sets it: the tests
+// make many short connections in one process and expect each to be
+// accelerated; the short-lived policy has tests of its own.
+func testEnv(env []string) []string {
+	if slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "SDPSHIM_SHORT_CONN=") }) {
+		return env
+	}
+	return append(env, "SDPSHIM_SHORT_CONN=0")
 }
 
 func TestSelfConnectDataPath(t *testing.T) {

@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sdpshim/sdpshim/bench/internal/cbuild"
 )
 
 // A measure runs one program pair in one mode and returns its figures
@@ -292,24 +293,17 @@ func (h *harness) cprog(name string, flags ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir := filepath.Join(h.env.tmp, "bin")
-	os.MkdirAll(dir, 0o755)
+	files := map[string][]byte{name + ".c": src}
 	// The headers the programs share go beside them.
-	if hs, err := fs.Glob(csrc, "csrc/*.h"); err == nil {
-		for _, hp := range hs {
-			if b, err := csrc.ReadFile(hp); err == nil {
-				os.WriteFile(filepath.Join(dir, filepath.Base(hp)), b, 0o644)
-			}
+	hs, _ := fs.Glob(csrc, "csrc/*.h")
+	for _, hp := range hs {
+		if b, err := csrc.ReadFile(hp); err == nil {
+			files[filepath.Base(hp)] = b
 		}
 	}
-	cfile := filepath.Join(dir, name+".c")
-	if err := os.WriteFile(cfile, src, 0o644); err != nil {
+	out, err := cbuild.Build(filepath.Join(h.env.tmp, "bin"), name+".c", files, flags...)
+	if err != nil {
 		return "", err
-	}
-	out := filepath.Join(dir, name)
-	args := append([]string{"-O2", "-Wall", "-o", out, cfile}, flags...)
-	if msg, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("gcc %s: %v\n%s", name, err, msg)
 	}
 	h.built[name] = out
 	return out, nil

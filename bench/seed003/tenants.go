@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/sdpshim/sdpshim/bench/internal/cbuild"
 	"github.com/sdpshim/sdpshim/bench/programs"
 	"github.com/sdpshim/sdpshim/shim/stats"
 )
@@ -24,24 +24,11 @@ var tenantsC []byte
 // goes where it lies in the repository, the header it includes by path
 // beside it (programs.SockIO).
 func build(dir string) (string, error) {
-	src := filepath.Join(dir, "bench", "seed003", "csrc", "tenants.c")
-	hdr := filepath.Join(dir, "bench", "programs", "csrc", "sockio.h")
-	for _, f := range []struct {
-		path string
-		text []byte
-	}{{src, tenantsC}, {hdr, programs.SockIO}} {
-		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
-			return "", err
-		}
-		if err := os.WriteFile(f.path, f.text, 0o644); err != nil {
-			return "", err
-		}
-	}
-	prog := filepath.Join(dir, "tenants")
-	if msg, err := exec.Command("gcc", "-O2", "-Wall", "-pthread", "-o", prog, src).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("gcc tenants.c: %v\n%s", err, msg)
-	}
-	return prog, nil
+	const src = "bench/seed003/csrc/tenants.c"
+	return cbuild.Build(dir, src, map[string][]byte{
+		src:                            tenantsC,
+		"bench/programs/csrc/sockio.h": programs.SockIO, // as its #include finds it
+	}, "-pthread")
 }
 
 // report is what one tenants client prints: per tenant, in the order

@@ -9,13 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sdpshim/sdpshim/bench/internal/cbuild"
 )
 
 //go:embed csrc/soak.c
@@ -23,15 +23,7 @@ var soakC []byte
 
 // build compiles soak.c in dir and returns the program.
 func build(dir string) (string, error) {
-	src := filepath.Join(dir, "soak.c")
-	if err := os.WriteFile(src, soakC, 0o644); err != nil {
-		return "", err
-	}
-	prog := filepath.Join(dir, "soak")
-	if msg, err := exec.Command("gcc", "-O2", "-Wall", "-pthread", "-o", prog, src).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("gcc soak.c: %v\n%s", err, msg)
-	}
-	return prog, nil
+	return cbuild.Build(dir, "soak.c", map[string][]byte{"soak.c": soakC}, "-pthread")
 }
 
 // report is what a soak process prints when it ends (csrc/soak.c).

@@ -171,6 +171,7 @@ func (s *Socket) close() {
 	p.noteDraining(st)
 	p.mu.Lock()
 	delete(p.live, s)
+	p.forkWorkLocked()
 	p.mu.Unlock()
 }
 

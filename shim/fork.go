@@ -29,6 +29,26 @@ import (
 //     kernel socket, whose holders the kernel counts. Each is counted as
 //     a fork-exec-decline fallback.
 
+// forkWorkHost is a Host whose interposer calls fork_prepare only when the
+// core says a fork needs it: without it, every fork of a process running
+// the core entered the runtime (a postmaster's fork per connection).
+type forkWorkHost interface {
+	// ForkWork says whether forks need ForkPrepare from now on.
+	ForkWork(need bool)
+}
+
+// forkWorkLocked tells the interposer whether a fork needs ForkPrepare:
+// while a connection is accelerated (it must switch to kernel TCP) or a
+// registered listener is not a group listener yet (it must become one, or
+// be withdrawn).
+//
+// +checklocks:p.mu
+func (p *Process) forkWorkLocked() {
+	if h, ok := p.host.(forkWorkHost); ok {
+		h.ForkWork(len(p.live) > 0 || p.ungrouped > 0)
+	}
+}
+
 // ForkPrepare is the fork_prepare hook. Before the child exists: the
 // listeners it inherits become group listeners, or are unregistered (no
 // offer answered from now on can be accepted by the child: a connection
@@ -77,6 +97,10 @@ func (s *Socket) makeGroupLocked() bool {
 		return false
 	}
 	s.group = true
+	p.mu.Lock()
+	p.ungrouped--
+	p.forkWorkLocked()
+	p.mu.Unlock()
 	p.log.WithField("listen", s.listenAddr).Debug("listener shared with a child process: group listener")
 	return true
 }

@@ -405,6 +405,7 @@ func (s *Socket) switchFinish() {
 	p.noteDraining(st)
 	p.mu.Lock()
 	delete(p.live, s)
+	p.forkWorkLocked()
 	p.mu.Unlock()
 }
 

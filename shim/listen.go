@@ -103,6 +103,10 @@ func (p *Process) registerLocked(s *Socket, fd int, group bool) {
 	s.listenAddr, s.registered, s.group = addr, true, group
 	p.mu.Lock()
 	p.listeners[s] = struct{}{}
+	if !group {
+		p.ungrouped++
+		p.forkWorkLocked()
+	}
 	p.mu.Unlock()
 	p.log.WithFields(logrus.Fields{"listen": addr, "group": group}).Debug("listener registered")
 }
@@ -130,6 +134,10 @@ func (s *Socket) unregisterLocked() {
 	p := s.p
 	p.mu.Lock()
 	delete(p.listeners, s)
+	if !s.group {
+		p.ungrouped--
+		p.forkWorkLocked()
+	}
 	node := p.node
 	p.mu.Unlock()
 	if s.group {

@@ -43,6 +43,7 @@ type Process struct {
 	listeners map[*Socket]struct{}   // +checklocks:mu; registered listeners
 	deferred  map[deferKey]*Socket   // +checklocks:mu; connecting, deferred (deferred.go)
 	live      map[*Socket]struct{}   // +checklocks:mu; accelerated sockets
+	ungrouped int                    // +checklocks:mu; registered listeners that are not group listeners (fork.go)
 	draining  []dataStream           // +checklocks:mu; closed, maybe not all sent yet (Exit)
 	epolls    map[*epollSet]struct{} // +checklocks:mu
 	logFile   *os.File               // +checklocks:mu
@@ -89,6 +90,9 @@ func Init(host Host, environ []string) (*Process, int) {
 	if rt.LogFile != nil {
 		p.protect(int(rt.LogFile.Fd()))
 	}
+	p.mu.Lock()
+	p.forkWorkLocked() // nothing yet: forks need no ForkPrepare
+	p.mu.Unlock()
 	p.log.WithFields(logrus.Fields{
 		"provider": p.cfg.Provider, "transport": p.cfg.Transport, "flow": p.cfg.Flow,
 		"blocks": p.cfg.Blocks, "block_size": p.cfg.BlockSize, "channel": p.cfg.Channel,

@@ -151,6 +151,7 @@ func (s *Socket) accelerateLocked(e *channelEnd, st dataStream) {
 	}
 	s.p.mu.Lock()
 	s.p.live[s] = struct{}{}
+	s.p.forkWorkLocked()
 	s.p.mu.Unlock()
 	s.openStatsLocked(e, st)
 	if ds, ok := st.(*directStream); ok {

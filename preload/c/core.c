@@ -73,6 +73,7 @@ int64_t sdp_now_ns(void)
 /* ---- the host side of the ABI ----------------------------------------------- */
 
 static int host_child_cores(void);
+static void host_fork_work(int need);
 static int host_fd_state(int fd) { return sdp_fd_state(fd); }
 static int host_fd_set_state(int fd, int state) { return sdp_fd_set(fd, state); }
 static void host_guard_enter(void) { sdp_guard_enter(); }
@@ -94,6 +95,7 @@ static struct sdpshim_host sdp_host = {
 	.epoll_publish = sdp_epoll_publish,
 	.epoll_stale = sdp_epoll_stale,
 	.epoll_update = sdp_epoll_update,
+	.fork_work = host_fork_work,
 };
 
 /* ---- where we are, where the core is ------------------------------------------ */
@@ -467,6 +469,12 @@ static ino_t sdp_core_file_ino;
 /* Fork children run a core unless making the copy failed (then it is not
  * tried again): a prediction before the first fork, which makes it. */
 static int host_child_cores(void) { return !__atomic_load_n(&sdp_core_next_failed, __ATOMIC_RELAXED); }
+
+/* host->fork_work: whether forks need the core's fork_prepare. 1 until
+ * the core says otherwise. */
+static int sdp_fork_need = 1;
+static void host_fork_work(int need) { __atomic_store_n(&sdp_fork_need, need != 0, __ATOMIC_SEQ_CST); }
+int sdp_core_fork_needed(void) { return __atomic_load_n(&sdp_fork_need, __ATOMIC_SEQ_CST); }
 
 /* The lowest number the copy may take: well above what programs use,
  * below RLIMIT_NOFILE and within the first fd-table chunk. */

@@ -26,10 +26,10 @@ SDP_EXPORT pid_t fork(void)
 {
 	if (sdp_passthrough())
 		return sdp_real.fork();
-	int ready = sdp_core_ready();
-	if (ready) {
+	if (sdp_core_ready()) {
 		int saved = errno;
-		SDP_CORE_DO(sdp_core.fork_prepare(SDPSHIM_FORK));
+		if (sdp_core_fork_needed())
+			SDP_CORE_DO(sdp_core.fork_prepare(SDPSHIM_FORK));
 		/* After the hook: the copy takes a few ms the first time, which
 		 * must not delay withdrawing the listeners the child shares. */
 		sdp_core_prepare_fork();
@@ -47,7 +47,7 @@ typedef int spawn_fn(pid_t *, const char *, const posix_spawn_file_actions_t *, 
 static int spawn(spawn_fn *real, pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 		 const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	if (sdp_passthrough() || !sdp_core_ready())
+	if (sdp_passthrough() || !sdp_core_ready() || !sdp_core_fork_needed())
 		return real(pid, path, fa, attr, argv, envp);
 	int saved = errno;
 	SDP_CORE_DO(sdp_core.fork_prepare(SDPSHIM_SPAWN));
@@ -75,7 +75,7 @@ SDP_HIDDEN void sdp_vfork_prepare(void);
 
 void sdp_vfork_prepare(void)
 {
-	if (sdp_passthrough() || !sdp_core_ready())
+	if (sdp_passthrough() || !sdp_core_ready() || !sdp_core_fork_needed())
 		return;
 	int saved = errno;
 	SDP_CORE_DO(sdp_core.fork_prepare(SDPSHIM_SPAWN));

@@ -196,6 +196,13 @@ struct sdpshim_host {
 	 * entry in it or its data differs (the core marks the table stale
 	 * instead). Absent in an older interposer. */
 	int (*epoll_update)(int epfd, int fd, uint32_t events, uint64_t data);
+	/* Whether a fork (and posix_spawn, vfork) needs fork_prepare: 1 while
+	 * the core holds an accelerated connection or a listener it must
+	 * change for a child; 0 lets a fork skip the call (a process forking a
+	 * child per connection entered the runtime at each). Until the core
+	 * calls it, every fork calls fork_prepare. Absent in an older
+	 * interposer: every fork does. */
+	void (*fork_work)(int need);
 };
 
 /* A snapshot of an emulated epoll set whose socket entries are all
@@ -331,7 +338,8 @@ struct sdpshim_eset {
  *     does for a child; bounded the same way), so both processes share the
  *     kernel socket as they would without the shim.
  * fork_prepare(kind)
- *     Before fork()/posix_spawn()/vfork(), in the parent. It may block
+ *     Before fork()/posix_spawn()/vfork(), in the parent, unless the core
+ *     said through host->fork_work that forks need nothing. It may block
  *     (bounded, a few seconds at worst) while it switches inherited
  *     connections to kernel TCP with their peers. Nothing is called in the
  *     parent after the fork: each call into the runtime there made the

@@ -293,6 +293,9 @@ SDP_HIDDEN void sdp_core_atfork_child(void);
  * copy exists (once per process; bounded wait when another thread makes
  * it). Failure is logged once; children then stay on kernel TCP. */
 SDP_HIDDEN void sdp_core_prepare_fork(void);
+/* Whether a fork, posix_spawn or vfork must call the core's fork_prepare
+ * (host->fork_work): 1 until the core said otherwise. */
+SDP_HIDDEN int sdp_core_fork_needed(void);
 /* dup2/dup3 onto a PROTECTED fd of the interposer's own (the core copies):
  * moves it to another number and returns 0; -1 when fd is not one. */
 SDP_HIDDEN int sdp_core_evict_own(int fd);

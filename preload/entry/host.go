@@ -30,6 +30,11 @@ static int host_epoll_update(struct sdpshim_host *h, int epfd, int fd, uint32_t 
 		return 0;
 	return h->epoll_update(epfd, fd, events, data);
 }
+static void host_fork_work(struct sdpshim_host *h, int need)
+{
+	if (h->size >= offsetof(struct sdpshim_host, fork_work) + sizeof h->fork_work && h->fork_work != NULL)
+		h->fork_work(need);
+}
 static int host_child_cores(struct sdpshim_host *h)
 {
 	if (h->size < offsetof(struct sdpshim_host, child_cores) + sizeof h->child_cores || h->child_cores == NULL)
@@ -117,6 +122,16 @@ func (c cHost) EpollPublish(epfd int, ents []shim.EsetEntry, toks []uint64, kick
 		C.free(unsafe.Pointer(old))
 	}
 	return t != nil
+}
+
+// ForkWork tells the interposer whether forks need the fork_prepare hook
+// (shim's forkWorkHost).
+func (c cHost) ForkWork(need bool) {
+	n := C.int(0)
+	if need {
+		n = 1
+	}
+	C.host_fork_work(c.h, n)
 }
 
 // EpollUpdate sets the events of fd's entry in epfd's fresh snapshot

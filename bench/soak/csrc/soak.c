@@ -56,6 +56,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -286,6 +288,24 @@ static void endconn(struct conn *c)
 	free(c);
 }
 
+/* queues reads c's socket's queues for a hang's description: the bytes a
+ * read would take now (FIONREAD) and those the peer has not read yet
+ * (SIOCOUTQ); -1 each when c's fd is closed or the call fails. Bytes
+ * waiting on a reader that sleeps point at a lost wakeup; none, at bytes
+ * that never arrived. */
+static void queues(struct conn *c, int *in, int *out)
+{
+	*in = *out = -1;
+	pthread_mutex_lock(&c->fdmu);
+	if (c->open) {
+		if (ioctl(c->fd, FIONREAD, in) != 0)
+			*in = -1;
+		if (ioctl(c->fd, SIOCOUTQ, out) != 0)
+			*out = -1;
+	}
+	pthread_mutex_unlock(&c->fdmu);
+}
+
 /* watch ends the connections that moved nothing for the stall limit
  * (hangs) and returns how many hung ones have not ended a stall limit
  * after. Called with mu held. */
@@ -306,8 +326,10 @@ static int watch(void)
 		atomic_store(&c->hung, 1);
 		c->hung_at = t;
 		atomic_fetch_add(&n_hang, 1);
-		hang(c, "no byte moved for %lld s (written %llu, read %llu): a hang, shut down", (long long)(stall_ns / 1000000000),
-		     (unsigned long long)c->written, (unsigned long long)c->read);
+		int in, out;
+		queues(c, &in, &out);
+		hang(c, "no byte moved for %lld s (written %llu, read %llu; readable now %d, unread by the peer %d): a hang, shut down",
+		     (long long)(stall_ns / 1000000000), (unsigned long long)c->written, (unsigned long long)c->read, in, out);
 		shut(c);
 	}
 	return stuck;

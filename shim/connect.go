@@ -94,10 +94,12 @@ func (p *Process) Connect(fd int, raw []byte) int64 {
 	if !p.cfg.Eligible(dst.Addr(), dst.Port()) {
 		return plain(rendezvous.ReasonExcluded, nil)
 	}
-	if p.cfg.ShortConn && p.short.plain(dst) {
-		return plain(rendezvous.ReasonShortLived, nil)
+	if p.cfg.ShortConn {
+		if p.short.plain(dst) {
+			return plain(rendezvous.ReasonShortLived, nil)
+		}
+		s.setup = connSetup{dst: dst, began: nowNS()} // judged at close
 	}
-	s.setup = connSetup{dst: dst, began: nowNS()}
 	node, err := p.rendezvousNode()
 	if err != nil {
 		return plain(rendezvous.ReasonOf(err), err)

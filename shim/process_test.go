@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"net/netip"
 	"os"
-	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 	"unsafe"
 
+	"github.com/sdpshim/sdpshim/shim/config"
 	"golang.org/x/sys/unix"
 )
 
@@ -173,7 +172,7 @@ func newProcess(t *testing.T, env ...string) (*Process, *fakeHost) {
 // make many short connections in one process and expect each to be
 // accelerated; the short-lived policy has tests of its own.
 func testEnv(env []string) []string {
-	if slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "SDPSHIM_SHORT_CONN=") }) {
+	if _, set := config.Getenv(env, "SDPSHIM_SHORT_CONN"); set {
 		return env
 	}
 	return append(env, "SDPSHIM_SHORT_CONN=0")

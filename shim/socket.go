@@ -84,7 +84,7 @@ type Socket struct {
 	earlySent  struct{ bytes, msgs uint64 } // +checklocks:mu; sends taken before the verdict, for the stats
 	group      bool                         // +checklocks:mu; registered as a group listener (deferred acceptance)
 	acc        *acceptedConn                // +checklocks:mu; adopted: the connection to resolve at first use
-	setup      connSetup                    // +checklocks:mu; a connector's setup, judged at close (shortconn.go)
+	setup      connSetup                    // +checklocks:mu; a connector's setup, judged at close (shortconn.go; SDPSHIM_SHORT_CONN only)
 }
 
 // connSetup is when a connector's connect() began and when the connection

@@ -11,13 +11,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sdpshim/sdpshim/shim/config"
 	"github.com/sdpshim/sdpshim/shim/stats"
 )
 
@@ -61,7 +61,7 @@ func (a artefacts) environ(t *testing.T, s side, rundir string) []string {
 		// included; the short-lived policy (shim/shortconn.go), which
 		// would keep some of a process's connections on kernel TCP, has
 		// tests of its own and is on only where a side asks for it.
-		if !slices.ContainsFunc(s.env, func(kv string) bool { return strings.HasPrefix(kv, "SDPSHIM_SHORT_CONN=") }) {
+		if _, set := config.Getenv(s.env, "SDPSHIM_SHORT_CONN"); !set {
 			env = append(env, "SDPSHIM_SHORT_CONN=0")
 		}
 	}

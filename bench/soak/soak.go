@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -134,7 +133,7 @@ func (h *harness) environ(shim bool, rd string) []string {
 	out := append([]string{}, h.base...)
 	if shim {
 		out = append(out, h.settings...)
-		if !slices.ContainsFunc(h.settings, func(kv string) bool { return strings.HasPrefix(kv, "SDPSHIM_SHORT_CONN=") }) {
+		if _, set := config.Getenv(h.settings, "SDPSHIM_SHORT_CONN"); !set {
 			// Every connection takes the accelerated path: the soak is
 			// of the transport, and the short-lived policy
 			// (shim/shortconn.go) keeps some on kernel TCP by design.

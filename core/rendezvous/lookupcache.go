@@ -28,14 +28,8 @@ import (
 // offer (its socket refuses), which forgets it and empties the cache.
 type lookupCache struct {
 	mu    sync.Mutex
-	stamp dirStamp                        // the directory the answers were read from
-	m     map[netip.AddrPort]cachedLookup // +checklocks:mu
-}
-
-// cachedLookup is one destination's answer: its entries (none: no
-// shimmed listener).
-type cachedLookup struct {
-	entries []Entry
+	stamp dirStamp                   // the directory the answers were read from
+	m     map[netip.AddrPort][]Entry // +checklocks:mu; a destination's entries (none: no shimmed listener)
 }
 
 // dirStamp identifies a state of the run directory.
@@ -75,8 +69,8 @@ func (c *lookupCache) get(stamp dirStamp, dst netip.AddrPort) ([]Entry, bool) {
 	if c.stamp != stamp {
 		return nil, false
 	}
-	l, ok := c.m[dst]
-	return slices.Clone(l.entries), ok
+	e, ok := c.m[dst]
+	return slices.Clone(e), ok
 }
 
 // put keeps entries as dst's answer, read from the directory between the
@@ -90,9 +84,9 @@ func (c *lookupCache) put(before, after dirStamp, began time.Time, dst netip.Add
 	defer c.mu.Unlock()
 	if c.stamp != before || len(c.m) >= maxCachedLookups {
 		c.stamp = before
-		c.m = map[netip.AddrPort]cachedLookup{}
+		c.m = map[netip.AddrPort][]Entry{}
 	}
-	c.m[dst] = cachedLookup{entries: entries}
+	c.m[dst] = entries
 }
 
 // clear forgets every answer.

@@ -154,7 +154,15 @@ func (s *Socket) settleLocked() settleResult {
 		return settleResult{fallback: true}
 	}
 	s.accelerateLocked(pc.end, st)
-	p.log.WithFields(logrus.Fields{"remote": pc.dst, "stream": st.ID()}).Debug("connected accelerated")
+	if p.log.IsLevelEnabled(logrus.DebugLevel) {
+		f := logrus.Fields{"remote": pc.dst, "stream": st.ID()}
+		if sa, err := unix.Getsockname(fd); err == nil {
+			if local, ok := addrPortOf(sa); ok {
+				f["local"] = local
+			}
+		}
+		p.log.WithFields(f).Debug("connected accelerated")
+	}
 	return settleResult{stream: st}
 }
 

@@ -253,15 +253,6 @@ func cameraVersus(w io.Writer, rec *results.Recorder, vals map[string][2][]float
 		if !ok1 || !ok2 || pods <= 0 || one <= 0 {
 			continue
 		}
-		// Above 1: across pods is worse by that factor.
-		worse := pods / one
-		if f.higher {
-			worse = one / pods
-		}
-		met := worse <= 1.1
-		fmt.Fprintf(w, "camera, sdpshim across pods against one namespace, %s: %.1f against %.1f (%.2fx worse), target within 10%%: %s\n",
-			f.label, pods, one, worse, map[bool]string{true: "met", false: "NOT met"}[met])
-		rec.Add(results.Figure{Name: "camera, sdpshim across pods over one namespace, " + f.label, Unit: "x worse",
-			Shim: results.One(worse), Target: &results.Target{Text: "<= 1.1 (within 10%)", Met: met}})
+		versus(w, rec, "camera, sdpshim across pods against one namespace, "+f.label, pods, one, f.higher)
 	}
 }

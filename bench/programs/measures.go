@@ -33,6 +33,8 @@ var measures = []measure{
 	{"memcached", []string{"memcached", "gcc"}, (*harness).memcached},
 	{"postgres", []string{"gcc"}, (*harness).postgres},
 	{"message costs", []string{"gcc", "perf"}, (*harness).msgCosts},
+	{"pods", podNeeds, (*harness).podsAcross},
+	{"pods one namespace", podNeeds, (*harness).podsOneNS},
 	{"camera pods", camNeeds, (*harness).cameraPods},
 	{"camera one namespace", camNeeds, (*harness).cameraOneNS},
 }
@@ -79,14 +81,24 @@ func (h *harness) sockperf(m mode) (map[string]float64, error) {
 		if err != nil {
 			return out, err
 		}
-		a, p := reAvg.FindStringSubmatch(res), reP99.FindStringSubmatch(res)
-		if a == nil || p == nil {
-			return out, fmt.Errorf("sockperf ping-pong -m %d: no latency in\n%s", size, tailOf(res))
+		avg, p99, err := sockperfLatency(res, size)
+		if err != nil {
+			return out, err
 		}
-		out[fmt.Sprintf("pp%d.avg", size)] = atof(a[1])
-		out[fmt.Sprintf("pp%d.p99", size)] = atof(p[1])
+		out[fmt.Sprintf("pp%d.avg", size)] = avg
+		out[fmt.Sprintf("pp%d.p99", size)] = p99
 	}
 	return carried(m, rd, out)
+}
+
+// sockperfLatency reads a ping-pong run's half round trip, average and
+// p99, in microseconds.
+func sockperfLatency(res string, size int) (avg, p99 float64, err error) {
+	a, p := reAvg.FindStringSubmatch(res), reP99.FindStringSubmatch(res)
+	if a == nil || p == nil {
+		return 0, 0, fmt.Errorf("sockperf ping-pong -m %d: no latency in\n%s", size, tailOf(res))
+	}
+	return atof(a[1]), atof(p[1]), nil
 }
 
 func (h *harness) iperf3(m mode) (map[string]float64, error) {
@@ -107,6 +119,15 @@ func (h *harness) iperf3(m mode) (map[string]float64, error) {
 	if err != nil {
 		return nil, err
 	}
+	gbps, err := iperfGbps(res)
+	if err != nil {
+		return nil, err
+	}
+	return carried(m, rd, map[string]float64{"iperf.gbps": gbps})
+}
+
+// iperfGbps reads the received throughput of an iperf3 -J run, Gbit/s.
+func iperfGbps(res string) (float64, error) {
 	var r struct {
 		Error string `json:"error"`
 		End   struct {
@@ -116,9 +137,9 @@ func (h *harness) iperf3(m mode) (map[string]float64, error) {
 		} `json:"end"`
 	}
 	if err := json.Unmarshal([]byte(res), &r); err != nil || r.Error != "" {
-		return nil, fmt.Errorf("iperf3: %v %s", err, r.Error)
+		return 0, fmt.Errorf("iperf3: %v %s", err, r.Error)
 	}
-	return carried(m, rd, map[string]float64{"iperf.gbps": r.End.Received.BPS / 1e9})
+	return r.End.Received.BPS / 1e9, nil
 }
 
 func (h *harness) redis(m mode) (map[string]float64, error) {
@@ -148,17 +169,27 @@ func (h *harness) redis(m mode) (map[string]float64, error) {
 			errs = append(errs, fmt.Sprintf("-c %d: %v", c, firstLine(err.Error())))
 			continue
 		}
-		for _, l := range strings.Split(res, "\n") {
-			f := strings.Split(l, ",")
-			if len(f) > 1 && (f[0] == `"SET"` || f[0] == `"GET"`) {
-				out[fmt.Sprintf("redis.c%d.%s", c, strings.Trim(f[0], `"`))] = atof(strings.Trim(f[1], `"`))
-			}
+		for t, rps := range redisRates(res) {
+			out[fmt.Sprintf("redis.c%d.%s", c, t)] = rps
 		}
 	}
 	if len(errs) > 0 {
 		return out, fmt.Errorf("redis-benchmark %s", strings.Join(errs, "; "))
 	}
 	return carried(m, rd, out)
+}
+
+// redisRates reads redis-benchmark --csv output: requests per second by
+// test name (SET, GET).
+func redisRates(res string) map[string]float64 {
+	out := map[string]float64{}
+	for _, l := range strings.Split(res, "\n") {
+		f := strings.Split(l, ",")
+		if len(f) > 1 && (f[0] == `"SET"` || f[0] == `"GET"`) {
+			out[strings.Trim(f[0], `"`)] = atof(strings.Trim(f[1], `"`))
+		}
+	}
+	return out
 }
 
 var (

@@ -134,6 +134,7 @@ func Run(cfg Config) error {
 	}
 	writeTable(cfg.Out, vals, repeats)
 	record(cfg.Rec, vals)
+	podVersus(cfg.Out, cfg.Rec, vals)
 	cameraVersus(cfg.Out, cfg.Rec, vals)
 	for _, n := range notes {
 		fmt.Fprintln(cfg.Out, "note:", n)

@@ -60,6 +60,7 @@ var rows = func() []row {
 		row{key: "start.core", label: "Go core mapped in a program without sockets", unit: "0/1", format: f0,
 			target: "0", absolute: true, judge: func(k, s float64) bool { return s == 0 }},
 	)
+	rs = append(rs, podRows()...)
 	rs = append(rs, cameraRows()...)
 	return append(rs, costRows()...)
 }()

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 const (
 	roleRegisterExit = "register-exit" // register RV_ADDR, say "ready", exit without cleanup
 	roleAcceptor     = "acceptor"      // a shimmed TCP server for two connections
+	roleFlood        = "flood"         // RV_FLOOD connections to RV_SOCK, held; says "refused N"
 )
 
 func runHelper(role string) int {
@@ -27,6 +29,8 @@ func runHelper(role string) int {
 		err = helperRegisterExit()
 	case roleAcceptor:
 		err = helperAcceptor()
+	case roleFlood:
+		err = helperFlood()
 	default:
 		err = fmt.Errorf("unknown role %q", role)
 	}
@@ -119,6 +123,41 @@ func helperAcceptor() error {
 		unix.Close(cfd)
 	}
 	return n.Unregister(addr)
+}
+
+// helperFlood opens RV_FLOOD connections to the rendezvous socket RV_SOCK
+// one after another and sends nothing on them, as a process flooding a
+// listener's rendezvous would. It prints "refused N", N the connections
+// refused at once (a refusal or a close instead of the wait for a
+// request), and holds the rest until it is killed.
+func helperFlood() error {
+	n, err := strconv.Atoi(os.Getenv("RV_FLOOD"))
+	if err != nil {
+		return err
+	}
+	var held []int // kept open until the process dies
+	refused := 0
+	for i := 0; i < n; i++ {
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		if err := unix.Connect(fd, &unix.SockaddrUnix{Name: os.Getenv("RV_SOCK")}); err != nil {
+			return err
+		}
+		// A refusal comes at once; a served connection says nothing
+		// until its ReadTimeout.
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		if k, _ := unix.Poll(pfd, 500); k > 0 {
+			refused++
+			unix.Close(fd)
+			continue
+		}
+		held = append(held, fd)
+	}
+	fmt.Printf("refused %d\n", refused)
+	time.Sleep(time.Hour)
+	return nil
 }
 
 // helperProc is a running helper process.

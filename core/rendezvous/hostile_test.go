@@ -111,6 +111,25 @@ func TestServerConnectionLimit(t *testing.T) {
 	}
 }
 
+// TestPeerShare checks that one process flooding a listener's rendezvous
+// socket holds no more than half its slots: its further connections are
+// refused at once, and another process's offer is still answered.
+func TestPeerShare(t *testing.T) {
+	checkNoLeak(t)
+	p := newPair(t, Config{MaxConns: 4, ReadTimeout: 20 * time.Second})
+	h := startHelper(t, roleFlood, "RV_SOCK="+p.entry.Socket, "RV_FLOOD=10")
+	if got := h.line(t); got != "refused 8" {
+		t.Fatalf("flooder: %q, want refused 8 (2 held: half of MaxConns 4)", got)
+	}
+	a := p.offer(t, p.tuple(40001), "after the flood")
+	if string(a.Payload.Data) != "re:after the flood" {
+		t.Fatalf("answer %q", a.Payload.Data)
+	}
+	if s := p.l.Stats(); s.PeerLimited != 8 || s.Overloaded != 0 {
+		t.Fatalf("PeerLimited %d, Overloaded %d; want 8, 0", s.PeerLimited, s.Overloaded)
+	}
+}
+
 // fakeListener serves one rendezvous connection: it reads the offer, then
 // lets respond write whatever it likes.
 func fakeListener(t *testing.T, respond func(fd int, req message)) string {

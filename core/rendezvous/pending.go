@@ -22,6 +22,7 @@ type pendingTable struct {
 	mu     sync.Mutex
 	closed bool
 	m      map[Tuple]*pendingEntry
+	peers  peerCounts // entries of m per connector process (peers.go)
 	// Pulls (pull.go): tuples this process is pulling, whose offers it
 	// takes without a listener; and tuples whose pull ended, whose offers
 	// it refuses until the time noted (the connector then falls back).
@@ -73,10 +74,7 @@ func (p *pendingTable) unexpect(key Tuple) {
 	if len(p.gone) < p.n.cfg.MaxPending {
 		p.gone[key] = now.Add(p.n.cfg.PendingTimeout)
 	}
-	e := p.m[key]
-	if e != nil {
-		delete(p.m, key)
-	}
+	e := p.unfileLocked(key)
 	p.mu.Unlock()
 	if e != nil {
 		p.finish(e, DropAborted)
@@ -96,13 +94,21 @@ func (p *pendingTable) admit(key Tuple) (expected, gone bool) {
 }
 
 // insert files e under key and arms its expiry. It returns the entry it
-// replaced, and false when the table is closed or full.
+// replaced, and false when the table is closed or full, or e's connector
+// holds its share of it (peers.go).
 func (p *pendingTable) insert(key Tuple, e *pendingEntry) (old *pendingEntry, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	old = p.m[key]
 	if p.closed || (old == nil && len(p.m) >= p.n.cfg.MaxPending) {
 		return nil, false
+	}
+	if !p.peers.add(peerOf(&e.match.Request.Cred), peerShare(p.n.cfg.MaxPending)) {
+		p.n.stats.peerLimited.Add(1)
+		return nil, false
+	}
+	if old != nil {
+		p.unfileLocked(key)
 	}
 	e.key = key
 	p.m[key] = e
@@ -121,16 +127,23 @@ func (p *pendingTable) take(key Tuple, e *pendingEntry) bool {
 	if p.m[key] != e {
 		return false
 	}
-	delete(p.m, key)
+	p.unfileLocked(key)
 	return true
 }
 
 func (p *pendingTable) takeKey(key Tuple) *pendingEntry {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.unfileLocked(key)
+}
+
+// unfileLocked removes and returns the entry filed under key (nil:
+// none). p.mu held.
+func (p *pendingTable) unfileLocked(key Tuple) *pendingEntry {
 	e := p.m[key]
 	if e != nil {
 		delete(p.m, key)
+		p.peers.remove(peerOf(&e.match.Request.Cred))
 	}
 	return e
 }
@@ -175,6 +188,7 @@ func (p *pendingTable) closeAll() {
 	p.closed = true
 	all := p.m
 	p.m = map[Tuple]*pendingEntry{}
+	p.peers = peerCounts{}
 	p.mu.Unlock()
 	for _, e := range all {
 		p.finish(e, DropClosed)

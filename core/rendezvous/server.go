@@ -16,14 +16,16 @@ import (
 )
 
 // server is a Node's rendezvous socket and the goroutines serving it: one
-// accept loop, and one goroutine per connection (at most MaxConns), each
-// bounded by ReadTimeout plus the Handler's time.
+// accept loop, and one goroutine per connection (at most MaxConns, and at
+// most half of them from one peer process: peerShare), each bounded by
+// ReadTimeout plus the Handler's time.
 type server struct {
 	n       *Node
 	fd      int // listening socket, blocking
 	path    string
 	closing atomic.Bool
 	active  atomic.Int32 // connections being served
+	peers   peerCounts   // the same, per peer process
 	loop    sync.WaitGroup
 	conns   sync.WaitGroup
 }
@@ -112,10 +114,24 @@ func (s *server) acceptLoop() {
 			continue
 		}
 		s.n.stats.conns.Add(1)
+		cred, err := peerCred(fd)
+		if err != nil {
+			unix.Close(fd)
+			continue
+		}
 		if int(s.active.Add(1)) > s.n.cfg.MaxConns {
 			s.active.Add(-1)
 			s.n.stats.overloaded.Add(1)
 			unix.Close(fd)
+			continue
+		}
+		peer := peerOf(cred)
+		if !s.peers.add(peer, peerShare(s.n.cfg.MaxConns)) {
+			// One process holds its share already: it is refused, and
+			// every other process still gets in.
+			s.active.Add(-1)
+			s.n.stats.peerLimited.Add(1)
+			s.refuse(fd, ReasonRefused, errPeerShare.Error())
 			continue
 		}
 		s.conns.Add(1)
@@ -123,10 +139,10 @@ func (s *server) acceptLoop() {
 			// The whole request is there already (the usual case: the
 			// connector sends it right after its connect): served on
 			// this goroutine, without the hand-off to a new one.
-			s.serve(fd)
+			s.serve(fd, cred, peer)
 			continue
 		}
-		go s.serve(fd)
+		go s.serve(fd, cred, peer)
 	}
 }
 
@@ -145,19 +161,15 @@ func frameQueued(fd int) bool {
 	return want <= len(b) && n >= want && kind(b[4+5]) == kindOffer
 }
 
-// serve handles one rendezvous connection: credentials, one request, the
-// Handler, the answer. On success the fd passes to the pending entry,
-// which closes it; otherwise it is closed here.
-func (s *server) serve(fd int) {
+// serve handles one rendezvous connection from cred (peer is its key):
+// one request, the Handler, the answer. On success the fd passes to the
+// pending entry, which closes it; otherwise it is closed here.
+func (s *server) serve(fd int, cred *unix.Ucred, peer peerKey) {
 	defer s.conns.Done()
 	defer s.active.Add(-1)
+	defer s.peers.remove(peer)
 	n := s.n
 	deadline := time.Now().Add(n.cfg.ReadTimeout)
-	cred, err := peerCred(fd)
-	if err != nil {
-		unix.Close(fd)
-		return
-	}
 	if !n.allowed(cred.Uid) {
 		n.stats.uidRejected.Add(1)
 		s.refuse(fd, ReasonRefused, ErrUIDNotAllowed.Error())

@@ -15,6 +15,7 @@ type Stats struct {
 	// Listener side.
 	Conns         uint64 // rendezvous connections accepted
 	Overloaded    uint64 // closed at once: too many connections
+	PeerLimited   uint64 // connections and offers refused: their process held its share (peers.go)
 	UIDRejected   uint64 // SO_PEERCRED uid not allowed
 	BadRequests   uint64 // malformed requests (garbage, sizes, fds)
 	ReadTimeouts  uint64 // request not complete before the deadline
@@ -44,6 +45,7 @@ type counters struct {
 	offers, offersAnswered                         atomic.Uint64
 	fallbacks                                      [numReasons]atomic.Uint64
 	conns, overloaded, uidRejected, badRequests    atomic.Uint64
+	peerLimited                                    atomic.Uint64
 	readTimeouts, refused, answered, handlerPanics atomic.Uint64
 	claims, claimMisses                            atomic.Uint64
 	drops                                          [DropClosed + 1]atomic.Uint64
@@ -65,6 +67,7 @@ func (c *counters) snapshot() Stats {
 		OffersAnswered: c.offersAnswered.Load(),
 		Conns:          c.conns.Load(),
 		Overloaded:     c.overloaded.Load(),
+		PeerLimited:    c.peerLimited.Load(),
 		UIDRejected:    c.uidRejected.Load(),
 		BadRequests:    c.badRequests.Load(),
 		ReadTimeouts:   c.readTimeouts.Load(),

@@ -153,6 +153,7 @@ static void plan_of(uint64_t seed, struct plan *p)
 
 struct conn {
 	int fd, side; /* side 0: the client, 1: the server; it writes direction side */
+	int lport, pport; /* its ports, this end's and the peer's */
 	uint64_t seed;
 	struct plan plan;
 	uint64_t written, read; /* stream offsets: the writer's, the reader's */
@@ -185,8 +186,8 @@ static void say(struct conn *c, const char *fmt, va_list ap)
 	if (c->plan.rounds == 0) /* a server's connection before its header */
 		fprintf(stderr, "soak %s: connection: %s\n", who, msg);
 	else
-		fprintf(stderr, "soak %s: connection %016llx (%c, %d rounds, %llu B out, %llu B in): %s\n", who,
-			(unsigned long long)c->seed, c->plan.pattern, c->plan.rounds,
+		fprintf(stderr, "soak %s: connection %016llx (port %d to %d; %c, %d rounds, %llu B out, %llu B in): %s\n",
+			who, (unsigned long long)c->seed, c->lport, c->pport, c->plan.pattern, c->plan.rounds,
 			(unsigned long long)c->plan.total[c->side], (unsigned long long)c->plan.total[!c->side], msg);
 }
 
@@ -239,6 +240,13 @@ static struct conn *newconn(int side, int fd, uint64_t seed)
 	if (!c)
 		die("calloc");
 	c->side = side, c->fd = fd, c->open = 1, c->seed = seed;
+	struct sockaddr_in a;
+	socklen_t al = sizeof a;
+	if (getsockname(fd, (struct sockaddr *)&a, &al) == 0)
+		c->lport = ntohs(a.sin_port);
+	al = sizeof a;
+	if (getpeername(fd, (struct sockaddr *)&a, &al) == 0)
+		c->pport = ntohs(a.sin_port);
 	pthread_mutex_init(&c->fdmu, NULL);
 	c->wrng = seed ^ 0x5772697465ULL ^ (uint64_t)side << 40;
 	c->rrng = seed ^ 0x52656164ULL ^ (uint64_t)side << 40;

@@ -1,0 +1,214 @@
+package programs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sdpshim/sdpshim/bench/results"
+	"github.com/sdpshim/sdpshim/internal/podns"
+)
+
+// Issue 14's latency and throughput across pods: sockperf ping-pong
+// 64 B, iperf3 with 64 KiB writes and redis-benchmark -c 1 GET, the
+// server in one pod and its client in another pod reaching it through
+// the server pod's address, against the same client in the server's
+// pod over 127.0.0.1. The pods are made as the camera's are
+// (internal/podns): own network, pid and mount namespaces, server and
+// client as different uids that trust each other, the run directory
+// shared by a group. Only where the client runs differs between the two,
+// so their ratio is what crossing pods costs.
+
+// podPort is where each server listens in its pod.
+const podPort = 7100
+
+var podNeeds = []string{"ip", "unshare", "setpriv", "mount", "sockperf", "iperf3", "redis-server", "redis-benchmark"}
+
+func (h *harness) podsAcross(m mode) (map[string]float64, error) { return h.podPrograms(m, "pods.", true) }
+func (h *harness) podsOneNS(m mode) (map[string]float64, error)  { return h.podPrograms(m, "podns.", false) }
+
+// podPrograms runs the three programs once in mode m, the client across
+// pods or in the server's pod, and returns their figures under keys
+// prefix+name.
+func (h *harness) podPrograms(m mode, prefix string, across bool) (map[string]float64, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("needs root (network, pid and mount namespaces)")
+	}
+	podns.RemoveStale("sdpq")
+	c, err := podns.New(fmt.Sprintf("sdpq%d-", os.Getpid()), h.env.lib, camGID)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	srv, err := c.AddPod("srv")
+	if err != nil {
+		return nil, err
+	}
+	cli, dst := srv, "127.0.0.1"
+	if across {
+		if cli, err = c.AddPod("cli"); err != nil {
+			return nil, err
+		}
+		dst = srv.Addr.String()
+	}
+	scratch := filepath.Join(c.Base, "scratch")
+	if err := os.Mkdir(scratch, 0o777); err != nil {
+		return nil, err
+	}
+	os.Chmod(scratch, 0o777|os.ModeSticky)
+	p := podPair{h: h, m: m, srv: srv, cli: cli, scratch: scratch}
+	port, secs := fmt.Sprint(podPort), fmt.Sprint(h.seconds())
+	out := map[string]float64{}
+
+	res, err := p.run("sockperf", []string{"sockperf", "server", "--tcp", "-i", "0.0.0.0", "-p", port},
+		"sockperf", "ping-pong", "--tcp", "-i", dst, "-p", port, "-t", secs, "-m", "64", "--mps", sockperfMPS)
+	if err != nil {
+		return out, err
+	}
+	if out["pp64.avg"], out["pp64.p99"], err = sockperfLatency(res, 64); err != nil {
+		return nil, err
+	}
+	res, err = p.run("iperf3", []string{"iperf3", "-s", "-p", port},
+		"iperf3", "-c", dst, "-p", port, "-t", secs, "-l", "64K", "-J")
+	if err != nil {
+		return out, err
+	}
+	if out["iperf.gbps"], err = iperfGbps(res); err != nil {
+		return nil, err
+	}
+	n := map[bool]string{false: "25000", true: "5000"}[h.quick]
+	res, err = p.run("redis", []string{"redis-server", "--port", port, "--bind", "0.0.0.0", "--save", "", "--appendonly", "no",
+		"--dir", scratch, "--protected-mode", "no"},
+		"redis-benchmark", "-h", dst, "-p", port, "-c", "1", "-n", n, "-t", "get", "--csv")
+	if err != nil {
+		return out, err
+	}
+	get, ok := redisRates(res)["GET"]
+	if !ok {
+		return nil, fmt.Errorf("redis-benchmark: no GET rate in\n%s", tailOf(res))
+	}
+	out["redis.c1.GET"] = get
+
+	keyed := map[string]float64{}
+	for k, v := range out {
+		keyed[prefix+k] = v
+	}
+	return keyed, nil
+}
+
+// podPair runs one server and its client in their pods.
+type podPair struct {
+	h        *harness
+	m        mode
+	srv, cli podns.Pod
+	scratch  string
+}
+
+func (p podPair) proc(uid int, log string) podns.Proc {
+	return podns.Proc{UID: uid, Groups: []int{camGID}, Shim: p.m == shimmed, Log: log,
+		Env: []string{fmt.Sprintf("SDPSHIM_ALLOW_UIDS=%d,%d", camUID, anaUID)}}
+}
+
+// run starts server in the server's pod, waits for its listener, runs
+// the client to its end and returns the client's output. Shimmed, the
+// client's log must show its connections accelerated and none fallen
+// back.
+func (p podPair) run(name string, server []string, client ...string) (string, error) {
+	s := p.srv.Command(p.proc(anaUID, ""), server[0], server[1:]...)
+	var serr bytes.Buffer
+	s.Stdout, s.Stderr = io.Discard, &serr
+	if err := s.Start(); err != nil {
+		return "", err
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Wait() }()
+	defer func() {
+		s.Process.Kill()
+		<-done
+	}()
+	if err := waitListenIn(s.Process.Pid, podPort, done); err != nil {
+		return "", fmt.Errorf("%s server: %v: %s", name, err, tailOf(serr.String()))
+	}
+	log := ""
+	if p.m == shimmed {
+		log = filepath.Join(p.scratch, name+".log")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.h.limit())
+	defer cancel()
+	cl := p.cli.Command(p.proc(camUID, log), client[0], client[1:]...)
+	var cout bytes.Buffer
+	cl.Stdout, cl.Stderr = &cout, &cout
+	if err := cl.Start(); err != nil {
+		return "", err
+	}
+	stop := context.AfterFunc(ctx, func() { cl.Process.Kill() })
+	err := cl.Wait()
+	stop()
+	if err != nil {
+		return "", fmt.Errorf("%s: %v\n%s", strings.Join(client, " "), err, tailOf(cout.String()))
+	}
+	if _, err := carriedLog(p.m, log, nil); err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	return cout.String(), nil
+}
+
+// podVersus prints and records issue 14's target for the three
+// programs: sdpshim across pods within 10% of sdpshim with the client in
+// the server's pod (medians of the repeats).
+func podVersus(w io.Writer, rec *results.Recorder, vals map[string][2][]float64) {
+	for _, f := range podFigures {
+		across, ok1 := median(vals["pods."+f.key][shimmed])
+		one, ok2 := median(vals["podns."+f.key][shimmed])
+		if !ok1 || !ok2 || across <= 0 || one <= 0 {
+			continue
+		}
+		versus(w, rec, "pods, sdpshim across pods against one namespace, "+f.label, across, one, f.higher)
+	}
+}
+
+// versus prints and records how much worse across is than one (above
+// 1: worse by that factor) against the 10% target.
+func versus(w io.Writer, rec *results.Recorder, label string, across, one float64, higher bool) {
+	worse := across / one
+	if higher {
+		worse = one / across
+	}
+	met := worse <= 1.1
+	fmt.Fprintf(w, "%s: %.2f against %.2f (%.2fx worse), target within 10%%: %s\n",
+		label, across, one, worse, map[bool]string{true: "met", false: "NOT met"}[met])
+	rec.Add(results.Figure{Name: label, Unit: "x worse",
+		Shim: results.One(worse), Target: &results.Target{Text: "<= 1.1 (within 10%)", Met: met}})
+}
+
+// podFigures are the figures podPrograms takes, as rows and in podVersus.
+var podFigures = []struct {
+	key, label, unit string
+	higher           bool
+	format           func(float64) string
+}{
+	{"pp64.avg", "sockperf ping-pong 64 B half-RTT avg", "us", false, f2},
+	{"pp64.p99", "sockperf ping-pong 64 B half-RTT p99", "us", false, f2},
+	{"iperf.gbps", "iperf3 throughput, 64 KiB writes", "Gbit/s", true, f2},
+	{"redis.c1.GET", "redis-benchmark -c 1 GET", "req/s", true, f0},
+}
+
+// podRows are the table's rows for podPrograms' figures.
+func podRows() []row {
+	var rs []row
+	for _, w := range []struct{ key, label string }{{"pods.", "across pods"}, {"podns.", "in the server's pod"}} {
+		for _, f := range podFigures {
+			r := row{key: w.key + f.key, label: f.label + ", " + w.label, unit: f.unit, higher: f.higher, format: f.format}
+			if w.key == "pods." && f.key == "redis.c1.GET" {
+				r.target, r.judge = ">= 3x", atLeast(3)
+			}
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}

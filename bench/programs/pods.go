@@ -29,8 +29,12 @@ const podPort = 7100
 
 var podNeeds = []string{"ip", "unshare", "setpriv", "mount", "sockperf", "iperf3", "redis-server", "redis-benchmark"}
 
-func (h *harness) podsAcross(m mode) (map[string]float64, error) { return h.podPrograms(m, "pods.", true) }
-func (h *harness) podsOneNS(m mode) (map[string]float64, error)  { return h.podPrograms(m, "podns.", false) }
+func (h *harness) podsAcross(m mode) (map[string]float64, error) {
+	return h.podPrograms(m, "pods.", true)
+}
+func (h *harness) podsOneNS(m mode) (map[string]float64, error) {
+	return h.podPrograms(m, "podns.", false)
+}
 
 // podPrograms runs the three programs once in mode m, the client across
 // pods or in the server's pod, and returns their figures under keys

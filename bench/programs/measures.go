@@ -33,8 +33,7 @@ var measures = []measure{
 	{"memcached", []string{"memcached", "gcc"}, (*harness).memcached},
 	{"postgres", []string{"gcc"}, (*harness).postgres},
 	{"message costs", []string{"gcc", "perf"}, (*harness).msgCosts},
-	{"pods", podNeeds, (*harness).podsAcross},
-	{"pods one namespace", podNeeds, (*harness).podsOneNS},
+	{"pods", podNeeds, (*harness).pods},
 	{"camera pods", camNeeds, (*harness).cameraPods},
 	{"camera one namespace", camNeeds, (*harness).cameraOneNS},
 }

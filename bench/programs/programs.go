@@ -47,6 +47,7 @@ type harness struct {
 	pgDir   string
 	pgData  string
 	pgReady bool
+	podTurn int // pods: which placement goes first
 }
 
 func (h *harness) seconds() int {

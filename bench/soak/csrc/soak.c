@@ -153,7 +153,7 @@ static void plan_of(uint64_t seed, struct plan *p)
 
 struct conn {
 	int fd, side; /* side 0: the client, 1: the server; it writes direction side */
-	int lport, pport; /* its ports, this end's and the peer's */
+	int lport, pport; /* its ports, this end's and the peer's (read for a problem's description) */
 	uint64_t seed;
 	struct plan plan;
 	uint64_t written, read; /* stream offsets: the writer's, the reader's */
@@ -177,17 +177,34 @@ static struct conn watched = {.prev = &watched, .next = &watched};
 static int active; /* under mu: a client's connections running, less those given up */
 static atomic_ullong n_conns, n_completed, n_mismatch, n_hang, n_error, n_stuck, n_said, bytes_out, bytes_in;
 
+/* ports notes c's ports (its fd open and connected). */
+static void ports(struct conn *c)
+{
+	struct sockaddr_in a;
+	socklen_t al = sizeof a;
+	if (getsockname(c->fd, (struct sockaddr *)&a, &al) == 0)
+		c->lport = ntohs(a.sin_port);
+	al = sizeof a;
+	if (getpeername(c->fd, (struct sockaddr *)&a, &al) == 0)
+		c->pport = ntohs(a.sin_port);
+}
+
 static void say(struct conn *c, const char *fmt, va_list ap)
 {
 	if (atomic_fetch_add(&n_said, 1) >= MAXSAID)
 		return;
-	char msg[256];
+	if (c->lport == 0 && c->open)
+		ports(c);
+	char msg[256], stamp[32];
 	vsnprintf(msg, sizeof msg, fmt, ap);
+	time_t t = time(NULL);
+	struct tm tm;
+	strftime(stamp, sizeof stamp, "%H:%M:%S", gmtime_r(&t, &tm));
 	if (c->plan.rounds == 0) /* a server's connection before its header */
 		fprintf(stderr, "soak %s: connection: %s\n", who, msg);
 	else
-		fprintf(stderr, "soak %s: connection %016llx (port %d to %d; %c, %d rounds, %llu B out, %llu B in): %s\n",
-			who, (unsigned long long)c->seed, c->lport, c->pport, c->plan.pattern, c->plan.rounds,
+		fprintf(stderr, "soak %s: %s connection %016llx (port %d to %d; %c, %d rounds, %llu B out, %llu B in): %s\n",
+			who, stamp, (unsigned long long)c->seed, c->lport, c->pport, c->plan.pattern, c->plan.rounds,
 			(unsigned long long)c->plan.total[c->side], (unsigned long long)c->plan.total[!c->side], msg);
 }
 
@@ -240,13 +257,6 @@ static struct conn *newconn(int side, int fd, uint64_t seed)
 	if (!c)
 		die("calloc");
 	c->side = side, c->fd = fd, c->open = 1, c->seed = seed;
-	struct sockaddr_in a;
-	socklen_t al = sizeof a;
-	if (getsockname(fd, (struct sockaddr *)&a, &al) == 0)
-		c->lport = ntohs(a.sin_port);
-	al = sizeof a;
-	if (getpeername(fd, (struct sockaddr *)&a, &al) == 0)
-		c->pport = ntohs(a.sin_port);
 	pthread_mutex_init(&c->fdmu, NULL);
 	c->wrng = seed ^ 0x5772697465ULL ^ (uint64_t)side << 40;
 	c->rrng = seed ^ 0x52656164ULL ^ (uint64_t)side << 40;

@@ -58,6 +58,7 @@
 #include <string.h>
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -162,6 +163,7 @@ struct conn {
 	size_t wlen;
 	_Atomic int64_t progress; /* when a byte last moved (ns) */
 	int64_t hung_at;          /* under mu */
+	atomic_int tid;           /* the thread that runs the conversation */
 	atomic_int hung, failed;
 	pthread_mutex_t fdmu; /* open: the fd is still this connection's */
 	int open;
@@ -195,7 +197,7 @@ static void say(struct conn *c, const char *fmt, va_list ap)
 		return;
 	if (c->lport == 0 && c->open)
 		ports(c);
-	char msg[256], stamp[32];
+	char msg[512], stamp[32];
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	time_t t = time(NULL);
 	struct tm tm;
@@ -324,6 +326,42 @@ static void queues(struct conn *c, int *in, int *out)
 	pthread_mutex_unlock(&c->fdmu);
 }
 
+/* where describes what thread tid waits in (a hang's description): its
+ * system call and first argument (/proc/self/task/TID/syscall) and, when
+ * that is an address, the mapping it lies in and the offset: a futex word
+ * in a shared area, or a descriptor polled. */
+static void where(int tid, char *out, size_t n)
+{
+	char path[64], line[256] = "";
+	snprintf(path, sizeof path, "/proc/self/task/%d/syscall", tid);
+	FILE *f = fopen(path, "r");
+	if (f == NULL || fgets(line, sizeof line, f) == NULL) {
+		snprintf(out, n, "thread %d: no system call known", tid);
+		if (f)
+			fclose(f);
+		return;
+	}
+	fclose(f);
+	long nr = -1;
+	unsigned long a0 = 0;
+	if (sscanf(line, "%ld %lx", &nr, &a0) < 2) {
+		snprintf(out, n, "thread %d: %.*s", tid, (int)strcspn(line, "\n"), line);
+		return;
+	}
+	snprintf(out, n, "thread %d in system call %ld, first argument %#lx", tid, nr, a0);
+	if ((f = fopen("/proc/self/maps", "r")) == NULL)
+		return;
+	while (fgets(line, sizeof line, f)) {
+		unsigned long lo, hi;
+		if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && a0 >= lo && a0 < hi) {
+			size_t k = strlen(out);
+			snprintf(out + k, n - k, " (offset %#lx in the mapping %.*s)", a0 - lo, (int)strcspn(line, "\n"), line);
+			break;
+		}
+	}
+	fclose(f);
+}
+
 /* watch ends the connections that moved nothing for the stall limit
  * (hangs) and returns how many hung ones have not ended a stall limit
  * after. Called with mu held. */
@@ -346,8 +384,10 @@ static int watch(void)
 		atomic_fetch_add(&n_hang, 1);
 		int in, out;
 		queues(c, &in, &out);
-		hang(c, "no byte moved for %lld s (written %llu, read %llu; readable now %d, unread by the peer %d): a hang, shut down",
-		     (long long)(stall_ns / 1000000000), (unsigned long long)c->written, (unsigned long long)c->read, in, out);
+		char at[400];
+		where(atomic_load(&c->tid), at, sizeof at);
+		hang(c, "no byte moved for %lld s (written %llu, read %llu; readable now %d, unread by the peer %d; %s): a hang, shut down",
+		     (long long)(stall_ns / 1000000000), (unsigned long long)c->written, (unsigned long long)c->read, in, out, at);
 		shut(c);
 	}
 	return stuck;
@@ -590,6 +630,7 @@ static void converse(struct conn *c)
 static void *serve(void *arg)
 {
 	struct conn *c = arg;
+	atomic_store(&c->tid, (int)syscall(SYS_gettid));
 	if (header(c) == 0) {
 		planned(c);
 		converse(c);
@@ -672,6 +713,7 @@ static int port;
 static void *run(void *arg)
 {
 	struct conn *c = arg;
+	atomic_store(&c->tid, (int)syscall(SYS_gettid));
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	if (connect(c->fd, (struct sockaddr *)&a, sizeof a))
 		problem(c, ERROR, "connect: %s", strerror(errno));

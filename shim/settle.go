@@ -156,10 +156,8 @@ func (s *Socket) settleLocked() settleResult {
 	s.accelerateLocked(pc.end, st)
 	if p.log.IsLevelEnabled(logrus.DebugLevel) {
 		f := logrus.Fields{"remote": pc.dst, "stream": st.ID()}
-		if sa, err := unix.Getsockname(fd); err == nil {
-			if local, ok := addrPortOf(sa); ok {
-				f["local"] = local
-			}
+		if local, err := sockName(fd); err == nil {
+			f["local"] = local
 		}
 		p.log.WithFields(f).Debug("connected accelerated")
 	}

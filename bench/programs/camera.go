@@ -2,7 +2,6 @@ package programs
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -56,16 +55,12 @@ func (h *harness) cameraOneNS(m mode) (map[string]float64, error) {
 // camera runs the scenario once in mode m, across pods or in one pod's
 // namespace, and returns its figures under keys prefix+name.
 func (h *harness) camera(m mode, prefix string, pods bool) (map[string]float64, error) {
-	if os.Geteuid() != 0 {
-		return nil, errors.New("needs root (network, pid and mount namespaces)")
-	}
 	bin, err := h.cprog("camera", "-pthread")
 	if err != nil {
 		return nil, err
 	}
 	os.Chmod(h.env.tmp, 0o755) // the pods' uids run bin
-	podns.RemoveStale("sdpb")
-	c, err := podns.New(fmt.Sprintf("sdpb%d-", os.Getpid()), h.env.lib, camGID)
+	c, logs, err := h.podCluster("sdpb", "logs")
 	if err != nil {
 		return nil, err
 	}
@@ -84,11 +79,6 @@ func (h *harness) camera(m mode, prefix string, pods bool) (map[string]float64, 
 			dst = ana.Addr.String()
 		}
 	}
-	logs := filepath.Join(c.Base, "logs")
-	if err := os.Mkdir(logs, 0o777); err != nil {
-		return nil, err
-	}
-	os.Chmod(logs, 0o777|os.ModeSticky)
 
 	secs := h.seconds() + 2
 	frames := secs * camFPS

@@ -57,11 +57,7 @@ func (h *harness) pods(m mode) (map[string]float64, error) {
 // pods or in the server's pod, and returns their figures under keys
 // prefix+name.
 func (h *harness) podPrograms(m mode, prefix string, across bool) (map[string]float64, error) {
-	if os.Geteuid() != 0 {
-		return nil, errors.New("needs root (network, pid and mount namespaces)")
-	}
-	podns.RemoveStale("sdpq")
-	c, err := podns.New(fmt.Sprintf("sdpq%d-", os.Getpid()), h.env.lib, camGID)
+	c, scratch, err := h.podCluster("sdpq", "scratch")
 	if err != nil {
 		return nil, err
 	}
@@ -77,11 +73,6 @@ func (h *harness) podPrograms(m mode, prefix string, across bool) (map[string]fl
 		}
 		dst = srv.Addr.String()
 	}
-	scratch := filepath.Join(c.Base, "scratch")
-	if err := os.Mkdir(scratch, 0o777); err != nil {
-		return nil, err
-	}
-	os.Chmod(scratch, 0o777|os.ModeSticky)
 	p := podPair{h: h, m: m, srv: srv, cli: cli, scratch: scratch}
 	port, secs := fmt.Sprint(podPort), fmt.Sprint(h.seconds())
 	out := map[string]float64{}
@@ -115,6 +106,28 @@ func (h *harness) podPrograms(m mode, prefix string, across bool) (map[string]fl
 	}
 	out[prefix+"redis.c1.GET"] = get
 	return out, nil
+}
+
+// podCluster makes a cluster of pods as the pod tests do (its namespaces
+// named from tag, stale ones of an earlier run removed), with dir, a
+// directory in it every pod's uid may write (logs, data). The caller
+// closes the cluster.
+func (h *harness) podCluster(tag, dir string) (*podns.Cluster, string, error) {
+	if os.Geteuid() != 0 {
+		return nil, "", errors.New("needs root (network, pid and mount namespaces)")
+	}
+	podns.RemoveStale(tag)
+	c, err := podns.New(fmt.Sprintf("%s%d-", tag, os.Getpid()), h.env.lib, camGID)
+	if err != nil {
+		return nil, "", err
+	}
+	shared := filepath.Join(c.Base, dir)
+	if err := os.Mkdir(shared, 0o777); err != nil {
+		c.Close()
+		return nil, "", err
+	}
+	os.Chmod(shared, 0o777|os.ModeSticky) // past the umask
+	return c, shared, nil
 }
 
 // podPair runs one server and its client in their pods.

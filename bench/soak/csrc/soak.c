@@ -179,23 +179,25 @@ static struct conn watched = {.prev = &watched, .next = &watched};
 static int active; /* under mu: a client's connections running, less those given up */
 static atomic_ullong n_conns, n_completed, n_mismatch, n_hang, n_error, n_stuck, n_said, bytes_out, bytes_in;
 
-/* ports notes c's ports (its fd open and connected). */
+/* ports notes c's ports while its fd is still its own (fdmu, as queues). */
 static void ports(struct conn *c)
 {
 	struct sockaddr_in a;
 	socklen_t al = sizeof a;
-	if (getsockname(c->fd, (struct sockaddr *)&a, &al) == 0)
+	pthread_mutex_lock(&c->fdmu);
+	if (c->open && getsockname(c->fd, (struct sockaddr *)&a, &al) == 0)
 		c->lport = ntohs(a.sin_port);
 	al = sizeof a;
-	if (getpeername(c->fd, (struct sockaddr *)&a, &al) == 0)
+	if (c->open && getpeername(c->fd, (struct sockaddr *)&a, &al) == 0)
 		c->pport = ntohs(a.sin_port);
+	pthread_mutex_unlock(&c->fdmu);
 }
 
 static void say(struct conn *c, const char *fmt, va_list ap)
 {
 	if (atomic_fetch_add(&n_said, 1) >= MAXSAID)
 		return;
-	if (c->lport == 0 && c->open)
+	if (c->lport == 0)
 		ports(c);
 	char msg[512], stamp[32];
 	vsnprintf(msg, sizeof msg, fmt, ap);

@@ -22,13 +22,13 @@ func (p *Process) Ioctl(fd int, req uint) (val int, res int64) {
 	if s == nil {
 		return 0, Pass
 	}
-	st := s.stream.Load()
+	st, state := s.streamNow()
 	switch req {
 	case unix.SIOCINQ:
 		if st != nil {
 			return st.Buffered(), 0
 		}
-		if s.getState() == sockConnecting {
+		if state == sockConnecting {
 			return 0, 0
 		}
 	case unix.SIOCOUTQ, unix.SIOCOUTQNSD:
@@ -38,7 +38,7 @@ func (p *Process) Ioctl(fd int, req uint) (val int, res int64) {
 		if st != nil {
 			return st.Unsent(), 0
 		}
-		if s.getState() == sockConnecting {
+		if state == sockConnecting {
 			return 0, 0
 		}
 	}
@@ -163,8 +163,8 @@ func (p *Process) Shutdown(fd, how int) int64 {
 	if how != unix.SHUT_RD && how != unix.SHUT_WR && how != unix.SHUT_RDWR {
 		return Pass // the kernel's EINVAL
 	}
-	st := s.stream.Load()
-	if st == nil && s.getState() == sockConnecting {
+	st, state := s.streamNow()
+	if st == nil && state == sockConnecting {
 		s.mu.Lock()
 		r := s.settleLocked()
 		if r.stream == nil && !r.fallback {

@@ -49,9 +49,9 @@ func (s *Socket) pollEventsAt(fd int, events int16, pumped bool) (revents int16,
 	if s.sw.Load() != swNone {
 		return s.switchPoll(fd, events) // switching to kernel TCP (forkswitch.go)
 	}
-	st := s.stream.Load()
+	st, state := s.streamNow()
 	if st == nil {
-		if s.getState() != sockConnecting {
+		if state != sockConnecting {
 			return kernelPoll(fd, events), fd, events
 		}
 		s.mu.Lock()
@@ -216,9 +216,9 @@ func (p *Process) Poll(fds, wait []unix.PollFd) (ready, nwait int) {
 		for k := range managed {
 			e := &managed[k]
 			e.connecting = false
-			if e.s.stream.Load() != nil {
+			if st, state := e.s.streamNow(); st != nil {
 				attend = append(attend, e.s)
-			} else if e.s.getState() == sockConnecting {
+			} else if state == sockConnecting {
 				e.connecting = true
 			} else {
 				continue

@@ -42,7 +42,7 @@ func (p *Process) SendMsg(fd int, bufs [][]byte, flags int, w *Wait) int64 {
 // activeForWrite is active for a write: while the verdict is pending the
 // bytes go into the early buffer (early.go), and r is their count.
 func (s *Socket) activeForWrite(bufs [][]byte, w *Wait) (dataStream, int64) {
-	if s.stream.Load() == nil && s.getState() == sockConnecting {
+	if st, state := s.streamNow(); st == nil && state == sockConnecting {
 		if n, ok := s.sendEarly(bufs); ok {
 			return nil, n
 		}

@@ -19,13 +19,14 @@ import (
 // pending), or a futex sleep on the socket's wake word while a
 // nonblocking connect's offer is being made.
 func (s *Socket) active(w *Wait) (dataStream, int64) {
-	if st := s.stream.Load(); st != nil {
+	st, state := s.streamNow()
+	if st != nil {
 		if s.sw.Load() == swBusy { // switching to kernel TCP (forkswitch.go)
 			return nil, s.switchWait(w, false, swReplay)
 		}
 		return st, 0
 	}
-	if s.getState() == sockAdopted {
+	if state == sockAdopted {
 		// Accepted on a group listener: this is its first use.
 		s.resolve()
 		if st := s.stream.Load(); st != nil {
@@ -33,7 +34,7 @@ func (s *Socket) active(w *Wait) (dataStream, int64) {
 		}
 		return nil, Pass
 	}
-	if s.getState() != sockConnecting {
+	if state != sockConnecting {
 		return nil, Pass
 	}
 	s.mu.Lock()
@@ -60,6 +61,20 @@ func (s *Socket) active(w *Wait) (dataStream, int64) {
 	// thread changes the socket meanwhile (a close: the number may go).
 	*w = Wait{Kind: WaitFD, FD: int32(r.waitFD), Events: r.waitEvents, Timeout: int64(watchSlice)}
 	return nil, WaitResult
+}
+
+// streamNow returns the socket's stream (nil: none yet) and its state,
+// read so that they agree: the state first, then the stream. A socket
+// becomes accelerated with its stream stored before its state
+// (accelerateLocked), and another thread may do that at any moment
+// (pushEarly, a sibling's call). Read the other way round, a call could
+// find no stream, then the state accelerated, and take the socket for
+// plain TCP: its read went to the kernel socket, which carries no data,
+// and returned the kernel's EOF or slept there, while the peer's bytes
+// waited in the stream.
+func (s *Socket) streamNow() (dataStream, sockState) {
+	state := s.getState()
+	return s.stream.Load(), state
 }
 
 // watchSlice bounds one poll for a connecting socket (a data call's, or

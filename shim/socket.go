@@ -139,8 +139,8 @@ func (s *Socket) accelerateLocked(e *channelEnd, st dataStream) {
 	s.wrWait = wait.NewWaiter(s.p.policy())
 	st.SetNonblock(true) // the shim blocks, in the kernel (wake.go)
 	st.SetNotify(s.wake.ring)
-	s.applyBuffers(st)
 	s.stream.Store(st)
+	s.applyBuffers(st) // after the store: a setsockopt meanwhile applies its size itself
 	s.setState(sockAccelerated)
 	s.flushEarlyLocked(st)
 	if sh := s.pendShut.Load(); sh != 0 {

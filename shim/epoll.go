@@ -155,6 +155,16 @@ const (
 	epollExclusiveOK = unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLERR | unix.EPOLLHUP | 1<<29 | epollET | epollExclusive
 )
 
+// emulatedInEpoll reports whether the socket's epoll entries are the
+// shim's: accelerated or connecting. One read of the state: two reads
+// could straddle the socket's acceleration by another thread (connecting,
+// then accelerated) and find it neither, and the entry went into the
+// kernel's set, which never reports the stream's data.
+func (s *Socket) emulatedInEpoll() bool {
+	st := s.getState()
+	return st == sockAccelerated || st == sockConnecting
+}
+
 // EpollCtl is the epoll_ctl hook. It emulates entries for accelerated and
 // connecting sockets and passes everything else to the kernel.
 func (p *Process) EpollCtl(epfd, op, fd int, events uint32, data uint64) int64 {
@@ -163,7 +173,7 @@ func (p *Process) EpollCtl(epfd, op, fd int, events uint32, data uint64) int64 {
 	if inner := p.fds.epoll(fd); inner != nil && op == unix.EPOLL_CTL_ADD && fd != epfd {
 		inner.nest()
 	}
-	if s == nil || (s.getState() != sockAccelerated && s.getState() != sockConnecting) {
+	if s == nil || !s.emulatedInEpoll() {
 		if set != nil && op != unix.EPOLL_CTL_ADD {
 			set.mu.Lock()
 			_, ours := set.entries[fd]

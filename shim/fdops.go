@@ -195,7 +195,7 @@ func (p *Process) Dup(oldfd, newfd int) FDState {
 	s := e.sock
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.fds) == 0 || s.getState() == sockFallback || s.getState() == sockClosed {
+	if st := s.getState(); len(s.fds) == 0 || st == sockFallback || st == sockClosed {
 		return FDUnmanaged
 	}
 	s.fds = append(s.fds, newfd)

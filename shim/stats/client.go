@@ -92,6 +92,13 @@ func readSnapshot(c net.Conn, path string, timeout time.Duration) (*Snapshot, er
 	if len(b) == 0 {
 		return nil, fmt.Errorf("%s: closed without a snapshot (this uid is not allowed, or the process is busy with other clients)", path)
 	}
+	return decodeSnapshot(b, path)
+}
+
+// decodeSnapshot decodes what a process's stats socket wrote: bytes of
+// another process, so anything at all; a snapshot of this version, or an
+// error naming path.
+func decodeSnapshot(b []byte, path string) (*Snapshot, error) {
 	var s Snapshot
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("%s: bad snapshot: %w", path, err)

@@ -24,7 +24,7 @@ func TestPassthroughOverhead(t *testing.T) {
 	t.Logf("wrapper alone (no syscall), ns per call: %s", r.stdout)
 	re := regexp.MustCompile(`interposed_ns ([\d.]+) direct_ns ([\d.]+) overhead_ns (-?[\d.]+)`)
 	for _, s := range []setup{plain, passthrough} {
-		r := runProg(t, b.env(s, ""), b.bench, "100000", "31")
+		r := runProg(t, b.env(s, ""), b.bench, "20000", "11") // well inside runProg's minute on a loaded machine
 		m := re.FindStringSubmatch(r.stdout)
 		if r.err != nil || m == nil {
 			t.Fatalf("bench: %v %s %s", r.err, r.stdout, r.stderr)

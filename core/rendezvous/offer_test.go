@@ -240,11 +240,15 @@ func TestPendingExpires(t *testing.T) {
 	p := newPair(t, Config{PendingTimeout: 10 * time.Millisecond})
 	tu := p.tuple(40005)
 	a := p.offer(t, tu, "e")
-	a.Commit() // ... and the connect() fails, or accept() never comes
+	// ... and the connect() fails, or accept() never comes. On a loaded
+	// machine the 10 ms may run out before the commit: the listener has
+	// closed the rendezvous connection then, the commit fails, and the
+	// connector connects plainly, which is the same end.
+	committed := a.Commit() == nil
 	if c := p.drops.wait(t); c != DropExpired {
 		t.Fatalf("drop %s", c)
 	}
-	if v := a.WaitVerdict(guard); v != VerdictDeclined {
+	if v := a.WaitVerdict(guard); committed && v != VerdictDeclined {
 		t.Fatalf("verdict %s", v)
 	}
 	if _, ok := p.claim(tu); ok {

@@ -109,3 +109,28 @@ func TestReasonsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// A deferred-acceptance record is a file another process wrote in the run
+// directory, and its name too: a record accepted names this rundir's socket
+// of its own pid with a 16-byte nonce, and a name accepted is the one its
+// tuple gives.
+func FuzzParseRecord(f *testing.F) {
+	tu := Tuple{Client: ap("127.0.0.1:40000"), Server: ap("127.0.0.1:80")}
+	good := recordFile{owner: owner{pid: 12, start: 34, uid: 1000, pidns: "pid:[1]", socket: "/rd/" + sockName(12, 5)}}
+	f.Add(string(good.encode()), recordName(tu))
+	f.Add("sdpshim-deferred 1\npid 12\n", natRecordName(tu.Client))
+	f.Fuzz(func(t *testing.T, body, name string) {
+		if tu, ok := parseRecordName(name); ok {
+			if tu.Server.IsValid() && recordName(tu) != name || !tu.Server.IsValid() && natRecordName(tu.Client) != name {
+				t.Fatalf("name %q read as %+v", name, tu)
+			}
+		}
+		r, err := parseRecordFile("/rd", name, []byte(body))
+		if err != nil {
+			return
+		}
+		if !isSockOf("/rd", r.socket, r.pid) {
+			t.Fatalf("accepted %+v", r)
+		}
+	})
+}

@@ -63,16 +63,21 @@ func (s *Socket) active(w *Wait) (dataStream, int64) {
 	return nil, WaitResult
 }
 
-// streamNow returns the socket's stream (nil: none yet) and its state,
-// read so that they agree: the state first, then the stream. A socket
-// becomes accelerated with its stream stored before its state
-// (accelerateLocked), and another thread may do that at any moment
-// (pushEarly, a sibling's call). Read the other way round, a call could
+// streamNow returns the socket's stream, or nil and the state it is in
+// without one (state is meaningful only when the stream is nil). A stream,
+// once stored, stays: one load answers an accelerated socket's data call.
+// Without one, the state is read and then the stream again, so that they
+// agree: a socket becomes accelerated with its stream stored before its
+// state (accelerateLocked), and another thread may do that at any moment
+// (pushEarly, a sibling's call). Read as stream then state, a call could
 // find no stream, then the state accelerated, and take the socket for
 // plain TCP: its read went to the kernel socket, which carries no data,
 // and returned the kernel's EOF or slept there, while the peer's bytes
 // waited in the stream.
 func (s *Socket) streamNow() (dataStream, sockState) {
+	if st := s.stream.Load(); st != nil {
+		return st, sockAccelerated
+	}
 	state := s.getState()
 	return s.stream.Load(), state
 }

@@ -46,3 +46,30 @@ func TestWriteTable(t *testing.T) {
 		}
 	}
 }
+
+// The pods' comparison takes the pair whose ratio is the median of the
+// repeats' ratios, and each one's median when the repeats do not pair.
+func TestPairedMedians(t *testing.T) {
+	for _, c := range []struct {
+		a, b        []float64
+		higher      bool
+		across, one float64
+		ok          bool
+	}{
+		// this morning's latencies: ratios 1.26, 0.98, 2.26 -> 1.26
+		{[]float64{0.226, 0.18, 0.635}, []float64{0.18, 0.183, 0.281}, false, 0.226, 0.18, true},
+		// throughput, higher is better: worse 1.25, 0.5, 1.0 -> 1.0
+		{[]float64{80, 200, 100}, []float64{100, 100, 100}, true, 100, 100, true},
+		// even count: the better of the two middle pairs
+		{[]float64{1, 2, 3, 4}, []float64{1, 1, 1, 1}, false, 2, 1, true},
+		// unpaired: each one's median
+		{[]float64{1, 3, 5}, []float64{2, 4}, false, 3, 3, true},
+		{[]float64{1, 0}, []float64{1, 1}, false, 0, 0, false},
+		{nil, nil, false, 0, 0, false},
+	} {
+		across, one, ok := pairedMedians(c.a, c.b, c.higher)
+		if across != c.across || one != c.one || ok != c.ok {
+			t.Errorf("pairedMedians(%v, %v, %v) = %v %v %v, want %v %v %v", c.a, c.b, c.higher, across, one, ok, c.across, c.one, c.ok)
+		}
+	}
+}

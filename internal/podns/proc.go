@@ -14,13 +14,14 @@ type Proc struct {
 	Shim   bool     // LD_PRELOAD the interposer
 	Env    []string // extra NAME=VALUE
 	Log    string   // SDPSHIM_LOG_FILE (debug) when shimmed
+	CPUs   string   // taskset's CPU list the program runs on; "": any
 }
 
 // Command returns the command that runs name with args in the pod as pp
 // says: its network namespace, new pid and mount namespaces (with /proc
 // of the new pid namespace and the run directory bind-mounted), the
 // pod's uid and groups, and the shim's environment for that program
-// alone. Killing the command's process (unshare --kill-child) takes the
+// alone, on the CPUs pp names. Killing the command's process (unshare --kill-child) takes the
 // program's pid namespace down with it.
 func (p Pod) Command(pp Proc, name string, args ...string) *exec.Cmd {
 	c := p.C
@@ -49,6 +50,10 @@ func (p Pod) Command(pp Proc, name string, args ...string) *exec.Cmd {
 	full = append(full, name)
 	full = append(full, args...)
 	cmd := exec.Command("ip", full...)
+	if pp.CPUs != "" {
+		// Affinity is inherited through every step to the program.
+		cmd = exec.Command("taskset", append([]string{"-c", pp.CPUs, "ip"}, full...)...)
+	}
 	cmd.Env = CleanEnv()
 	return cmd
 }

@@ -301,7 +301,8 @@ func (ds *directStream) counts() stats.Extra {
 		return *f
 	}
 	x := ds.conn.Stats()
-	return stats.Extra{BytesSent: x.Sent, MessagesSent: x.SendCalls, BytesReceived: x.Received, MessagesReceived: x.RecvCalls}
+	return stats.Extra{BytesSent: x.Sent, MessagesSent: x.SendCalls, BytesReceived: x.Received, MessagesReceived: x.RecvCalls,
+		Moves: x.Moves}
 }
 
 // ---- dataStream ----

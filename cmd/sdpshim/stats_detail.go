@@ -14,8 +14,9 @@ func writeDetail(w io.Writer, s *stats.Snapshot) {
 	p, t := s.Process, s.Totals
 	fmt.Fprintf(w, "process %d (%s), uid %d, stats for %s\n", p.PID, p.Comm, p.UID, s.Time.Sub(p.Started).Round(time.Second))
 	fmt.Fprintf(w, "connections: %d open, %d opened, %d accelerated, %d fallbacks\n", t.ConnsOpen, t.ConnsOpened, t.Accelerated, t.Fallbacks)
-	fmt.Fprintf(w, "sent %s in %d messages, received %s in %d messages, %d preemptions, %d pauses\n",
-		bytesText(t.BytesSent), t.MessagesSent, bytesText(t.BytesReceived), t.MessagesReceived, s.Scheduler.Preemptions, s.Scheduler.Pauses)
+	fmt.Fprintf(w, "sent %s in %d messages, received %s in %d messages, %d preemptions, %d pauses, %d CPU moves\n",
+		bytesText(t.BytesSent), t.MessagesSent, bytesText(t.BytesReceived), t.MessagesReceived, s.Scheduler.Preemptions, s.Scheduler.Pauses,
+		s.Scheduler.Moves)
 	f := s.Flow
 	fmt.Fprintf(w, "flow control: %d credit stalls, %s coalesced, %d async flushes, buffer utilisation %s\n",
 		f.Stalls, bytesText(f.CoalescedBytes), f.AsyncFlushes, percent(f.Utilisation))
@@ -28,15 +29,15 @@ func writeDetail(w io.Writer, s *stats.Snapshot) {
 		tw.Flush()
 	}
 	if len(s.Connections) > 0 {
-		section("CONN\tFD\tLOCAL\tPEER\tPEER-PID\tTRANSPORT\tREASON\tFLOW\tSENT\tRECEIVED\tMSGS-TX\tMSGS-RX\tSTALLS\tPREEMPT\tPAUSES", func(tw *tabwriter.Writer) {
+		section("CONN\tFD\tLOCAL\tPEER\tPEER-PID\tTRANSPORT\tREASON\tFLOW\tSENT\tRECEIVED\tMSGS-TX\tMSGS-RX\tSTALLS\tPREEMPT\tPAUSES\tMOVES", func(tw *tabwriter.Writer) {
 			for _, c := range s.Connections {
 				stalls := "-"
 				if c.FlowStats != nil {
 					stalls = fmt.Sprint(c.FlowStats.Stalls)
 				}
-				fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\n", c.ID, c.FD, dash(c.Local), dash(c.Peer),
+				fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\n", c.ID, c.FD, dash(c.Local), dash(c.Peer),
 					dashInt(c.PeerPID), c.Transport, reasonText(c.Reason, c.ReasonName), dash(c.Flow),
-					bytesText(c.BytesSent), bytesText(c.BytesReceived), c.MessagesSent, c.MessagesReceived, stalls, c.Preemptions, c.Pauses)
+					bytesText(c.BytesSent), bytesText(c.BytesReceived), c.MessagesSent, c.MessagesReceived, stalls, c.Preemptions, c.Pauses, c.Moves)
 			}
 		})
 	}

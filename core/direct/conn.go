@@ -384,6 +384,7 @@ type Stats struct {
 	PollHits, Sleeps     uint64 // waits that polling ended, waits that slept
 	Wakes, EventWakes    uint64 // futex wakes and eventfd writes made for the peer
 	Violations           uint64 // protocol violations seen from the peer
+	Moves                uint64 // waits that moved their thread off the peer's CPU (spreading)
 	Budget               uint32 // the current poll budget
 }
 
@@ -399,7 +400,7 @@ func (c *Conn) Stats() Stats {
 		SendCalls: uint64(C.ld64(&h.send_calls)), RecvCalls: uint64(C.ld64(&h.recv_calls)),
 		PollHits: uint64(C.ld64(&h.polls_hit)), Sleeps: uint64(C.ld64(&h.sleeps)),
 		Wakes: uint64(C.ld64(&h.wakes_sent)), EventWakes: uint64(C.ld64(&h.evwakes_sent)),
-		Violations: uint64(C.ld64(&h.violations)), Budget: uint32(h.budget),
+		Violations: uint64(C.ld64(&h.violations)), Moves: uint64(C.ld64(&h.moves)), Budget: uint32(h.budget),
 	}
 }
 

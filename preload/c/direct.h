@@ -101,6 +101,7 @@ struct sdp_ddir {
 	uint32_t fin_seq;                     /* tx_seq at the FIN */
 	uint32_t reset;                       /* 1: the sender aborted (RST): the receiver gets ECONNRESET */
 	uint64_t tx_bytes;                    /* bytes published, for stats */
+	uint32_t cpu;                         /* 1 + the CPU this side's last waiting thread ran on; 0: not known (direct.c, spreading) */
 	/* Written by the receiver. */
 	_Alignas(SDP_DLINE) uint32_t rx_next; /* next block index to read (free-running) */
 	uint32_t rx_seq;                      /* seq expected there */
@@ -156,6 +157,9 @@ struct sdp_dconn {
 	uint64_t sent, received;       /* bytes the program moved */
 	uint64_t nospace;              /* sends that found no room (EPOLLET's writable edge) */
 	uint64_t send_calls, recv_calls;
+	uint64_t moves;                /* waits that moved their thread off the peer's CPU (spreading) */
+	uint32_t shared_cpu;           /* consecutive yields that found the peer on this thread's CPU */
+	int64_t moved_ns;              /* when a wait on this handle last moved its thread */
 
 	/* The socket around it, as the interposer needs it (set by the Go
 	 * core with atomic stores, read with atomic loads). */

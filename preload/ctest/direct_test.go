@@ -3,6 +3,7 @@ package ctest
 import (
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -47,6 +48,20 @@ func TestDirectSemantics(t *testing.T) {
 // single sleep ended by it (a lost wakeup) fails the test.
 func TestDirectSleepWakeStress(t *testing.T) {
 	out := runDirect(t, buildDirect(t, "direct"), "stress", "1000000")
+	t.Log(strings.TrimSpace(out))
+}
+
+// TestDirectSpread starts two polling ping-pong pairs of processes, each
+// pair with both ends on one CPU (the placement the scheduler tends to
+// keep when more threads run than there are cores), then allows every
+// end both CPUs: the waits must move one end of each pair, so that in
+// the second half of the run the pairs' ends are on different CPUs in at
+// least 80% of the samples (without spreading: in none).
+func TestDirectSpread(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("one CPU")
+	}
+	out := runDirect(t, buildDirect(t, "direct"), "spread", "2")
 	t.Log(strings.TrimSpace(out))
 }
 

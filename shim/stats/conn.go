@@ -57,6 +57,7 @@ type side struct {
 	bytes, msgs atomic.Uint64
 	preemptions atomic.Uint64 // sending side only
 	pauses      atomic.Uint64 // sending side only
+	moves       atomic.Uint64 // sending side only
 	_           cpu.CacheLinePad
 }
 
@@ -82,6 +83,7 @@ type Conn struct {
 type Extra struct {
 	BytesSent, MessagesSent, BytesReceived, MessagesReceived uint64
 	Preemptions, Pauses                                      uint64
+	Moves                                                    uint64 // waits that moved their thread off the peer's CPU
 }
 
 // SetExtra adds the counts f returns to every snapshot, until FoldExtra.
@@ -101,6 +103,7 @@ func (c *Conn) FoldExtra() {
 	c.rx.msgs.Add(x.MessagesReceived)
 	c.tx.preemptions.Add(x.Preemptions)
 	c.tx.pauses.Add(x.Pauses)
+	c.tx.moves.Add(x.Moves)
 }
 
 type flowSource struct {
@@ -196,9 +199,11 @@ func (c *Conn) stats() (ConnStats, flowcontrol.Stats) {
 		s.BytesReceived += x.BytesReceived
 		s.Preemptions += x.Preemptions
 		s.Pauses += x.Pauses
+		s.Moves += x.Moves
 	}
 	s.Preemptions += c.tx.preemptions.Load()
 	s.Pauses += c.tx.pauses.Load()
+	s.Moves += c.tx.moves.Load()
 	s.Flow = c.info.Flow
 	var raw flowcontrol.Stats
 	if f := c.flow.Load(); f != nil {

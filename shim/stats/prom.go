@@ -128,6 +128,7 @@ func (fs *families) add(s *Snapshot) {
 	}
 	fs.emit("sdpshim_scheduler_preemptions_total", c, "Scheduling points taken inside large writes.", p, u(s.Scheduler.Preemptions))
 	fs.emit("sdpshim_scheduler_pauses_total", c, "Streams held back for their share of a shared channel.", p, u(s.Scheduler.Pauses))
+	fs.emit("sdpshim_scheduler_cpu_moves_total", c, "Waits on direct connections that moved their thread off the peer's CPU.", p, u(s.Scheduler.Moves))
 	fs.emit("sdpshim_stats_clients_refused_total", c, "Stats socket clients refused by SO_PEERCRED.", p, u(s.Server.Refused))
 }
 

@@ -64,6 +64,7 @@ type Registry struct {
 type pastTotals struct {
 	opened, accelerated                            uint64
 	bytesTx, bytesRx, msgsTx, msgsRx, pree, pauses uint64
+	moves                                          uint64
 	flow                                           flowcontrol.Stats
 }
 
@@ -155,6 +156,7 @@ func (r *Registry) close(c *Conn) {
 	t.msgsRx += s.MessagesReceived
 	t.pree += s.Preemptions
 	t.pauses += s.Pauses
+	t.moves += s.Moves
 	t.flow.Add(flow)
 }
 
@@ -225,7 +227,7 @@ func (r *Registry) Snapshot() *Snapshot {
 	s.Totals.ConnsOpen = uint64(len(r.conns))
 	s.Totals.BytesSent, s.Totals.BytesReceived = t.bytesTx, t.bytesRx
 	s.Totals.MessagesSent, s.Totals.MessagesReceived = t.msgsTx, t.msgsRx
-	s.Scheduler.Preemptions, s.Scheduler.Pauses = t.pree, t.pauses
+	s.Scheduler.Preemptions, s.Scheduler.Pauses, s.Scheduler.Moves = t.pree, t.pauses, t.moves
 	s.Connections = make([]ConnStats, 0, len(r.conns))
 	for c := range r.conns {
 		cs, cf := c.stats()
@@ -237,6 +239,7 @@ func (r *Registry) Snapshot() *Snapshot {
 		s.Totals.MessagesReceived += cs.MessagesReceived
 		s.Scheduler.Preemptions += cs.Preemptions
 		s.Scheduler.Pauses += cs.Pauses
+		s.Scheduler.Moves += cs.Moves
 	}
 	s.Events = maps.Clone(r.events)
 	for ch := range r.chans {

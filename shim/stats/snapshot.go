@@ -72,6 +72,7 @@ type ConnStats struct {
 	MessagesReceived uint64     `json:"messages_received"`
 	Preemptions      uint64     `json:"preemptions"`
 	Pauses           uint64     `json:"pauses"`
+	Moves            uint64     `json:"cpu_moves"`
 	FlowStats        *FlowStats `json:"flow_stats,omitempty"`
 }
 
@@ -133,6 +134,10 @@ type SchedulerStats struct {
 	// Pauses counts the times a stream was held back for its share of a
 	// shared channel's blocks while others waited, over every connection.
 	Pauses uint64 `json:"pauses"`
+	// Moves counts the waits on direct connections that moved their
+	// thread off the CPU the peer's thread was on (spreading: both ends
+	// of a polling connection on one CPU), over every connection.
+	Moves uint64 `json:"cpu_moves"`
 }
 
 // ReasonCount is how many connections fell back for one reason.

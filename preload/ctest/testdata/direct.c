@@ -11,6 +11,10 @@
  *                             this side sends, receives and polls
  *   direct bench SECONDS      ping-pong (polling, event) and a 64 KiB stream,
  *                             with kernel TCP over loopback in the same run
+ *   direct spread SECONDS     two polling ping-pong pairs, each started with
+ *                             both ends on one CPU (pair 0 on one, pair 1 on
+ *                             another), then allowed both CPUs: the ends of
+ *                             each pair must end up on different CPUs
  *
  * Prints "ok ..." and exits 0, or prints what failed and exits 1.
  */
@@ -28,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -514,6 +519,120 @@ static void bench(double secs)
 	printf("ok bench\n");
 }
 
+/* ---- spread: the two ends of a polling pair on different CPUs ---------------- */
+
+/* What the four processes of the spread test share. */
+struct spread_board {
+	volatile int ready, go, stop;
+	int cpus[2];               /* the two CPUs the test uses */
+	volatile int cpu[4];       /* process 2*pair+side: the CPU it last ran on */
+	volatile long rounds[2];   /* round trips of each pair */
+	volatile uint64_t moves[4];
+};
+
+static void pin(int cpu)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	CHECK(sched_setaffinity(0, sizeof set, &set) == 0, "pin to %d: %s", cpu, strerror(errno));
+}
+
+/* One end of pair p: pinned to the test's CPU p until every end is, then
+ * allowed both CPUs, ping-pong of 64 B until stop; reports its CPU as it
+ * goes. */
+static void spread_side(struct spread_board *b, void *m, size_t size, int p, int side)
+{
+	int me = 2 * p + side;
+	pin(b->cpus[p]);
+	while (sched_getcpu() != b->cpus[p])
+		sched_yield();
+	struct sdp_dconn c;
+	CHECK(sdp_dconn_open(&c, m, size, side, -1, -1) == 0, "open");
+	__atomic_fetch_add(&b->ready, 1, __ATOMIC_SEQ_CST);
+	while (!b->go)
+		sched_yield();
+	cpu_set_t both;
+	CPU_ZERO(&both);
+	CPU_SET(b->cpus[0], &both);
+	CPU_SET(b->cpus[1], &both);
+	CHECK(sched_setaffinity(0, sizeof both, &both) == 0, "allow both: %s", strerror(errno));
+	char buf[64];
+	memset(buf, 'p', sizeof buf);
+	/* Side 0 stops and sends the FIN; side 1 echoes until it reads it. */
+	for (long i = 0; side == 1 || !b->stop; i++) {
+		if (side == 0) {
+			sdp_dconn_send_all(&c, buf, sizeof buf);
+			if (sdp_dconn_recv_wait(&c, buf, sizeof buf, SDP_D_WAITALL) != (long)sizeof buf)
+				break;
+			b->rounds[p]++;
+		} else {
+			if (sdp_dconn_recv_wait(&c, buf, sizeof buf, SDP_D_WAITALL) != (long)sizeof buf)
+				break;
+			sdp_dconn_send_all(&c, buf, sizeof buf);
+		}
+		if ((i & 255) == 0)
+			b->cpu[me] = sched_getcpu();
+	}
+	b->moves[me] = c.moves;
+	if (side == 0)
+		sdp_dconn_fin(&c);
+	_exit(0);
+}
+
+/* Both pairs start each on a CPU of its own (the placement the scheduler
+ * tends to keep); spreading must move one end of each, so that over the
+ * second half of the run each pair's ends are on different CPUs in most
+ * samples (without it: in none). The CPUs are the first two this process
+ * may run on. */
+static void spread_test(double secs)
+{
+	struct spread_board *b = mmap(NULL, sizeof *b, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	CHECK(b != MAP_FAILED, "mmap");
+	memset((void *)b, 0, sizeof *b);
+	cpu_set_t mine;
+	CHECK(sched_getaffinity(0, sizeof mine, &mine) == 0, "affinity: %s", strerror(errno));
+	int found = 0;
+	for (int cpu = 0; cpu < CPU_SETSIZE && found < 2; cpu++)
+		if (CPU_ISSET(cpu, &mine))
+			b->cpus[found++] = cpu;
+	if (found < 2) {
+		printf("ok spread (skipped: one CPU)\n");
+		return;
+	}
+	size_t size;
+	void *m[2] = {shared_area(64, 16384, &size), shared_area(64, 16384, &size)};
+	pid_t pids[4];
+	for (int i = 0; i < 4; i++) {
+		pids[i] = fork();
+		CHECK(pids[i] >= 0, "fork");
+		if (pids[i] == 0)
+			spread_side(b, m[i / 2], size, i / 2, i % 2);
+	}
+	while (b->ready < 4)
+		usleep(1000);
+	b->go = 1;
+	double t0 = now(), half = t0 + secs / 2, end = t0 + secs;
+	long samples = 0, split = 0;
+	while (now() < end) {
+		usleep(10000);
+		if (now() < half)
+			continue;
+		samples++;
+		split += b->cpu[0] != b->cpu[1] && b->cpu[2] != b->cpu[3];
+	}
+	b->stop = 1;
+	for (int i = 0; i < 4; i++)
+		waitpid(pids[i], NULL, 0);
+	uint64_t moves = b->moves[0] + b->moves[1] + b->moves[2] + b->moves[3];
+	printf("spread: pairs split in %ld of %ld samples; moves %llu %llu %llu %llu; round trips %ld %ld\n", split,
+	       samples, (unsigned long long)b->moves[0], (unsigned long long)b->moves[1], (unsigned long long)b->moves[2],
+	       (unsigned long long)b->moves[3], b->rounds[0], b->rounds[1]);
+	CHECK(moves >= 1, "no end moved");
+	CHECK(samples > 0 && split * 10 >= samples * 8, "the pairs were split in %ld of %ld samples", split, samples);
+	printf("ok spread\n");
+}
+
 int main(int argc, char **argv)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -526,8 +645,10 @@ int main(int argc, char **argv)
 		hostile(argc > 2 ? atof(argv[2]) : 2);
 	else if (strcmp(cmd, "bench") == 0)
 		bench(argc > 2 ? atof(argv[2]) : 1);
+	else if (strcmp(cmd, "spread") == 0)
+		spread_test(argc > 2 ? atof(argv[2]) : 2);
 	else {
-		fprintf(stderr, "usage: direct semantics|stress CYCLES|hostile SECONDS|bench SECONDS\n");
+		fprintf(stderr, "usage: direct semantics|stress CYCLES|hostile SECONDS|bench SECONDS|spread SECONDS\n");
 		return 2;
 	}
 	return 0;

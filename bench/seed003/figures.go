@@ -44,7 +44,7 @@ func (w workload) figures(r report) sample {
 	return s
 }
 
-// scheduler is the client's preemptions and pauses a second, from its
+// scheduler is the client's preemptions, pauses and CPU moves a second, from its
 // stats read near the end of its run (the warm-up included).
 func (w workload) scheduler(snap *stats.Snapshot) sample {
 	secs := snap.Time.Sub(snap.Process.Started).Seconds()
@@ -54,6 +54,7 @@ func (w workload) scheduler(snap *stats.Snapshot) sample {
 	return sample{
 		w.key + ".preempt": float64(snap.Scheduler.Preemptions) / secs,
 		w.key + ".pause":   float64(snap.Scheduler.Pauses) / secs,
+		w.key + ".moves":   float64(snap.Scheduler.Moves) / secs,
 	}
 }
 
@@ -145,6 +146,8 @@ var rows = []row{
 	{key: "mb.pause", label: "client pauses/s, M_App beside B_App", unit: "/s", format: "%.0f", modes: shimModes},
 	{key: "share.preempt", label: "client preemptions/s, 1 beside 16 streams", unit: "/s", format: "%.0f", modes: shimModes},
 	{key: "share.pause", label: "client pauses/s, 1 beside 16 streams", unit: "/s", format: "%.0f", modes: shimModes},
+	{key: "db.moves", label: "client CPU moves/s, D_App beside B_App", unit: "/s", format: "%.1f", modes: shimModes},
+	{key: "mb.moves", label: "client CPU moves/s, M_App beside B_App", unit: "/s", format: "%.1f", modes: shimModes},
 }
 
 // in says whether the row has a figure in mode m.
@@ -221,7 +224,7 @@ func writeTable(w io.Writer, runs [][]sample) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "modes: shared = SDPSHIM_CHANNEL=shared (one channel for the process pair), preemption on; shared PREEMPT=0 = the same without preemption; direct = the default mode (an area per connection)")
-	fmt.Fprintln(w, "ratios: medians of each repeat's ratio; client preemptions and pauses: the client's stats read at 90% of its run")
+	fmt.Fprintln(w, "ratios: medians of each repeat's ratio; client preemptions, pauses and CPU moves (direct: a wait that moved its thread off its peer's CPU): the client's stats read at 90% of its run")
 	fmt.Fprintln(w, "paper: none of PeRF's figures is quoted in this repository, so no row has a paper value")
 }
 

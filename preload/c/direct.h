@@ -28,7 +28,9 @@
  * this process read or write outside the area, crash, or spin unbounded.
  *
  * Everything here is async-signal-safe and makes raw system calls only
- * (futex, write on an eventfd, sched_yield, getpid/kill), so it runs in
+ * (futex, write on an eventfd, sched_yield, getpid/kill, sched_get/
+ * setaffinity; clock_gettime and sched_getcpu read the vDSO and the
+ * restartable-sequence area), so it runs in
  * the interposer, in a fork child that has no Go runtime, and in tests.
  */
 #ifndef SDPSHIM_DIRECT_H

@@ -54,9 +54,9 @@ func TestDirectSleepWakeStress(t *testing.T) {
 // TestDirectSpread starts two polling ping-pong pairs of processes, each
 // pair with both ends on one CPU (the placement the scheduler tends to
 // keep when more threads run than there are cores), then allows every
-// end both CPUs: the waits must move one end of each pair, so that in
-// the second half of the run the pairs' ends are on different CPUs in at
-// least 80% of the samples (without spreading: in none).
+// end both CPUs: the waits must move an end, and the pairs must be seen
+// split (without spreading: never). testdata/direct.c gives the round
+// trips with and without it, which are logged, not judged.
 func TestDirectSpread(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Skip("one CPU")

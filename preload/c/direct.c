@@ -358,6 +358,7 @@ static int64_t mono_ns(void)
 static int move_off_cpu(int cpu)
 {
 	cpu_set_t mine, other;
+	CPU_ZERO(&mine); /* the kernel fills only its own mask's bytes */
 	if (cpu < 0 || cpu >= CPU_SETSIZE || syscall(SYS_sched_getaffinity, 0, sizeof mine, &mine) <= 0)
 		return 0;
 	other = mine;

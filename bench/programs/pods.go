@@ -8,9 +8,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
+	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sdpshim/sdpshim/bench/results"
 	"github.com/sdpshim/sdpshim/internal/podns"
@@ -35,13 +37,24 @@ const podPort = 7100
 
 var podNeeds = []string{"ip", "unshare", "setpriv", "mount", "taskset", "sockperf", "iperf3", "redis-server", "redis-benchmark"}
 
-// podCPUs returns the CPU lists of the server and the client: two
-// different CPUs where the machine has two or more, any otherwise.
+// podCPUs returns the CPU lists of the server and the client: the
+// second and the first CPU this process may run on, or any where it may
+// run on one only.
 func podCPUs() (server, client string) {
-	if runtime.NumCPU() < 2 {
+	var set unix.CPUSet
+	if unix.SchedGetaffinity(0, &set) != nil {
 		return "", ""
 	}
-	return "1", "0"
+	var cpus []int
+	for cpu := 0; cpu < len(set)*64 && len(cpus) < 2; cpu++ {
+		if set.IsSet(cpu) {
+			cpus = append(cpus, cpu)
+		}
+	}
+	if len(cpus) < 2 {
+		return "", ""
+	}
+	return strconv.Itoa(cpus[1]), strconv.Itoa(cpus[0])
 }
 
 // pods runs the programs across pods and in the server's pod, one after

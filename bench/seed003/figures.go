@@ -44,8 +44,8 @@ func (w workload) figures(r report) sample {
 	return s
 }
 
-// scheduler is the client's preemptions, pauses and CPU moves a second, from its
-// stats read near the end of its run (the warm-up included).
+// scheduler is the client's preemptions, pauses and CPU moves a second,
+// from its stats read near the end of its run (the warm-up included).
 func (w workload) scheduler(snap *stats.Snapshot) sample {
 	secs := snap.Time.Sub(snap.Process.Started).Seconds()
 	if secs <= 0 {

@@ -21,8 +21,8 @@ type Proc struct {
 // says: its network namespace, new pid and mount namespaces (with /proc
 // of the new pid namespace and the run directory bind-mounted), the
 // pod's uid and groups, and the shim's environment for that program
-// alone, on the CPUs pp names. Killing the command's process (unshare --kill-child) takes the
-// program's pid namespace down with it.
+// alone, on the CPUs pp names. Killing the command's process (unshare
+// --kill-child) takes the program's pid namespace down with it.
 func (p Pod) Command(pp Proc, name string, args ...string) *exec.Cmd {
 	c := p.C
 	groups := "--clear-groups"

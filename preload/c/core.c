@@ -63,13 +63,6 @@ void sdp_fallback_count(int reason)
 
 int sdp_core_off_reason(void) { return __atomic_load_n(&sdp_core_reason, __ATOMIC_ACQUIRE); }
 
-int64_t sdp_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* ---- the host side of the ABI ----------------------------------------------- */
 
 static int host_child_cores(void);

@@ -312,13 +312,18 @@ static void budget_woken(struct sdp_dconn *c)
 	}
 }
 
+int64_t sdp_now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
 void sdp_spin_yield(uint32_t *k)
 {
-	struct timespec t0, t1;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int64_t t0 = sdp_now_ns();
 	sched_yield();
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	if ((t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) >= SDP_YIELD_RAN_OTHER_NS)
+	if (sdp_now_ns() - t0 >= SDP_YIELD_RAN_OTHER_NS)
 		*k |= 127;
 }
 
@@ -334,7 +339,8 @@ void sdp_spin_yield(uint32_t *k)
  * bulk moved 22 GB/s instead of 48 (2 cores: pinned by hand, each pair
  * split across the CPUs, against each pair on a CPU of its own). So at
  * every yield a wait notes its CPU in the area (ddir.cpu, one store when
- * it changed) and looks at the peer's; when the peer was on the same CPU
+ * it changed; a wait that polls less than a yield's worth costs nothing
+ * more) and looks at the peer's; when the peer was on the same CPU
  * at SPREAD_AFTER yields in a row, the thread moves itself to another CPU
  * it may run on: the affinity without this CPU, then the thread's own
  * affinity again at once (the kernel does not move it back for that), so
@@ -345,13 +351,6 @@ void sdp_spin_yield(uint32_t *k)
  * once per SPREAD_EVERY_NS. */
 #define SPREAD_AFTER 8u
 #define SPREAD_EVERY_NS 20000000L
-
-static int64_t mono_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000000000L + t.tv_nsec;
-}
 
 /* Moves the calling thread off cpu, to another CPU of its affinity. 1 when
  * it moved. */
@@ -369,26 +368,19 @@ static int move_off_cpu(int cpu)
 	return 1;
 }
 
-/* Notes this thread's CPU in the area (at the start of every wait and at
- * its yields, so that the peer's look finds it fresh) and returns it, or
- * -1. sched_getcpu reads the kernel's restartable-sequence area: no
- * system call. */
-static int note_cpu(struct sdp_dconn *c)
-{
-	int cpu = sched_getcpu();
-	uint32_t *mine = &c->a->dir[c->side].cpu;
-	if (cpu >= 0 && LOADR(mine) != (uint32_t)cpu + 1)
-		STORER(mine, (uint32_t)cpu + 1);
-	return cpu;
-}
-
-/* At a yield of a wait on c: notes this thread's CPU and moves it when
- * the peer has been on that CPU too (above). */
+/* At a yield of a wait on c: notes this thread's CPU in the area and
+ * moves it when the peer has been on that CPU too (above). Two ends that
+ * share a CPU both yield in their waits, so both notes are fresh there;
+ * a wait that ends before its first yield notes nothing. sched_getcpu
+ * reads the kernel's restartable-sequence area: no system call. */
 static void spread(struct sdp_dconn *c)
 {
-	int cpu = note_cpu(c);
+	int cpu = sched_getcpu();
 	if (cpu < 0)
 		return;
+	uint32_t *mine = &c->a->dir[c->side].cpu;
+	if (LOADR(mine) != (uint32_t)cpu + 1)
+		STORER(mine, (uint32_t)cpu + 1);
 	if (LOADR(&c->a->dir[1 - c->side].cpu) != (uint32_t)cpu + 1) {
 		c->shared_cpu = 0;
 		return;
@@ -396,7 +388,7 @@ static void spread(struct sdp_dconn *c)
 	if (++c->shared_cpu < SPREAD_AFTER << (c->side == 0 ? 2 : 0))
 		return;
 	c->shared_cpu = 0;
-	int64_t now = mono_ns();
+	int64_t now = sdp_now_ns();
 	if (now - c->moved_ns < SPREAD_EVERY_NS)
 		return;
 	c->moved_ns = now;
@@ -409,7 +401,6 @@ static void spread(struct sdp_dconn *c)
 #define POLL_UNTIL(c, cond)                                                                                  \
 	({                                                                                                   \
 		int ok_ = 0;                                                                                 \
-		note_cpu(c);                                                                                 \
 		for (uint32_t k_ = 1; k_ <= (c)->budget; k_++) {                                             \
 			if (cond) {                                                                          \
 				budget_hit((c), k_);                                                         \

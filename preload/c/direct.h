@@ -76,6 +76,10 @@ static inline void sdp_cpu_relax(void)
  * yield spends 128 polls of the budget. A yield that finds nobody else to
  * run returns at once, and 127 pause hints follow. */
 void sdp_spin_yield(uint32_t *k);
+
+/* Monotonic clock in ns (vDSO, no system call): the one clock of the
+ * protocol and the interposer. */
+int64_t sdp_now_ns(void);
 static inline void sdp_spin_step(uint32_t *k)
 {
 	if ((*k & 127) != 0)

@@ -35,6 +35,8 @@
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+
+#include "direct.h" /* the direct data path; also sdp_now_ns, the one clock */
 #include <sys/uio.h>
 #include <time.h>
 
@@ -477,9 +479,6 @@ SDP_HIDDEN void sdp_signals_release(const sigset_t *old);
 SDP_HIDDEN long sdp_result(long r, int sigpipe);
 /* -1 with errno set to err. */
 SDP_HIDDEN long sdp_fail(int err);
-
-/* Monotonic clock in ns (vDSO, no system call). */
-SDP_HIDDEN int64_t sdp_now_ns(void);
 
 enum sdp_log_level { SDP_LOG_OFF, SDP_LOG_ERROR, SDP_LOG_WARN, SDP_LOG_INFO, SDP_LOG_DEBUG };
 SDP_HIDDEN void sdp_log_setup(void);

@@ -57,7 +57,7 @@ type side struct {
 	bytes, msgs atomic.Uint64
 	preemptions atomic.Uint64 // sending side only
 	pauses      atomic.Uint64 // sending side only
-	moves       atomic.Uint64 // sending side only
+	moves       atomic.Uint64 // sending side only (the connection's, not a direction's)
 	_           cpu.CacheLinePad
 }
 

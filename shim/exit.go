@@ -14,13 +14,23 @@ const exitDrain = 2 * time.Second
 // stream still open is closed (a FIN after its queued bytes, as the
 // kernel's close sends), and Exit waits, at most exitDrain in all, until
 // every stream closed so far has put its last block into the peer's
-// memory, where it survives this process. Then the rendezvous
+// memory, where it survives this process. Connections a fork child may
+// still hold are switched to kernel TCP instead. Then the rendezvous
 // registrations are withdrawn.
 func (p *Process) Exit() {
 	p.mu.Lock()
-	var streams []dataStream
+	var socks []*Socket
 	for s := range p.live {
-		if st := s.stream.Load(); st != nil {
+		socks = append(socks, s)
+	}
+	p.mu.Unlock()
+	// A connection a fork child may still hold goes on there: switched,
+	// not ended (forkkeep.go).
+	socks = p.switchShared(socks)
+	p.mu.Lock()
+	var streams []dataStream
+	for _, s := range socks {
+		if st := s.stream.Load(); st != nil && s.getState() == sockAccelerated {
 			streams = append(streams, st)
 		}
 	}

@@ -15,6 +15,9 @@ import (
 // accelerated stream closed (a FIN after the queued bytes, or a reset
 // when unread bytes are discarded, as TCP does).
 func (p *Process) Close(fd int) {
+	if e := p.fds.get(fd); e != nil && e.sock != nil {
+		p.closeShared(e.sock, fd)
+	}
 	e := p.fds.take(fd)
 	if e == nil {
 		return
@@ -58,6 +61,19 @@ func (p *Process) Close(fd int) {
 			s.kernelFINFirst(fd)
 			s.close()
 		}
+	}
+}
+
+// closeShared switches s to kernel TCP before its last fd (fd) closes
+// when a fork child may still hold its kernel socket (forkkeep.go): the
+// kernel keeps such a connection open for the child, so ending the stream
+// would end it early.
+func (p *Process) closeShared(s *Socket, fd int) {
+	s.mu.Lock()
+	last := len(s.fds) == 1 && s.fds[0] == fd
+	s.mu.Unlock()
+	if last && s.getState() == sockAccelerated && p.sharedWithChild(s) {
+		s.switchAsForker()
 	}
 }
 

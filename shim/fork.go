@@ -27,7 +27,9 @@ import (
 //     kernel TCP before the child exists, with the peer's help, without
 //     losing a byte (forkswitch.go): parent and child then share a plain
 //     kernel socket, whose holders the kernel counts. Each is counted as
-//     a fork-exec-decline fallback.
+//     a fork-exec-decline fallback. Except, after fork(), direct
+//     connections whose fds are all close-on-exec: they stay accelerated
+//     and switch only if the child uses one (forkkeep.go).
 
 // forkWorkHost is a Host whose interposer calls fork_prepare only when the
 // core says a fork needs it: without it, every fork of a process running
@@ -74,7 +76,11 @@ func (p *Process) ForkPrepare(kind int) {
 		s.unlisted = rendezvous.ReasonForkDecline // the parent's own accepts count it
 		s.mu.Unlock()
 	}
-	p.switchForFork(kind)
+	var kept map[*Socket]bool
+	if kind == ForkFork {
+		kept = p.keepForFork()
+	}
+	p.switchForFork(kind, kept)
 }
 
 // makeGroupLocked turns the registered listener s into a group listener

@@ -84,9 +84,9 @@ const switchMaxReturn = 1 << 30
 var errSwitchTimeout = errors.New("switch to kernel TCP: peer did not answer in time")
 
 // switchForFork switches every accelerated connection a child of this
-// fork (or spawn) inherits to kernel TCP, in parallel, and returns when
-// each is done or has given up.
-func (p *Process) switchForFork(kind int) {
+// fork (or spawn) inherits to kernel TCP, in parallel, except those kept
+// (forkkeep.go), and returns when each is done or has given up.
+func (p *Process) switchForFork(kind int, kept map[*Socket]bool) {
 	p.mu.Lock()
 	var socks []*Socket
 	for s := range p.live {
@@ -95,7 +95,7 @@ func (p *Process) switchForFork(kind int) {
 	p.mu.Unlock()
 	k := 0
 	for _, s := range socks {
-		if kind == ForkFork || s.inheritable() {
+		if !kept[s] && (kind == ForkFork || s.inheritable()) {
 			// Before any REQ goes out: a run this process starts as a
 			// responder (the peer forks too) answers as a forker.
 			s.swFork.Store(true)

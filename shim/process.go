@@ -46,6 +46,7 @@ type Process struct {
 	ungrouped int                    // +checklocks:mu; registered listeners that are not group listeners (fork.go)
 	draining  []dataStream           // +checklocks:mu; closed, maybe not all sent yet (Exit)
 	epolls    map[*epollSet]struct{} // +checklocks:mu
+	kept      map[*keptFork]struct{} // +checklocks:mu; forks whose child may hold kept connections (forkkeep.go)
 	logFile   *os.File               // +checklocks:mu
 
 	stats     *stats.Registry // every counter of the process (observe.go)

@@ -10,6 +10,8 @@ import (
 // socket beside an accelerated stream, whatever the program is doing:
 // one epoll set per process (a protected fd) holds the TCP socket of
 // every accelerated connection, one-shot, and one goroutine waits on it.
+// The same set holds the request ends of forks that kept connections
+// (forkkeep.go).
 // Nothing but a REQ, a FIN or a reset ever arrives on such a socket, so
 // the goroutine wakes only for those.
 type switchWatch struct {
@@ -17,8 +19,9 @@ type switchWatch struct {
 	epfd  int
 	mu    sync.Mutex
 	next  int32
-	socks map[int32]*Socket // +checklocks:mu
-	ids   map[*Socket]int32 // +checklocks:mu
+	socks map[int32]*Socket   // +checklocks:mu
+	ids   map[*Socket]int32   // +checklocks:mu
+	forks map[int32]*keptFork // +checklocks:mu; request ends of forks that kept connections (forkkeep.go)
 }
 
 // switchFDMin is the lowest number the watcher's epoll fd takes when the
@@ -34,12 +37,13 @@ func (p *Process) watchSwitch(s *Socket) {
 	}
 }
 
-// watchSwitchFD is watchSwitch with s.mu held: fd is one of its fds.
-func (p *Process) watchSwitchFD(s *Socket, fd int) {
-	w := &p.swatch
+// epoll returns the watcher's epoll fd, starting the watcher on first
+// use; -1 when it cannot run.
+func (w *switchWatch) epoll(p *Process) int {
 	w.once.Do(func() {
 		w.socks = map[int32]*Socket{}
 		w.ids = map[*Socket]int32{}
+		w.forks = map[int32]*keptFork{}
 		fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 		if err == nil {
 			// Out of the low numbers programs size their tables by.
@@ -57,7 +61,13 @@ func (p *Process) watchSwitchFD(s *Socket, fd int) {
 		w.epfd = fd
 		go p.switchLoop()
 	})
-	if w.epfd < 0 {
+	return w.epfd
+}
+
+// watchSwitchFD is watchSwitch with s.mu held: fd is one of its fds.
+func (p *Process) watchSwitchFD(s *Socket, fd int) {
+	w := &p.swatch
+	if w.epoll(p) < 0 {
 		return
 	}
 	w.mu.Lock()
@@ -73,6 +83,37 @@ func (p *Process) watchSwitchFD(s *Socket, fd int) {
 	if unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, fd, &ev) != nil {
 		unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, fd, &ev)
 	}
+}
+
+// watchFork watches the request end of a fork that kept connections
+// (forkkeep.go), level-triggered: a request, or the end once nobody holds
+// the child's end.
+func (w *switchWatch) watchFork(f *keptFork) bool {
+	w.mu.Lock()
+	w.next++
+	id := w.next
+	w.forks[id] = f
+	w.mu.Unlock()
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: id}
+	if unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, f.fd, &ev) != nil {
+		w.mu.Lock()
+		delete(w.forks, id)
+		w.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+// unwatchFork stops watching f's request end (before it is closed).
+func (w *switchWatch) unwatchFork(f *keptFork) {
+	w.mu.Lock()
+	for id, g := range w.forks {
+		if g == f {
+			delete(w.forks, id)
+		}
+	}
+	w.mu.Unlock()
+	unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, f.fd, nil)
 }
 
 // unwatchSwitch forgets s; fd is one of its fds still open, or -1 (the
@@ -107,10 +148,13 @@ func (p *Process) switchLoop() {
 		}
 		for _, ev := range evs[:n] {
 			w.mu.Lock()
-			s := w.socks[ev.Fd]
+			s, f := w.socks[ev.Fd], w.forks[ev.Fd]
 			w.mu.Unlock()
-			if s != nil {
+			switch {
+			case s != nil:
 				p.switchEvent(s)
+			case f != nil:
+				p.keptEvent(f)
 			}
 		}
 	}

@@ -90,6 +90,97 @@ func TestForkServersSwitchToKernel(t *testing.T) {
 	}
 }
 
+// A connection whose fds are all close-on-exec stays accelerated across a
+// fork until the child uses it (shim/forkkeep.go): the children of each
+// mode use it (or the parent closes its copy while the child holds it),
+// so it is switched, exactly as without +cloexec, only later.
+func TestForkServersKeptThenSwitched(t *testing.T) {
+	for _, mode := range []string{"perconn", "waitconn", "readfork", "greetfork", "epollconn", "pollconn"} {
+		t.Run(mode, func(t *testing.T) {
+			lazy := 0
+			if mode == "greetfork" {
+				lazy = 100
+			}
+			srv, cli := forkRunLazy(t, true, mode+"+cloexec", 30, lazy, 2<<20, 1<<20)
+			if !strings.Contains(srv, "fork: connections kept accelerated for the child") {
+				t.Errorf("server did not keep the connection at the fork:\n%s", srv)
+			}
+			if !strings.Contains(srv, "fork: connection switched to kernel TCP") || !strings.Contains(srv, "reason=fork-exec-decline") {
+				t.Errorf("server did not switch the connection its child used:\n%s", srv)
+			}
+			// waitconn's parent keeps its copy open: the child's first
+			// call asks for the switch.
+			if mode == "waitconn" && !strings.Contains(srv, "the child uses a kept connection") {
+				t.Errorf("the child's use did not ask the parent to switch:\n%s", srv)
+			}
+			if !strings.Contains(cli[0], "connected accelerated") || !strings.Contains(cli[0], "switched to kernel TCP by its peer") {
+				t.Errorf("first client not accelerated then switched:\n%s", cli[0])
+			}
+			noWarnings(t, srv+cli[0])
+		})
+	}
+}
+
+// A process that exits while its fork child holds a kept connection
+// switches it first (the kernel keeps it open for the child): the child
+// echoes every byte.
+func TestForkParentExitsChildServes(t *testing.T) {
+	srv, cli := forkRun(t, true, "exitconn+cloexec", 30, 2<<20)
+	if !strings.Contains(srv, "fork: connections kept accelerated for the child") || !strings.Contains(srv, "fork: connection switched to kernel TCP") {
+		t.Errorf("server did not keep, then switch the connection at its exit:\n%s", srv)
+	}
+	if !strings.Contains(cli[0], "connected accelerated") || !strings.Contains(cli[0], "switched to kernel TCP by its peer") {
+		t.Errorf("client not accelerated then switched:\n%s", cli[0])
+	}
+	noWarnings(t, srv+cli[0])
+}
+
+// When the process that kept a connection for its child is killed, the
+// child's first use cannot have it switched: the child resets it (logged),
+// and the client sees an error at once instead of waiting on a socket
+// nothing would ever arrive on. (Kernel TCP would go on with the child:
+// the one case where the shim's answer differs; docs/direct.md.)
+func TestForkParentKilledChildResets(t *testing.T) {
+	a, prog := forkEcho(t)
+	rd := runDir(t)
+	logs := t.TempDir()
+	srvSide := side{shim: true, log: filepath.Join(logs, "server.log")}
+	srv := start(t, a.environ(t, srvSide, rd), 30*time.Second, prog, "server", "killconn+cloexec", "1", "30")
+	port := echoPort(t, srv)
+	cliSide := side{shim: true, log: filepath.Join(logs, "client.log")}
+	began := time.Now()
+	cli := start(t, a.environ(t, cliSide, rd), 20*time.Second, prog, "client", fmt.Sprint(port), fmt.Sprint(1<<20), "11")
+	if err := cli.wait(); err == nil {
+		t.Fatalf("client succeeded against a killed server's child: %q", cli.out.String())
+	}
+	if d := time.Since(began); d > 15*time.Second {
+		t.Errorf("client took %v to fail", d)
+	}
+	srv.wait()
+	if log := readLog(t, srvSide.log); !strings.Contains(log, "the parent did not switch the connections it kept for this child") {
+		t.Errorf("the child did not report the reset:\n%s", log)
+	}
+}
+
+// A fork child that never uses the connections it inherits (redis-server's
+// BGSAVE child; one closes its copy first) leaves them accelerated: the
+// echo stays exact and nothing is switched.
+func TestForkChildUnusedStaysAccelerated(t *testing.T) {
+	srv, cli := forkRun(t, true, "bgsave+cloexec", 0, 4<<20, 1<<20)
+	for i, c := range cli {
+		if !strings.Contains(c, "connected accelerated") || strings.Contains(c, "switched to kernel TCP") {
+			t.Errorf("client %d not accelerated to the end:\n%s", i, c)
+		}
+	}
+	if n := strings.Count(srv, "fork: connections kept accelerated for the child"); n != 4 {
+		t.Errorf("server kept connections at %d forks, want 4 (two per connection)\n%s", n, srv)
+	}
+	if strings.Contains(srv, "switched to kernel TCP") || strings.Contains(srv, "fork-exec-decline") {
+		t.Errorf("server switched a connection its children never used:\n%s", srv)
+	}
+	noWarnings(t, srv+strings.Join(cli, ""))
+}
+
 // checkSecondClient checks the connection a client made after the
 // server's first fork. fork() made the listener a group listener
 // (deferred acceptance: the process that first uses an accepted fd

@@ -74,3 +74,60 @@ func atoiT(t *testing.T, s string) int {
 	}
 	return n
 }
+
+// redis-server forks a child for BGSAVE that never touches the clients'
+// connections: a redis-cli session that spans a BGSAVE stays accelerated
+// on both sides (the server keeps it across the fork: shim/forkkeep.go),
+// and every reply is right. Before, each background save switched every
+// client connection to kernel TCP for good.
+func TestProgramsRedisBGSAVE(t *testing.T) {
+	a := build(t)
+	server := need(t, "redis-server")
+	cli := need(t, "redis-cli")
+	r := newPairRun(t, a, bothShimmed)
+	port := fmt.Sprint(freePort(t))
+	dir := t.TempDir()
+	srv := start(t, r.serverEnv(t), 60*time.Second, server, "--port", port, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir)
+	waitListen(t, srv, atoiT(t, port))
+
+	c := exec.Command(cli, "-p", port)
+	c.Env = r.clientEnv(t)
+	in, err := c.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	c.Stdout, c.Stderr = &out, &out
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(in, "SET before 1\nBGSAVE\n")
+	dump := filepath.Join(dir, "dump.rdb")
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if _, err := os.Stat(dump); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("BGSAVE wrote no %s; redis-cli: %q", dump, out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // the child's exit reaped
+	fmt.Fprintf(in, "SET after 2\nGET before\nGET after\n")
+	in.Close()
+	if err := c.Wait(); err != nil {
+		t.Fatalf("redis-cli: %v %q", err, out.String())
+	}
+	if got := out.String(); got != "OK\nBackground saving started\nOK\n1\n2\n" {
+		t.Fatalf("redis-cli answered %q", out.String())
+	}
+	srvLog := readLog(t, r.srvLog)
+	if !strings.Contains(srvLog, "fork: connections kept accelerated for the child") {
+		t.Errorf("redis-server's fork kept nothing:\n%s", tail(srvLog, 30))
+	}
+	if strings.Contains(srvLog, "switched to kernel TCP") || strings.Contains(readLog(t, r.cliLog), "switched to kernel TCP") {
+		t.Errorf("a connection switched to kernel TCP at BGSAVE")
+	}
+	r.checkPair(t, 1, false)
+}

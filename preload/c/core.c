@@ -63,6 +63,13 @@ void sdp_fallback_count(int reason)
 
 int sdp_core_off_reason(void) { return __atomic_load_n(&sdp_core_reason, __ATOMIC_ACQUIRE); }
 
+void sdp_fork_decline_count(unsigned long n)
+{
+	__atomic_add_fetch(&sdp_fallback[SDPSHIM_REASON_FORK_DECLINE], n, __ATOMIC_RELAXED);
+	if (n > 0)
+		sdpshim_probe_fallback(SDPSHIM_REASON_FORK_DECLINE, -1, 0); /* once for the n fds */
+}
+
 /* ---- the host side of the ABI ----------------------------------------------- */
 
 static int host_child_cores(void);
@@ -89,6 +96,7 @@ static struct sdpshim_host sdp_host = {
 	.epoll_stale = sdp_epoll_stale,
 	.epoll_update = sdp_epoll_update,
 	.fork_work = host_fork_work,
+	.fork_keep = sdp_fork_keep,
 };
 
 /* ---- where we are, where the core is ------------------------------------------ */
@@ -704,6 +712,9 @@ static int sdp_name_loaded(struct dl_phdr_info *info, size_t size, void *name)
 /* A fork child loads the copy its parent made: 0 or a reason. */
 static int sdp_core_try_load_copy(void)
 {
+	/* The child's own core never sees the fds its parent kept
+	 * accelerated: they are switched and plain by now (forkkeep.c). */
+	sdp_fork_kept_resolve(-1);
 	int fd = __atomic_load_n(&sdp_core_next_fd, __ATOMIC_ACQUIRE);
 	int reason = sdp_core_enabled();
 	if (reason != 0) {
@@ -812,7 +823,7 @@ int sdp_core_acquire(void)
 	return s == SDP_CORE_READY;
 }
 
-void sdp_core_atfork_child(void)
+void sdp_core_atfork_child(int keep, int mine)
 {
 	/* The child's one thread is a program thread, and no runtime has a
 	 * thread here: nothing for the SIGCHLD router to send on until a
@@ -836,16 +847,16 @@ void sdp_core_atfork_child(void)
 	__atomic_store_n(&sdp_core_next_busy, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&sdp_core_next_failed, 0, __ATOMIC_RELAXED);
 	/* Inherited connections were switched to kernel TCP by fork_prepare
-	 * and are UNMANAGED already; what is left MANAGED (emulated epoll
-	 * sets) is counted; listeners and unconnected sockets stay
+	 * and are UNMANAGED already, or kept (keep >= 0: forkkeep.c); what is
+	 * left MANAGED (emulated epoll sets) is counted; listeners and unconnected sockets stay
 	 * CANDIDATE (for this process's own core, or counted at each accept
 	 * when it has none); the old core's PROTECTED fds become plain. */
-	unsigned long n = sdp_fd_forget_all();
-	sdp_direct_forget_all(); /* the parent's handles: its connections were switched */
-	sdp_epoll_forget_all();  /* and its epoll sets' snapshots (their fds are plain here) */
-	__atomic_add_fetch(&sdp_fallback[SDPSHIM_REASON_FORK_DECLINE], n, __ATOMIC_RELAXED);
-	if (n > 0)
-		sdpshim_probe_fallback(SDPSHIM_REASON_FORK_DECLINE, -1, 0); /* once for the n fds */
+	sdp_epoll_forget_all(); /* the parent's epoll sets' snapshots (their fds are plain here) */
+	if (!sdp_fork_keep_child(keep, mine)) {
+		unsigned long n = sdp_fd_forget_all();
+		sdp_direct_forget_all(); /* the parent's handles: its connections were switched */
+		sdp_fork_decline_count(n);
+	} /* else: they wait as SDP_FD_INHERITED, with their handles, for forkkeep.c */
 	/* The parent's own image is of no use here. */
 	__atomic_store_n(&sdp_core_image_fd, -1, __ATOMIC_RELEASE);
 	if (img >= 0)

@@ -47,6 +47,19 @@ void sdp_direct_forget_all(void)
 	__atomic_store_n(&sdp_dt_count, 0, __ATOMIC_RELAXED);
 }
 
+void sdp_direct_reset_all(void)
+{
+	if (__atomic_load_n(&sdp_dt_count, __ATOMIC_RELAXED) == 0)
+		return;
+	int hi = __atomic_load_n(&sdp_fd_hi, __ATOMIC_RELAXED);
+	for (int fd = 0; fd <= hi; fd++) {
+		struct sdp_dconn **slot = dt_slot(fd, 0);
+		struct sdp_dconn *c = slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : NULL;
+		if (c != NULL && !__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE))
+			sdp_dconn_reset(c);
+	}
+}
+
 /* The handle carrying fd, held (users + 1) until sdp_direct_put, or NULL.
  * The core detaches by setting closed, then waits for users to drop to 0
  * before it unmaps: announce-then-check on both sides (SEQ_CST). */

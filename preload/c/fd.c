@@ -37,9 +37,13 @@ static SDP_COLD int close_slow(int fd)
 			sdp_fd_set(fd, SDPSHIM_FD_UNMANAGED);
 		return sdp_real.close(fd);
 	}
-	int s = sdp_fd_state(fd);
+	int s = sdp_fd_state_raw(fd); /* an inherited fd closes without switching anything */
 	if (s == SDPSHIM_FD_PROTECTED)
 		return (int)sdp_fail(EBADF);
+	if (s == SDP_FD_INHERITED) {
+		sdp_fd_drop_inherited(fd);
+		return sdp_real.close(fd);
+	}
 	if (s != SDPSHIM_FD_UNMANAGED && sdp_core_ready()) {
 		int saved = errno;
 		SDP_CORE_DO(sdp_core.close(fd));
@@ -51,7 +55,7 @@ static SDP_COLD int close_slow(int fd)
 
 SDP_EXPORT int close(int fd)
 {
-	if (likely(sdp_fd_plain(fd)))
+	if (likely(sdp_fd_state_raw(fd) == SDPSHIM_FD_UNMANAGED))
 		return sdp_real.close(fd);
 	return close_slow(fd);
 }
@@ -59,6 +63,10 @@ SDP_EXPORT int close(int fd)
 /* Tells the core that fd is going away and forgets its state. */
 static void sdp_release(int fd, int state)
 {
+	if (state == SDP_FD_INHERITED) {
+		sdp_fd_drop_inherited(fd);
+		return;
+	}
 	if (state != SDPSHIM_FD_UNMANAGED && state != SDPSHIM_FD_PROTECTED && sdp_core_ready())
 		SDP_CORE_DO(sdp_core.close(fd));
 	sdp_fd_set(fd, SDPSHIM_FD_UNMANAGED);
@@ -75,7 +83,7 @@ static int close_range_split(unsigned int lo, unsigned int hi, int flags)
 	unsigned int start = lo;
 	int first = 1, rc = 0, saved = errno;
 	for (unsigned int fd = lo; hi_marked >= 0 && fd <= scan_end; fd++) {
-		int s = sdp_fd_state((int)fd);
+		int s = sdp_fd_state_raw((int)fd);
 		if (s == SDPSHIM_FD_UNMANAGED)
 			continue;
 		if (s != SDPSHIM_FD_PROTECTED) {
@@ -125,7 +133,7 @@ SDP_EXPORT void closefrom(int lowfd)
 	if (close_range_split((unsigned int)lowfd, ~0U, 0) < 0 && errno == ENOSYS) {
 		/* Kernel older than 5.9: one by one, up to the highest open. */
 		for (int fd = lowfd; fd <= hi_marked + 1024; fd++)
-			if (sdp_fd_state(fd) != SDPSHIM_FD_PROTECTED)
+			if (sdp_fd_state_raw(fd) != SDPSHIM_FD_PROTECTED)
 				close(fd);
 	}
 }

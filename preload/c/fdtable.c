@@ -45,7 +45,7 @@ int sdp_fd_set(int fd, int state)
 {
 	if (fd < 0)
 		return -EBADF;
-	if (state < SDPSHIM_FD_UNMANAGED || state > SDPSHIM_FD_PROTECTED)
+	if (state < SDPSHIM_FD_UNMANAGED || state > SDP_FD_INHERITED)
 		return -EINVAL;
 	/* A vfork child shares its parent's memory but not its fd table. */
 	if (sdp_vfork_child)
@@ -76,12 +76,43 @@ unsigned long sdp_fd_forget_all(void)
 	unsigned long n = 0;
 	int hi = __atomic_load_n(&sdp_fd_hi, __ATOMIC_RELAXED);
 	for (int fd = 0; fd <= hi; fd++) {
-		int s = sdp_fd_state(fd);
-		if (s == SDPSHIM_FD_UNMANAGED || s == SDPSHIM_FD_CANDIDATE)
+		int s = sdp_fd_state_raw(fd);
+		/* INHERITED ones wait for their own resolution (a grandchild
+		 * of the process that kept them). */
+		if (s == SDPSHIM_FD_UNMANAGED || s == SDPSHIM_FD_CANDIDATE || s == SDP_FD_INHERITED)
 			continue;
 		if (s == SDPSHIM_FD_MANAGED)
 			n++;
 		sdp_fd_set(fd, SDPSHIM_FD_UNMANAGED);
+	}
+	return n;
+}
+
+unsigned long sdp_fd_inherit_all(void)
+{
+	unsigned long n = 0;
+	int hi = __atomic_load_n(&sdp_fd_hi, __ATOMIC_RELAXED);
+	for (int fd = 0; fd <= hi; fd++) {
+		int s = sdp_fd_state_raw(fd);
+		if (s == SDPSHIM_FD_MANAGED) {
+			n++;
+			sdp_fd_set(fd, SDP_FD_INHERITED);
+		} else if (s == SDPSHIM_FD_PROTECTED) {
+			sdp_fd_set(fd, SDPSHIM_FD_UNMANAGED);
+		}
+	}
+	return n;
+}
+
+unsigned long sdp_fd_release_inherited(void)
+{
+	unsigned long n = 0;
+	int hi = __atomic_load_n(&sdp_fd_hi, __ATOMIC_RELAXED);
+	for (int fd = 0; fd <= hi; fd++) {
+		if (sdp_fd_state_raw(fd) == SDP_FD_INHERITED) {
+			n++;
+			sdp_fd_set(fd, SDPSHIM_FD_UNMANAGED);
+		}
 	}
 	return n;
 }

@@ -26,18 +26,28 @@ SDP_EXPORT pid_t fork(void)
 {
 	if (sdp_passthrough())
 		return sdp_real.fork();
+	int keep = -1, mine = -1; /* the request pair of the connections kept (forkkeep.c) */
 	if (sdp_core_ready()) {
 		int saved = errno;
 		if (sdp_core_fork_needed())
 			SDP_CORE_DO(sdp_core.fork_prepare(SDPSHIM_FORK));
+		keep = sdp_fork_keep_take(&mine);
 		/* After the hook: the copy takes a few ms the first time, which
 		 * must not delay withdrawing the listeners the child shares. */
 		sdp_core_prepare_fork();
 		errno = saved;
 	}
 	pid_t pid = sdp_real.fork();
-	if (pid == 0)
-		sdp_core_atfork_child();
+	if (pid == 0) {
+		sdp_core_atfork_child(keep, mine);
+	} else if (keep >= 0) {
+		/* The child's end is the child's alone: the core sees it close
+		 * when the child and whoever inherits it from there are gone. */
+		int saved = errno;
+		sdp_fd_set(keep, SDPSHIM_FD_UNMANAGED);
+		syscall(SYS_close, keep);
+		errno = saved;
+	}
 	return pid;
 }
 

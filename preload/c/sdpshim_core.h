@@ -203,6 +203,18 @@ struct sdpshim_host {
 	 * calls it, every fork calls fork_prepare. Absent in an older
 	 * interposer: every fork does. */
 	void (*fork_work)(int need);
+	/* Called by fork_prepare(SDPSHIM_FORK) when it keeps connections
+	 * accelerated across this fork instead of switching them (their fds
+	 * are all close-on-exec): fd is the child's end of a SOCK_SEQPACKET
+	 * pair whose other end, mine, the core watches. The interposer gives
+	 * fd to the child (PROTECTED) and closes it in the parent once fork()
+	 * returned, and closes mine in the child (so that the request fails
+	 * at once when the parent is gone); in the child, the fds the parent managed wait, untouched,
+	 * and the first call on one of them sends the core a request over fd
+	 * to switch the kept connections to kernel TCP (with an SCM_RIGHTS
+	 * pipe whose write end the core closes when done), as fork_prepare
+	 * would have done. Absent in an older interposer: nothing is kept. */
+	void (*fork_keep)(int fd, int mine);
 };
 
 /* A snapshot of an emulated epoll set whose socket entries are all
@@ -341,8 +353,10 @@ struct sdpshim_eset {
  *     Before fork()/posix_spawn()/vfork(), in the parent, unless the core
  *     said through host->fork_work that forks need nothing. It may block
  *     (bounded, a few seconds at worst) while it switches inherited
- *     connections to kernel TCP with their peers. Nothing is called in the
- *     parent after the fork: each call into the runtime there made the
+ *     connections to kernel TCP with their peers, except those it keeps
+ *     accelerated for a fork() child through host->fork_keep (switched
+ *     only when the child first uses one of the parent's fds). Nothing is
+ *     called in the parent after the fork: each call into the runtime there made the
  *     fork slower (its writes copy pages the child still shares).
  * exit_drain()
  *     _exit()/_Exit() of the process that runs the core, on a thread not
@@ -355,10 +369,11 @@ struct sdpshim_eset {
  *     library and async-signal-safe: the child must never enter the old Go
  *     runtime (it hangs). fork_prepare(SDPSHIM_FORK) has switched every
  *     inherited accelerated connection to kernel TCP (with the peer, no
- *     byte lost); fork_prepare(SDPSHIM_SPAWN), also called around vfork,
- *     those with an fd an exec keeps. Afterwards the interposer sets every
- *     remaining non-UNMANAGED fd UNMANAGED and never calls the core again
- *     in that process.
+ *     byte lost), or kept them (host->fork_keep); fork_prepare(
+ *     SDPSHIM_SPAWN), also called around vfork, those with an fd an exec
+ *     keeps. Afterwards the interposer sets every remaining non-UNMANAGED
+ *     fd UNMANAGED (after the kept ones were switched, when there are
+ *     some) and never calls the core again in that process.
  */
 #define SDPSHIM_CORE_ENTRY_POINTS(X)                                                       \
 	X(int, init, (struct sdpshim_host * host, char **envp))                               \

@@ -186,7 +186,15 @@ SDP_HIDDEN extern int sdp_fd_hi;
  * select then claim the CANDIDATE fds of their sets (poll.c). */
 SDP_HIDDEN extern int sdp_deferred_hint;
 
-static inline int sdp_fd_state(int fd)
+/* The interposer's own fifth state, never shown to the core: in a fork
+ * child whose parent kept its connections accelerated (host->fork_keep),
+ * an fd the parent managed. Its first use makes the parent switch them to
+ * kernel TCP (forkkeep.c); a close just closes it. */
+#define SDP_FD_INHERITED 4
+
+/* The state byte as stored (SDP_FD_INHERITED included): for the paths
+ * that only release an fd (close), which must not switch anything. */
+static inline int sdp_fd_state_raw(int fd)
 {
 	unsigned int i = (unsigned int)fd >> SDP_FD_CHUNK_SHIFT;
 	if (i >= SDP_FD_DIR) /* fd < 0 */
@@ -195,6 +203,18 @@ static inline int sdp_fd_state(int fd)
 	if (c == NULL)
 		return SDPSHIM_FD_UNMANAGED;
 	return __atomic_load_n(&c[(unsigned int)fd & (SDP_FD_CHUNK - 1)], __ATOMIC_RELAXED);
+}
+
+/* Resolves the kept connections of a fork child (forkkeep.c): afterwards
+ * no fd is SDP_FD_INHERITED. Returns fd's state then. */
+SDP_HIDDEN int sdp_fork_kept_resolve(int fd);
+
+static inline int sdp_fd_state(int fd)
+{
+	int s = sdp_fd_state_raw(fd);
+	if (unlikely(s == SDP_FD_INHERITED))
+		return sdp_fork_kept_resolve(fd);
+	return s;
 }
 
 /* The hot-path test: an fd nobody has marked goes straight to libc. */
@@ -207,7 +227,7 @@ static inline int sdp_fd_any_special(void)
 
 static inline int sdp_fd_is_special(int state)
 {
-	return state == SDPSHIM_FD_MANAGED || state == SDPSHIM_FD_PROTECTED;
+	return state == SDPSHIM_FD_MANAGED || state == SDPSHIM_FD_PROTECTED || state == SDP_FD_INHERITED;
 }
 
 /* Sets the state of fd: 0, -EBADF or -ENOMEM. */
@@ -225,6 +245,27 @@ static inline void sdp_fd_fresh(int fd, int state)
  * for the child's own copy of the core (core.c), or, when it has none, so
  * that what the child accepts on them is counted (sock.c). */
 SDP_HIDDEN unsigned long sdp_fd_forget_all(void);
+/* Fork child whose parent kept connections (forkkeep.c): every MANAGED fd
+ * set SDP_FD_INHERITED, every PROTECTED one UNMANAGED. Returns how many
+ * were MANAGED. */
+SDP_HIDDEN unsigned long sdp_fd_inherit_all(void);
+/* Every SDP_FD_INHERITED fd set UNMANAGED; returns how many. */
+SDP_HIDDEN unsigned long sdp_fd_release_inherited(void);
+
+/* ---- connections kept across fork (forkkeep.c) ------------------------------ */
+
+/* host->fork_keep: the child's end of the request pair of the fork
+ * about to happen (-1: none) and the core's end. fork() takes them
+ * (sdp_fork_keep_take returns the child's, *mine the core's). */
+SDP_HIDDEN void sdp_fork_keep(int fd, int mine);
+SDP_HIDDEN int sdp_fork_keep_take(int *mine);
+/* Fork child, before fork() returns (async-signal-safe), when the parent
+ * kept connections: fd is the request end (mine, the parent's, is closed
+ * here); the MANAGED fds wait as SDP_FD_INHERITED. 1 when it took over
+ * the fds (the caller forgets nothing more), 0 when fd < 0. */
+SDP_HIDDEN int sdp_fork_keep_child(int fd, int mine);
+/* An SDP_FD_INHERITED fd closes: its state and its handle slot go. */
+SDP_HIDDEN void sdp_fd_drop_inherited(int fd);
 
 /* ---- the core (core.c) ---------------------------------------------------- */
 
@@ -286,11 +327,16 @@ SDP_HIDDEN void sdp_fallback_count(int reason);
 /* Counts a fallback the interposer decided itself and fires the fallback
  * probe (probe.c); fd is the socket, or -1. Async-signal-safe. */
 SDP_HIDDEN void sdp_fallback_note(int reason, int fd);
-/* Fork child, before fork() returns (async-signal-safe): the state
+/* Fork child, before fork() returns (async-signal-safe; keep: the
+ * request end of connections the parent kept, or -1, and mine the
+ * parent's end): the state
  * changes above, the old core's C fork_child hook, MANAGED and PROTECTED
- * fds forgotten, signal handlers of the dead image given back their
+ * fds forgotten (or left to forkkeep.c), signal handlers of the dead image given back their
  * pre-core actions. */
-SDP_HIDDEN void sdp_core_atfork_child(void);
+SDP_HIDDEN void sdp_core_atfork_child(int keep, int mine);
+/* Counts n fds a fork child found switched to kernel TCP (fork-exec-
+ * decline) and fires the fallback probe once. Async-signal-safe. */
+SDP_HIDDEN void sdp_fork_decline_count(unsigned long n);
 /* Parent, before fork() while the core is READY: makes sure the next-core
  * copy exists (once per process; bounded wait when another thread makes
  * it). Failure is logged once; children then stay on kernel TCP. */
@@ -425,6 +471,9 @@ SDP_HIDDEN struct sdp_dconn *sdp_direct_poll_get(int fd);
 SDP_HIDDEN void sdp_direct_put(struct sdp_dconn *c);
 /* Fork child: forgets every handle (async-signal-safe). */
 SDP_HIDDEN void sdp_direct_forget_all(void);
+/* Fork child whose parent could not switch what it kept: every handle's
+ * connection reset (the peer sees ECONNRESET and closes its end). */
+SDP_HIDDEN void sdp_direct_reset_all(void);
 
 /* ---- epoll waits the interposer answers alone (epollfast.c) --------------------- */
 

@@ -35,6 +35,11 @@ static void host_fork_work(struct sdpshim_host *h, int need)
 	if (h->size >= offsetof(struct sdpshim_host, fork_work) + sizeof h->fork_work && h->fork_work != NULL)
 		h->fork_work(need);
 }
+static int host_has_fork_keep(struct sdpshim_host *h)
+{
+	return h->size >= offsetof(struct sdpshim_host, fork_keep) + sizeof h->fork_keep && h->fork_keep != NULL;
+}
+static void host_fork_keep(struct sdpshim_host *h, int fd, int mine) { h->fork_keep(fd, mine); }
 static int host_child_cores(struct sdpshim_host *h)
 {
 	if (h->size < offsetof(struct sdpshim_host, child_cores) + sizeof h->child_cores || h->child_cores == NULL)
@@ -133,6 +138,14 @@ func (c cHost) ForkWork(need bool) {
 	}
 	C.host_fork_work(c.h, n)
 }
+
+// KeepsForks reports whether the interposer can keep connections across
+// a fork (shim's forkKeepHost).
+func (c cHost) KeepsForks() bool { return C.host_has_fork_keep(c.h) != 0 }
+
+// ForkKeep gives the interposer the request pair of the fork about to
+// happen: the child's end and the core's.
+func (c cHost) ForkKeep(fd, mine int) { C.host_fork_keep(c.h, C.int(fd), C.int(mine)) }
 
 // EpollUpdate sets the events of fd's entry in epfd's fresh snapshot
 // (shim.epollFastHost); false when it did nothing.

@@ -9,6 +9,12 @@
  *       MODE:
  *         perconn  accept, fork; the child echoes, the parent closes its
  *                  copy right away
+ *         waitconn the same, but the parent closes its copy only once
+ *                  the child exited
+ *         exitconn the same, but the parent exits (exit()) right after
+ *                  the fork, leaving the connection to the child
+ *         killconn the same, but the parent is killed (SIGKILL) right
+ *                  after the fork
  *         epollconn the same, but the child's first call on the socket
  *                  is epoll_ctl (then epoll_wait for the request), as a
  *                  postgres backend's is
@@ -22,6 +28,12 @@
  *         exec     accept, fork; the child execs "fork_echo fd FD"
  *         vfork    accept, vfork + exec "fork_echo fd FD"
  *         spawn    accept, posix_spawn "fork_echo fd FD"
+ *         bgsave   accept; echo in the parent, which forks after the
+ *                  first read a child that closes its copy and exits
+ *                  without using it, and one that exits at once, as
+ *                  redis-server's BGSAVE child does
+ *       A mode ending in "+cloexec" accepts with SOCK_CLOEXEC (what the
+ *       shim keeps accelerated across a fork until the child uses it).
  *   fork_echo fd FD
  *       Echoes on the inherited socket FD until EOF.
  *   fork_echo client PORT BYTES SEED [READ_DELAY_MS]
@@ -164,8 +176,55 @@ static int reap(int n)
 	return bad;
 }
 
-static int server(const char *mode, int n, int delay)
+/* bgsave: echoes on c; after the first read, forks two children that
+ * never use c. 0 or -1. */
+static int echo_bgsave(int fd)
 {
+	char buf[65536];
+	int forked = 0;
+	for (;;) {
+		ssize_t r = read(fd, buf, sizeof buf);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -1;
+		if (r == 0)
+			break;
+		if (!forked) {
+			forked = 1;
+			pid_t a = fork();
+			if (a == 0) {
+				close(fd);
+				sleep_ms(20);
+				_exit(0);
+			}
+			pid_t b = fork();
+			if (b == 0)
+				_exit(0);
+			if (a < 0 || b < 0 || waitpid(a, NULL, 0) < 0 || waitpid(b, NULL, 0) < 0)
+				return -1;
+		}
+		if (write_all(fd, buf, (size_t)r) < 0)
+			return -1;
+	}
+	shutdown(fd, SHUT_WR);
+	return 0;
+}
+
+static int server(const char *arg, int n, int delay)
+{
+	char mode[32];
+	snprintf(mode, sizeof mode, "%s", arg);
+	int flags = 0;
+	char *plus = strchr(mode, '+');
+	if (plus != NULL) {
+		if (strcmp(plus, "+cloexec") != 0) {
+			errno = EINVAL;
+			die(arg);
+		}
+		*plus = 0;
+		flags = SOCK_CLOEXEC;
+	}
 	int l = listener();
 	if (strcmp(mode, "prefork") == 0) {
 		/* Worker w serves connections until n in all were served: each
@@ -216,11 +275,17 @@ static int server(const char *mode, int n, int delay)
 		return 0;
 	}
 	for (int i = 0; i < n; i++) {
-		int c = accept(l, NULL, NULL);
+		int c = accept4(l, NULL, NULL, flags);
 		if (c < 0)
 			die("accept");
 		if (delay > 0)
 			sleep_ms(delay);
+		if (strcmp(mode, "bgsave") == 0) {
+			if (echo_bgsave(c) < 0)
+				die("echo");
+			close(c);
+			continue;
+		}
 		char req[64];
 		int have = 0;
 		if (strcmp(mode, "readfork") == 0 || strcmp(mode, "greetfork") == 0) {
@@ -269,9 +334,20 @@ static int server(const char *mode, int n, int delay)
 		}
 		if (pid < 0)
 			die("fork");
+		if (strcmp(mode, "exitconn") == 0)
+			exit(0);
+		if (strcmp(mode, "killconn") == 0)
+			raise(SIGKILL);
+		if (strcmp(mode, "waitconn") == 0) {
+			int st;
+			if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+				die("waitconn child");
+			close(c);
+			continue;
+		}
 		close(c); /* the parent's copy, right away */
 	}
-	return reap(n) ? 1 : 0;
+	return strcmp(mode, "bgsave") == 0 || strcmp(mode, "waitconn") == 0 ? 0 : reap(n) ? 1 : 0;
 }
 
 /* ---- client ------------------------------------------------------------- */

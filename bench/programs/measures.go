@@ -28,6 +28,7 @@ var measures = []measure{
 	{"sockperf", []string{"sockperf"}, (*harness).sockperf},
 	{"iperf3", []string{"iperf3"}, (*harness).iperf3},
 	{"redis", []string{"redis-server", "redis-benchmark"}, (*harness).redis},
+	{"redis save", []string{"redis-server", "redis-benchmark"}, (*harness).redisSave},
 	{"nginx", []string{"nginx", "wrk"}, (*harness).nginx},
 	{"nginx prefork", []string{"nginx", "wrk"}, (*harness).nginxPrefork},
 	{"memcached", []string{"memcached", "gcc"}, (*harness).memcached},
@@ -176,6 +177,43 @@ func (h *harness) redis(m mode) (map[string]float64, error) {
 		return out, fmt.Errorf("redis-benchmark %s", strings.Join(errs, "; "))
 	}
 	return carried(m, rd, out)
+}
+
+// redisSave measures redis-benchmark -c 50 SET against a redis-server
+// that saves every second it saw a change: a BGSAVE fork child about once
+// a second, which never touches the clients' connections (the shim keeps
+// them accelerated across the fork; before, the first save switched them
+// all to kernel TCP for the rest of the run).
+func (h *harness) redisSave(m mode) (map[string]float64, error) {
+	rd, port, err := h.pair()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(h.env.tmp, "redis-save")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	srv, err := startServer(h.env.of(m, rd), nil, "redis-server", "--port", fmt.Sprint(port), "--bind", "127.0.0.1",
+		"--save", "1 1", "--appendonly", "no", "--dir", dir)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop(syscall.SIGKILL)
+	if err := srv.waitListen(port); err != nil {
+		return nil, err
+	}
+	n := map[bool]int{false: 400000, true: 100000}[h.quick]
+	res, err := runClient(h.env.of(m, rd), nil, h.limit(), "redis-benchmark", "-p", fmt.Sprint(port),
+		"-c", "50", "-n", fmt.Sprint(n), "-t", "set", "--csv")
+	if err != nil {
+		return nil, fmt.Errorf("redis-benchmark: %v", firstLine(err.Error()))
+	}
+	set, ok := redisRates(res)["SET"]
+	if !ok {
+		return nil, fmt.Errorf("redis-benchmark: no SET rate in\n%s", tailOf(res))
+	}
+	return carried(m, rd, map[string]float64{"redis.save.c50.SET": set})
 }
 
 // redisRates reads redis-benchmark --csv output: requests per second by

@@ -48,6 +48,7 @@ var rows = func() []row {
 		row{key: "redis.c1.SET", label: "redis-benchmark -c 1 SET", unit: "req/s", higher: true, format: f0, target: ">= 3x", judge: atLeast(3)},
 		row{key: "redis.c50.GET", label: "redis-benchmark -c 50 GET", unit: "req/s", higher: true, format: f0},
 		row{key: "redis.c50.SET", label: "redis-benchmark -c 50 SET", unit: "req/s", higher: true, format: f0},
+		row{key: "redis.save.c50.SET", label: "redis-benchmark -c 50 SET, BGSAVE every second", unit: "req/s", higher: true, format: f0},
 		row{key: "nginx.rps", label: "nginx (1 process) + wrk -c 64", unit: "req/s", higher: true, format: f0, target: ">= 1.5x", judge: atLeast(1.5)},
 		row{key: "nginx.lat", label: "nginx + wrk latency avg", unit: "us", format: f1},
 		row{key: "nginx2.rps", label: "nginx (master + 2 workers) + wrk -c 64", unit: "req/s", higher: true, format: f0, target: ">= 1.5x", judge: atLeast(1.5)},

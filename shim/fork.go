@@ -39,6 +39,23 @@ type forkWorkHost interface {
 	ForkWork(need bool)
 }
 
+// forkReadyHost is a Host that can make ahead of time what a first fork
+// needs (the core copy fork children load).
+type forkReadyHost interface {
+	// ForkReady makes it now; it may take a few ms.
+	ForkReady()
+}
+
+// forkReady has the interposer make the core copy for fork children in
+// the background, once: a process that listens is a server, and servers
+// fork (workers, backends, redis-server's BGSAVE); its first fork then
+// costs what a later one does instead of the copy's few ms.
+func (p *Process) forkReady() {
+	if h, ok := p.host.(forkReadyHost); ok {
+		p.forkReadyOnce.Do(func() { go h.ForkReady() })
+	}
+}
+
 // forkWorkLocked tells the interposer whether a fork needs ForkPrepare:
 // while a connection is accelerated (it must switch to kernel TCP) or a
 // registered listener is not a group listener yet (it must become one, or

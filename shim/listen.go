@@ -102,6 +102,9 @@ func (p *Process) registerLocked(s *Socket, fd int, group bool) {
 	}
 	s.listenAddr, s.registered, s.group = addr, true, group
 	p.mu.Lock()
+	if len(p.listeners) == 0 {
+		p.forkReady()
+	}
 	p.listeners[s] = struct{}{}
 	if !group {
 		p.ungrouped++

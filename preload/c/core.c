@@ -97,6 +97,7 @@ static struct sdpshim_host sdp_host = {
 	.epoll_update = sdp_epoll_update,
 	.fork_work = host_fork_work,
 	.fork_keep = sdp_fork_keep,
+	.fork_ready = sdp_core_prepare_fork,
 };
 
 /* ---- where we are, where the core is ------------------------------------------ */
@@ -477,17 +478,39 @@ static int sdp_fork_need = 1;
 static void host_fork_work(int need) { __atomic_store_n(&sdp_fork_need, need != 0, __ATOMIC_SEQ_CST); }
 int sdp_core_fork_needed(void) { return __atomic_load_n(&sdp_fork_need, __ATOMIC_SEQ_CST); }
 
-/* The lowest number the copy may take: well above what programs use,
- * below RLIMIT_NOFILE and within the first fd-table chunk. */
+/* The lowest number the copy may take: where the core keeps its own fds
+ * (shim/wake.go, highBase: half the soft RLIMIT_NOFILE, at most 65536, at
+ * least 64), well above what programs use. One region for both: the
+ * kernel's fd table grows once for it (sdp_fd_table_reserve), and a fork
+ * copies the table up to the highest open fd (a copy at RLIMIT_NOFILE -
+ * 32, where it was, made every fork of a process with a 20000 limit about
+ * 50 us slower). */
 static int sdp_core_high_fd(void)
 {
 	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
-		return -1;
-	rlim_t top = rl.rlim_cur;
-	if (top == RLIM_INFINITY || top > SDP_FD_CHUNK)
-		top = SDP_FD_CHUNK;
-	return top >= 256 ? (int)top - 32 : -1;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < 128)
+		return 64;
+	rlim_t half = rl.rlim_cur == RLIM_INFINITY ? SDP_FD_CHUNK : rl.rlim_cur / 2;
+	return half > SDP_FD_CHUNK ? (int)SDP_FD_CHUNK : (int)half;
+}
+
+/* Grows the kernel's fd table over the region of the shim's own fds
+ * before the core's runtime starts its threads. The kernel grows a table
+ * shared by several threads only after an RCU grace period: 11-19 ms
+ * here, which the first connection (its eventfds) or the first fork (the
+ * copy above) paid; a process with one thread grows it in microseconds. */
+static void sdp_fd_table_reserve(void)
+{
+	int base = sdp_core_high_fd();
+	int src = (int)syscall(SYS_openat, AT_FDCWD, "/", O_PATH | O_CLOEXEC);
+	if (src < 0)
+		return;
+	/* 64 numbers on: room for the core's first fds before the table's
+	 * next size (a power of two). */
+	int d = sdp_real.fcntl(src, F_DUPFD_CLOEXEC, base + 64);
+	if (d >= 0)
+		syscall(SYS_close, d);
+	syscall(SYS_close, src);
 }
 
 /* Makes the next-core memfd; the fd, or -1 (logged). Guarded. */
@@ -662,6 +685,7 @@ static int sdp_core_open(const char *path, int chosen)
 	 * (SIGTERM, SIGINT, ...) always goes to one of the program's threads,
 	 * interrupting its blocking call there, never to a runtime thread. */
 	sigset_t held;
+	sdp_fd_table_reserve();
 	sdp_signals_hold(&held);
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	sdp_signals_release(&held);

@@ -215,6 +215,11 @@ struct sdpshim_host {
 	 * pipe whose write end the core closes when done), as fork_prepare
 	 * would have done. Absent in an older interposer: nothing is kept. */
 	void (*fork_keep)(int fd, int mine);
+	/* Makes, now, what this process's first fork would otherwise make:
+	 * the copy of the core its fork children load (a few ms). Thread-safe;
+	 * the core calls it off the program's threads when the process starts
+	 * listening (servers fork). Absent in an older interposer. */
+	void (*fork_ready)(void);
 };
 
 /* A snapshot of an emulated epoll set whose socket entries are all

@@ -40,6 +40,11 @@ static int host_has_fork_keep(struct sdpshim_host *h)
 	return h->size >= offsetof(struct sdpshim_host, fork_keep) + sizeof h->fork_keep && h->fork_keep != NULL;
 }
 static void host_fork_keep(struct sdpshim_host *h, int fd, int mine) { h->fork_keep(fd, mine); }
+static void host_fork_ready(struct sdpshim_host *h)
+{
+	if (h->size >= offsetof(struct sdpshim_host, fork_ready) + sizeof h->fork_ready && h->fork_ready != NULL)
+		h->fork_ready();
+}
 static int host_child_cores(struct sdpshim_host *h)
 {
 	if (h->size < offsetof(struct sdpshim_host, child_cores) + sizeof h->child_cores || h->child_cores == NULL)
@@ -146,6 +151,10 @@ func (c cHost) KeepsForks() bool { return C.host_has_fork_keep(c.h) != 0 }
 // ForkKeep gives the interposer the request pair of the fork about to
 // happen: the child's end and the core's.
 func (c cHost) ForkKeep(fd, mine int) { C.host_fork_keep(c.h, C.int(fd), C.int(mine)) }
+
+// ForkReady makes what the process's first fork would make (the core
+// copy for its children), now (shim's forkReadyHost).
+func (c cHost) ForkReady() { C.host_fork_ready(c.h) }
 
 // EpollUpdate sets the events of fd's entry in epfd's fresh snapshot
 // (shim.epollFastHost); false when it did nothing.

@@ -18,15 +18,9 @@ const exitDrain = 2 * time.Second
 // still hold are switched to kernel TCP instead. Then the rendezvous
 // registrations are withdrawn.
 func (p *Process) Exit() {
-	p.mu.Lock()
-	var socks []*Socket
-	for s := range p.live {
-		socks = append(socks, s)
-	}
-	p.mu.Unlock()
 	// A connection a fork child may still hold goes on there: switched,
 	// not ended (forkkeep.go).
-	socks = p.switchShared(socks)
+	socks := p.switchShared(p.liveSockets())
 	p.mu.Lock()
 	var streams []dataStream
 	for _, s := range socks {

@@ -1,8 +1,6 @@
 package shim
 
 import (
-	"sync"
-
 	"golang.org/x/sys/unix"
 )
 
@@ -69,12 +67,7 @@ func (p *Process) keepForFork() map[*Socket]bool {
 	if !ok || !h.KeepsForks() || p.swatch.epoll(p) < 0 {
 		return nil
 	}
-	p.mu.Lock()
-	var socks []*Socket
-	for s := range p.live {
-		socks = append(socks, s)
-	}
-	p.mu.Unlock()
+	socks := p.liveSockets()
 	k := 0
 	for _, s := range socks {
 		if s.keepable() {
@@ -162,18 +155,13 @@ func (p *Process) keptRequest(f *keptFork, reply int) {
 	}()
 	p.count("fork.keep.switch")
 	p.log.Debug("fork: the child uses a kept connection: switching them to kernel TCP")
-	var wg sync.WaitGroup
+	var socks []*Socket
 	for _, s := range f.socks {
-		if s.getState() != sockAccelerated {
-			continue
+		if s.getState() == sockAccelerated {
+			socks = append(socks, s)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.switchAsForker()
-		}()
 	}
-	wg.Wait()
+	switchAsForkers(socks)
 }
 
 // forgetFork drops a fork whose child's end nobody holds any more.
@@ -207,20 +195,16 @@ func (p *Process) sharedWithChild(s *Socket) bool {
 // switchShared switches the connections among socks that a fork child
 // may still hold to kernel TCP (in parallel) and returns the others.
 func (p *Process) switchShared(socks []*Socket) []*Socket {
-	var wg sync.WaitGroup
+	var shared []*Socket
 	k := 0
 	for _, s := range socks {
-		if s.getState() != sockAccelerated || !p.sharedWithChild(s) {
-			socks[k] = s
-			k++
+		if s.getState() == sockAccelerated && p.sharedWithChild(s) {
+			shared = append(shared, s)
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.switchAsForker()
-		}()
+		socks[k] = s
+		k++
 	}
-	wg.Wait()
+	switchAsForkers(shared)
 	return socks[:k]
 }

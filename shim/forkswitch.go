@@ -87,12 +87,7 @@ var errSwitchTimeout = errors.New("switch to kernel TCP: peer did not answer in 
 // fork (or spawn) inherits to kernel TCP, in parallel, except those kept
 // (forkkeep.go), and returns when each is done or has given up.
 func (p *Process) switchForFork(kind int, kept map[*Socket]bool) {
-	p.mu.Lock()
-	var socks []*Socket
-	for s := range p.live {
-		socks = append(socks, s)
-	}
-	p.mu.Unlock()
+	socks := p.liveSockets()
 	k := 0
 	for _, s := range socks {
 		if !kept[s] && (kind == ForkFork || s.inheritable()) {
@@ -103,8 +98,14 @@ func (p *Process) switchForFork(kind int, kept map[*Socket]bool) {
 			k++
 		}
 	}
+	switchAsForkers(socks[:k])
+}
+
+// switchAsForkers switches socks to kernel TCP, each as a forker, in
+// parallel, and returns when each is done or has given up.
+func switchAsForkers(socks []*Socket) {
 	var wg sync.WaitGroup
-	for _, s := range socks[:k] {
+	for _, s := range socks {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -112,6 +113,17 @@ func (p *Process) switchForFork(kind int, kept map[*Socket]bool) {
 		}()
 	}
 	wg.Wait()
+}
+
+// liveSockets returns the accelerated sockets of the process.
+func (p *Process) liveSockets() []*Socket {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	socks := make([]*Socket, 0, len(p.live))
+	for s := range p.live {
+		socks = append(socks, s)
+	}
+	return socks
 }
 
 // Pass is the pass hook: fd is in an SCM_RIGHTS message about to be sent.

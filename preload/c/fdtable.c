@@ -71,50 +71,28 @@ int sdp_fd_set(int fd, int state)
 	return 0;
 }
 
+unsigned long sdp_fd_recast(const signed char to[SDP_FD_STATES], int counted)
+{
+	unsigned long n = 0;
+	int hi = __atomic_load_n(&sdp_fd_hi, __ATOMIC_RELAXED);
+	for (int fd = 0; fd <= hi; fd++) {
+		int s = sdp_fd_state_raw(fd);
+		if (s == SDPSHIM_FD_UNMANAGED || s >= SDP_FD_STATES || to[s] < 0)
+			continue;
+		if (s == counted)
+			n++;
+		sdp_fd_set(fd, to[s]);
+	}
+	return n;
+}
+
 unsigned long sdp_fd_forget_all(void)
 {
-	unsigned long n = 0;
-	int hi = __atomic_load_n(&sdp_fd_hi, __ATOMIC_RELAXED);
-	for (int fd = 0; fd <= hi; fd++) {
-		int s = sdp_fd_state_raw(fd);
-		/* INHERITED ones wait for their own resolution (a grandchild
-		 * of the process that kept them). */
-		if (s == SDPSHIM_FD_UNMANAGED || s == SDPSHIM_FD_CANDIDATE || s == SDP_FD_INHERITED)
-			continue;
-		if (s == SDPSHIM_FD_MANAGED)
-			n++;
-		sdp_fd_set(fd, SDPSHIM_FD_UNMANAGED);
-	}
-	return n;
-}
-
-unsigned long sdp_fd_inherit_all(void)
-{
-	unsigned long n = 0;
-	int hi = __atomic_load_n(&sdp_fd_hi, __ATOMIC_RELAXED);
-	for (int fd = 0; fd <= hi; fd++) {
-		int s = sdp_fd_state_raw(fd);
-		if (s == SDPSHIM_FD_MANAGED) {
-			n++;
-			sdp_fd_set(fd, SDP_FD_INHERITED);
-		} else if (s == SDPSHIM_FD_PROTECTED) {
-			sdp_fd_set(fd, SDPSHIM_FD_UNMANAGED);
-		}
-	}
-	return n;
-}
-
-unsigned long sdp_fd_release_inherited(void)
-{
-	unsigned long n = 0;
-	int hi = __atomic_load_n(&sdp_fd_hi, __ATOMIC_RELAXED);
-	for (int fd = 0; fd <= hi; fd++) {
-		if (sdp_fd_state_raw(fd) == SDP_FD_INHERITED) {
-			n++;
-			sdp_fd_set(fd, SDPSHIM_FD_UNMANAGED);
-		}
-	}
-	return n;
+	/* CANDIDATE ones stay for the child's own core; INHERITED ones wait
+	 * for their own resolution (a grandchild of the process that kept
+	 * them: forkkeep.c). */
+	static const signed char to[SDP_FD_STATES] = {-1, -1, SDPSHIM_FD_UNMANAGED, SDPSHIM_FD_UNMANAGED, -1};
+	return sdp_fd_recast(to, SDPSHIM_FD_MANAGED);
 }
 
 void **sdp_fd_ptr_slot(void **dir[SDP_FD_DIR], int fd, int make)

@@ -75,7 +75,9 @@ int sdp_fork_keep_child(int fd, int mine)
 	}
 	/* A request end this process inherited is still pending only while
 	 * its core never loaded, and then it does not fork with a new one. */
-	sdp_fd_inherit_all();
+	/* MANAGED fds wait; the parent's PROTECTED ones are plain here. */
+	static const signed char to[SDP_FD_STATES] = {-1, -1, SDP_FD_INHERITED, SDPSHIM_FD_UNMANAGED, -1};
+	sdp_fd_recast(to, SDPSHIM_FD_MANAGED);
 	sdp_keep_fd = fd;
 	sdp_fd_set(fd, SDPSHIM_FD_PROTECTED);
 	__atomic_store_n(&sdp_keep_state, KEEP_PENDING, __ATOMIC_RELEASE);
@@ -152,7 +154,8 @@ int sdp_fork_kept_resolve(int fd)
 			sdp_direct_reset_all();
 		sdp_direct_forget_all();
 		sdp_epoll_forget_all();
-		unsigned long n = sdp_fd_release_inherited();
+		static const signed char plain[SDP_FD_STATES] = {-1, -1, -1, -1, SDPSHIM_FD_UNMANAGED};
+		unsigned long n = sdp_fd_recast(plain, SDP_FD_INHERITED);
 		sdp_fd_set(sdp_keep_fd, SDPSHIM_FD_UNMANAGED);
 		syscall(SYS_close, sdp_keep_fd);
 		sdp_keep_fd = -1;

@@ -245,12 +245,12 @@ static inline void sdp_fd_fresh(int fd, int state)
  * for the child's own copy of the core (core.c), or, when it has none, so
  * that what the child accepts on them is counted (sock.c). */
 SDP_HIDDEN unsigned long sdp_fd_forget_all(void);
-/* Fork child whose parent kept connections (forkkeep.c): every MANAGED fd
- * set SDP_FD_INHERITED, every PROTECTED one UNMANAGED. Returns how many
- * were MANAGED. */
-SDP_HIDDEN unsigned long sdp_fd_inherit_all(void);
-/* Every SDP_FD_INHERITED fd set UNMANAGED; returns how many. */
-SDP_HIDDEN unsigned long sdp_fd_release_inherited(void);
+/* The number of fd states, SDP_FD_INHERITED included. */
+#define SDP_FD_STATES 5
+/* Every fd in a state s other than UNMANAGED set to to[s] (-1: left as
+ * it is); returns how many were in state counted. The fork child's one
+ * pass over the table (forget_all above, forkkeep.c). */
+SDP_HIDDEN unsigned long sdp_fd_recast(const signed char to[SDP_FD_STATES], int counted);
 
 /* ---- connections kept across fork (forkkeep.c) ------------------------------ */
 

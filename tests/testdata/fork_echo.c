@@ -119,11 +119,12 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
-/* Echo on fd until EOF; 0 or -1. */
-static int echo(int fd)
+/* Echo on fd until EOF, calling first(fd) (when not NULL) after the first
+ * read; 0 or -1. */
+static int echo_then(int fd, int (*first)(int))
 {
 	char buf[65536];
-	for (;;) {
+	for (int reads = 0;; reads++) {
 		ssize_t r = read(fd, buf, sizeof buf);
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -131,12 +132,16 @@ static int echo(int fd)
 			return -1;
 		if (r == 0)
 			break;
+		if (reads == 0 && first != NULL && first(fd) < 0)
+			return -1;
 		if (write_all(fd, buf, (size_t)r) < 0)
 			return -1;
 	}
 	shutdown(fd, SHUT_WR);
 	return 0;
 }
+
+static int echo(int fd) { return echo_then(fd, NULL); }
 
 static char *self;
 
@@ -176,38 +181,21 @@ static int reap(int n)
 	return bad;
 }
 
-/* bgsave: echoes on c; after the first read, forks two children that
- * never use c. 0 or -1. */
-static int echo_bgsave(int fd)
+/* bgsave: forks two children that never use fd (one closes its copy
+ * first), and waits for them. */
+static int bgsave(int fd)
 {
-	char buf[65536];
-	int forked = 0;
-	for (;;) {
-		ssize_t r = read(fd, buf, sizeof buf);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -1;
-		if (r == 0)
-			break;
-		if (!forked) {
-			forked = 1;
-			pid_t a = fork();
-			if (a == 0) {
-				close(fd);
-				sleep_ms(20);
-				_exit(0);
-			}
-			pid_t b = fork();
-			if (b == 0)
-				_exit(0);
-			if (a < 0 || b < 0 || waitpid(a, NULL, 0) < 0 || waitpid(b, NULL, 0) < 0)
-				return -1;
-		}
-		if (write_all(fd, buf, (size_t)r) < 0)
-			return -1;
+	pid_t a = fork();
+	if (a == 0) {
+		close(fd);
+		sleep_ms(20);
+		_exit(0);
 	}
-	shutdown(fd, SHUT_WR);
+	pid_t b = fork();
+	if (b == 0)
+		_exit(0);
+	if (a < 0 || b < 0 || waitpid(a, NULL, 0) < 0 || waitpid(b, NULL, 0) < 0)
+		return -1;
 	return 0;
 }
 
@@ -281,7 +269,7 @@ static int server(const char *arg, int n, int delay)
 		if (delay > 0)
 			sleep_ms(delay);
 		if (strcmp(mode, "bgsave") == 0) {
-			if (echo_bgsave(c) < 0)
+			if (echo_then(c, bgsave) < 0)
 				die("echo");
 			close(c);
 			continue;

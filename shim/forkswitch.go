@@ -2,6 +2,8 @@ package shim
 
 import (
 	"encoding/binary"
+	"maps"
+	"slices"
 	"errors"
 	"io"
 	"sync"
@@ -119,11 +121,7 @@ func switchAsForkers(socks []*Socket) {
 func (p *Process) liveSockets() []*Socket {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	socks := make([]*Socket, 0, len(p.live))
-	for s := range p.live {
-		socks = append(socks, s)
-	}
-	return socks
+	return slices.Collect(maps.Keys(p.live))
 }
 
 // Pass is the pass hook: fd is in an SCM_RIGHTS message about to be sent.

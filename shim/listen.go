@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -119,11 +121,7 @@ func (p *Process) registerLocked(s *Socket, fd int, group bool) {
 func (p *Process) registeredListeners() []*Socket {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ls := make([]*Socket, 0, len(p.listeners))
-	for s := range p.listeners {
-		ls = append(ls, s)
-	}
-	return ls
+	return slices.Collect(maps.Keys(p.listeners))
 }
 
 // unregisterLocked withdraws s's registration.

@@ -2,10 +2,10 @@ package shim
 
 import (
 	"encoding/binary"
-	"maps"
-	"slices"
 	"errors"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 

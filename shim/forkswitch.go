@@ -409,6 +409,9 @@ func (s *Socket) switchFinish() {
 	p.unwatchSwitch(s, fd)
 	p.tids.forget(s)
 	s.dropAttendance()
+	if ds, ok := st.(*directStream); ok {
+		ds.conn.MarkSwitched() // a fork child sharing it goes to the kernel socket too
+	}
 	st.Close()
 	s.closeStats()
 	st.SetNotify(nil)

@@ -122,8 +122,9 @@ func TestForkServersKeptThenSwitched(t *testing.T) {
 }
 
 // A process that exits while its fork child holds a kept connection
-// switches it first (the kernel keeps it open for the child): the child
-// echoes every byte.
+// switches it first (the kernel keeps it open for the child): the child,
+// whose first use comes when the parent is gone, finds it switched (the
+// area says so) and echoes every byte.
 func TestForkParentExitsChildServes(t *testing.T) {
 	srv, cli := forkRun(t, true, "exitconn+cloexec", 30, 2<<20)
 	if !strings.Contains(srv, "fork: connections kept accelerated for the child") || !strings.Contains(srv, "fork: connection switched to kernel TCP") {
@@ -157,14 +158,14 @@ func TestForkParentKilledChildResets(t *testing.T) {
 		t.Errorf("client took %v to fail", d)
 	}
 	srv.wait()
-	if log := readLog(t, srvSide.log); !strings.Contains(log, "the parent did not switch the connections it kept for this child") {
+	if log := readLog(t, srvSide.log); !strings.Contains(log, "the parent did not switch the connections it kept for this child; 1 reset") {
 		t.Errorf("the child did not report the reset:\n%s", log)
 	}
 }
 
 // A fork child that never uses the connections it inherits (redis-server's
-// BGSAVE child; one closes its copy first) leaves them accelerated: the
-// echo stays exact and nothing is switched.
+// BGSAVE child; one closes its copy first, one execs) leaves them
+// accelerated: the echo stays exact and nothing is switched.
 func TestForkChildUnusedStaysAccelerated(t *testing.T) {
 	srv, cli := forkRun(t, true, "bgsave+cloexec", 0, 4<<20, 1<<20)
 	for i, c := range cli {
@@ -172,8 +173,8 @@ func TestForkChildUnusedStaysAccelerated(t *testing.T) {
 			t.Errorf("client %d not accelerated to the end:\n%s", i, c)
 		}
 	}
-	if n := strings.Count(srv, "fork: connections kept accelerated for the child"); n != 4 {
-		t.Errorf("server kept connections at %d forks, want 4 (two per connection)\n%s", n, srv)
+	if n := strings.Count(srv, "fork: connections kept accelerated for the child"); n != 6 {
+		t.Errorf("server kept connections at %d forks, want 6 (three per connection)\n%s", n, srv)
 	}
 	if strings.Contains(srv, "switched to kernel TCP") || strings.Contains(srv, "fork-exec-decline") {
 		t.Errorf("server switched a connection its children never used:\n%s", srv)

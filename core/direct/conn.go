@@ -508,6 +508,16 @@ func (c *Conn) TakeBack(max int) []byte {
 	return buf[:n]
 }
 
+// MarkSwitched records in the area that this side went to kernel TCP
+// (the fork switch): a fork child sharing it goes there too instead of
+// resetting it when this process is gone (preload/c/forkkeep.c).
+func (c *Conn) MarkSwitched() {
+	if h := c.hold(); h != nil {
+		C.sdp_dconn_mark_switched(h)
+		c.done()
+	}
+}
+
 // PeerGone ends the connection from outside: the peer process is gone.
 func (c *Conn) PeerGone() {
 	if h := c.hold(); h != nil {

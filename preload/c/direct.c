@@ -947,6 +947,10 @@ uint64_t sdp_dconn_arrived(const struct sdp_dconn *c) { return LOADR(&c->a->dir[
 
 uint64_t sdp_dconn_nospace(const struct sdp_dconn *c) { return __atomic_load_n(&c->nospace, __ATOMIC_RELAXED); }
 
+void sdp_dconn_mark_switched(struct sdp_dconn *c) { STORE(&c->a->dir[c->side].switched, 1); }
+
+int sdp_dconn_switched(const struct sdp_dconn *c) { return LOAD(&c->a->dir[c->side].switched) == 1; }
+
 void sdp_dconn_set_window(struct sdp_dconn *c, uint32_t bytes)
 {
 	struct sdp_ddir *in = &c->a->dir[1 - c->side];

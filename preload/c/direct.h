@@ -108,6 +108,7 @@ struct sdp_ddir {
 	uint32_t reset;                       /* 1: the sender aborted (RST): the receiver gets ECONNRESET */
 	uint64_t tx_bytes;                    /* bytes published, for stats */
 	uint32_t cpu;                         /* 1 + the CPU this side's last waiting thread ran on; 0: not known (direct.c, spreading) */
+	uint32_t switched;                    /* 1: this side went to kernel TCP (shim/forkswitch.go); a fork child sharing it goes too */
 	/* Written by the receiver. */
 	_Alignas(SDP_DLINE) uint32_t rx_next; /* next block index to read (free-running) */
 	uint32_t rx_seq;                      /* seq expected there */
@@ -260,6 +261,11 @@ void sdp_dconn_reset(struct sdp_dconn *c);
  * one is taken and dropped, as the kernel's is before the reset comes
  * back), and its sleepers are woken. */
 void sdp_dconn_close_rx(struct sdp_dconn *c);
+/* This side's connection went to kernel TCP (the fork switch): every
+ * process sharing the side (a fork child, preload/c/forkkeep.c) uses the
+ * kernel socket from now on. sdp_dconn_switched reports it. */
+void sdp_dconn_mark_switched(struct sdp_dconn *c);
+int sdp_dconn_switched(const struct sdp_dconn *c);
 /* The receiver's buffer limit (SO_RCVBUF): the peer keeps at most bytes
  * unread here (0: the whole area). Wakes the peer's sleeping senders. */
 void sdp_dconn_set_window(struct sdp_dconn *c, uint32_t bytes);

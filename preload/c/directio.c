@@ -47,17 +47,22 @@ void sdp_direct_forget_all(void)
 	__atomic_store_n(&sdp_dt_count, 0, __ATOMIC_RELAXED);
 }
 
-void sdp_direct_reset_all(void)
+int sdp_direct_reset_all(void)
 {
+	int n = 0;
 	if (__atomic_load_n(&sdp_dt_count, __ATOMIC_RELAXED) == 0)
-		return;
+		return 0;
 	int hi = __atomic_load_n(&sdp_fd_hi, __ATOMIC_RELAXED);
 	for (int fd = 0; fd <= hi; fd++) {
 		struct sdp_dconn **slot = dt_slot(fd, 0);
 		struct sdp_dconn *c = slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : NULL;
-		if (c != NULL && !__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE))
+		/* One the parent switched before it went is plain already. */
+		if (c != NULL && !__atomic_load_n(&c->closed, __ATOMIC_ACQUIRE) && !sdp_dconn_switched(c)) {
 			sdp_dconn_reset(c);
+			n++;
+		}
 	}
+	return n;
 }
 
 /* The handle carrying fd, held (users + 1) until sdp_direct_put, or NULL.

@@ -68,7 +68,7 @@ static int sdp_inherit_var(char *buf, size_t n)
 	size_t len = sizeof name - 1, start = len;
 	int count = 0;
 	for (int fd = 0; fd <= hi && count < SDP_INHERIT_MAX; fd++) {
-		if (sdp_fd_state(fd) != SDPSHIM_FD_CANDIDATE)
+		if (sdp_fd_state_raw(fd) != SDPSHIM_FD_CANDIDATE) /* an inherited fd's exec is not a use */
 			continue;
 		int fl = sdp_real.fcntl(fd, F_GETFD);
 		if (fl < 0 || (fl & FD_CLOEXEC))

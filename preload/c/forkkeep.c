@@ -20,10 +20,13 @@
  *     goes on;
  *   - so does the child's own core, before it loads (core.c).
  *
- * When the parent is gone (the request cannot be sent) nothing can switch
- * the connections: the child resets them (the peer sees ECONNRESET, then
- * the kernel socket's end), rather than leave a socket on which nothing
- * would ever arrive. A grandchild inherits the same pending request.
+ * When the parent is gone (the request cannot be sent, or it went before
+ * it answered), a connection it switched before it went (its exit does,
+ * for those a child may hold: the area says so) is plain; nothing can
+ * switch any other, so the child resets it (the peer sees ECONNRESET,
+ * then the kernel socket's end) rather than leave a socket on which
+ * nothing would ever arrive. A grandchild inherits the same pending
+ * request.
  */
 #include "shim.h"
 #include "direct.h"
@@ -133,25 +136,31 @@ static int keep_request(int fd)
 	}
 	syscall(SYS_close, p[0]);
 	if (!ok)
-		sdp_log(SDP_LOG_WARN, "fork child: the parent did not switch the connections it kept for this "
-				      "child (%s); they are reset",
-			r < 0 ? strerror(errno) : "no answer");
+		sdp_log(SDP_LOG_DEBUG, "fork child: no answer from the parent to the switch request (%s)",
+			r < 0 ? strerror(errno) : "none");
 	return ok;
 }
 
 int sdp_fork_kept_resolve(int fd)
 {
 	int st = __atomic_load_n(&sdp_keep_state, __ATOMIC_ACQUIRE);
-	if (sdp_keep_resolver || st == KEEP_NONE)
+	/* A vfork child (the parent's memory), the core's own calls and the
+	 * resolver's only pass through. */
+	if (sdp_keep_resolver || st == KEEP_NONE || sdp_passthrough())
 		return sdp_fd_state_raw(fd) == SDP_FD_INHERITED ? SDPSHIM_FD_UNMANAGED : sdp_fd_state_raw(fd);
 	if (st == KEEP_PENDING &&
 	    __atomic_compare_exchange_n(&sdp_keep_state, &st, KEEP_RESOLVING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 		int saved = errno;
 		sdp_keep_resolver = 1;
 		sdp_guard_enter();
-		int ok = keep_request(sdp_keep_fd);
-		if (!ok)
-			sdp_direct_reset_all();
+		/* Without an answer, a connection the parent switched before it
+		 * went is plain; any other could never be switched now. */
+		if (!keep_request(sdp_keep_fd)) {
+			int n = sdp_direct_reset_all();
+			if (n > 0)
+				sdp_log(SDP_LOG_WARN, "fork child: the parent did not switch the connections it kept for "
+						      "this child; %d reset", n);
+		}
 		sdp_direct_forget_all();
 		sdp_epoll_forget_all();
 		static const signed char plain[SDP_FD_STATES] = {-1, -1, -1, -1, SDPSHIM_FD_UNMANAGED};

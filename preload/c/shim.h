@@ -472,8 +472,9 @@ SDP_HIDDEN void sdp_direct_put(struct sdp_dconn *c);
 /* Fork child: forgets every handle (async-signal-safe). */
 SDP_HIDDEN void sdp_direct_forget_all(void);
 /* Fork child whose parent could not switch what it kept: every handle's
- * connection reset (the peer sees ECONNRESET and closes its end). */
-SDP_HIDDEN void sdp_direct_reset_all(void);
+ * connection reset (the peer sees ECONNRESET and closes its end), but
+ * those the parent switched before it went (sdp_dconn_switched). */
+SDP_HIDDEN int sdp_direct_reset_all(void); /* how many it reset */
 
 /* ---- epoll waits the interposer answers alone (epollfast.c) --------------------- */
 

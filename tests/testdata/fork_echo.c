@@ -12,7 +12,8 @@
  *         waitconn the same, but the parent closes its copy only once
  *                  the child exited
  *         exitconn the same, but the parent exits (exit()) right after
- *                  the fork, leaving the connection to the child
+ *                  the fork, leaving the connection to the child, which
+ *                  first uses it 200 ms later
  *         killconn the same, but the parent is killed (SIGKILL) right
  *                  after the fork
  *         epollconn the same, but the child's first call on the socket
@@ -30,8 +31,9 @@
  *         spawn    accept, posix_spawn "fork_echo fd FD"
  *         bgsave   accept; echo in the parent, which forks after the
  *                  first read a child that closes its copy and exits
- *                  without using it, and one that exits at once, as
- *                  redis-server's BGSAVE child does
+ *                  without using it, one that exits at once, as
+ *                  redis-server's BGSAVE child does, and one that execs
+ *                  true
  *       A mode ending in "+cloexec" accepts with SOCK_CLOEXEC (what the
  *       shim keeps accelerated across a fork until the child uses it).
  *   fork_echo fd FD
@@ -181,8 +183,8 @@ static int reap(int n)
 	return bad;
 }
 
-/* bgsave: forks two children that never use fd (one closes its copy
- * first), and waits for them. */
+/* bgsave: forks three children that never use fd (one closes its copy
+ * first, one execs true), and waits for them. */
 static int bgsave(int fd)
 {
 	pid_t a = fork();
@@ -194,7 +196,14 @@ static int bgsave(int fd)
 	pid_t b = fork();
 	if (b == 0)
 		_exit(0);
-	if (a < 0 || b < 0 || waitpid(a, NULL, 0) < 0 || waitpid(b, NULL, 0) < 0)
+	pid_t c = fork();
+	if (c == 0) {
+		execl("/bin/true", "true", (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	if (a < 0 || b < 0 || c < 0 || waitpid(a, NULL, 0) < 0 || waitpid(b, NULL, 0) < 0 || waitpid(c, &st, 0) < 0 ||
+	    !WIFEXITED(st) || WEXITSTATUS(st) != 0)
 		return -1;
 	return 0;
 }
@@ -309,6 +318,8 @@ static int server(const char *arg, int n, int delay)
 				close(l);
 				if (strcmp(mode, "exec") == 0)
 					exec_echo(c);
+				if (strcmp(mode, "exitconn") == 0)
+					sleep_ms(200); /* first use once the parent is gone */
 				if (strcmp(mode, "epollconn") == 0)
 					wait_readable_epoll(c);
 				if (strcmp(mode, "pollconn") == 0)

@@ -586,6 +586,19 @@ static long sdp_futex(int *word, int op, int val, const struct timespec *ts)
 	return syscall(SYS_futex, word, op, val, ts, NULL, 0);
 }
 
+/* fork()s this process made while its core ran (sdp_core_fork_copy). */
+static int sdp_core_forks;
+
+void sdp_core_fork_copy(void)
+{
+	/* The first fork makes no copy (a few ms): its child, if it ever
+	 * needs a core, makes its own. From the second on (a process that
+	 * forks children one after the other) the children share one. A
+	 * listening process made it ahead (host->fork_ready). */
+	if (__atomic_fetch_add(&sdp_core_forks, 1, __ATOMIC_RELAXED) > 0)
+		sdp_core_prepare_fork();
+}
+
 void sdp_core_prepare_fork(void)
 {
 	if (__atomic_load_n(&sdp_core_next_fd, __ATOMIC_ACQUIRE) >= 0 ||
@@ -741,7 +754,11 @@ static int sdp_core_try_load_copy(void)
 	sdp_fork_kept_resolve(-1);
 	int fd = __atomic_load_n(&sdp_core_next_fd, __ATOMIC_ACQUIRE);
 	int reason = sdp_core_enabled();
-	if (reason != 0) {
+	if (reason == 0 && fd < 0 && (fd = sdp_core_make_next()) < 0) {
+		/* The parent forked without a copy (its first fork): this child
+		 * makes its own, from its parent's image (logged on failure). */
+		reason = SDPSHIM_REASON_CORE_MISSING;
+	} else if (reason != 0) {
 		sdp_log(SDP_LOG_INFO, "fork child: core not loaded: SDPSHIM_ENABLE turns the shim off");
 	} else {
 		/* glibc matches a loaded object by name before it opens the
@@ -764,9 +781,15 @@ static int sdp_core_try_load_copy(void)
 			reason = sdp_core_open(path, 0);
 		}
 	}
+	/* The parent's image (kept for a copy of our own) is of no use now. */
+	int img = __atomic_exchange_n(&sdp_core_image_fd, -1, __ATOMIC_ACQ_REL);
+	if (img >= 0) {
+		sdp_fd_set(img, SDPSHIM_FD_UNMANAGED);
+		sdp_real.close(img);
+	}
 	if (reason == 0) {
 		__atomic_store_n(&sdp_core_image_fd, fd, __ATOMIC_RELEASE);
-	} else {
+	} else if (fd >= 0) {
 		sdp_fd_set(fd, SDPSHIM_FD_UNMANAGED);
 		sdp_real.close(fd);
 	}
@@ -868,8 +891,10 @@ void sdp_core_atfork_child(int keep, int mine)
 	}
 	int next = __atomic_load_n(&sdp_core_next_fd, __ATOMIC_ACQUIRE);
 	int img = __atomic_load_n(&sdp_core_image_fd, __ATOMIC_ACQUIRE);
+	int failed = __atomic_load_n(&sdp_core_next_failed, __ATOMIC_RELAXED);
 	__atomic_store_n(&sdp_core_next_busy, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&sdp_core_next_failed, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&sdp_core_forks, 0, __ATOMIC_RELAXED);
 	/* Inherited connections were switched to kernel TCP by fork_prepare
 	 * and are UNMANAGED already, or kept (keep >= 0: forkkeep.c); what is
 	 * left MANAGED (emulated epoll sets) is counted; listeners and unconnected sockets stay
@@ -881,17 +906,26 @@ void sdp_core_atfork_child(int keep, int mine)
 		sdp_direct_forget_all(); /* the parent's handles: its connections were switched */
 		sdp_fork_decline_count(n);
 	} /* else: they wait as SDP_FD_INHERITED, with their handles, for forkkeep.c */
-	/* The parent's own image is of no use here. */
-	__atomic_store_n(&sdp_core_image_fd, -1, __ATOMIC_RELEASE);
-	if (img >= 0)
-		syscall(SYS_close, img);
-	if (s == SDP_CORE_READY && next >= 0) {
-		sdp_fd_set(next, SDPSHIM_FD_PROTECTED);
+	if (s == SDP_CORE_READY && (next >= 0 || !failed)) {
+		if (next >= 0) {
+			/* The parent's copy; its own image is of no use here. */
+			sdp_fd_set(next, SDPSHIM_FD_PROTECTED);
+			__atomic_store_n(&sdp_core_image_fd, -1, __ATOMIC_RELEASE);
+			if (img >= 0)
+				syscall(SYS_close, img);
+		} else if (img >= 0) {
+			/* No copy (the parent's first fork): the child makes its
+			 * own at first need, from this image, or the core file. */
+			sdp_fd_set(img, SDPSHIM_FD_PROTECTED);
+		}
 		/* CANDIDATE fds may be deferred connections the parent accepted */
 		__atomic_store_n(&sdp_deferred_hint, 1, __ATOMIC_RELAXED);
 		__atomic_store_n(&sdp_core_state, SDP_CORE_FORKED, __ATOMIC_RELEASE);
 		return;
 	}
+	__atomic_store_n(&sdp_core_image_fd, -1, __ATOMIC_RELEASE);
+	if (img >= 0)
+		syscall(SYS_close, img);
 	__atomic_store_n(&sdp_core_next_fd, -1, __ATOMIC_RELEASE);
 	if (next >= 0)
 		syscall(SYS_close, next);

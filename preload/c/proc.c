@@ -6,8 +6,9 @@
  * fork never enters the parent's Go runtime (its other threads are gone and
  * it hangs): sdp_core_atfork_child() calls the core's C-only fork_child
  * hook, forgets the MANAGED and PROTECTED fd states and leaves the child a
- * private copy of the core to load on first need (core.c), which the
- * parent made before the first fork (sdp_core_prepare_fork).
+ * private copy of the core to load on first need (core.c): one the
+ * parent made ahead or at a later fork, or the child's own
+ * (sdp_core_fork_copy).
  * posix_spawn children exec at once and run none of our code.
  *
  * vfork: the child borrows its parent's memory and thread (TLS included)
@@ -32,9 +33,9 @@ SDP_EXPORT pid_t fork(void)
 		if (sdp_core_fork_needed())
 			SDP_CORE_DO(sdp_core.fork_prepare(SDPSHIM_FORK));
 		keep = sdp_fork_keep_take(&mine);
-		/* After the hook: the copy takes a few ms the first time, which
-		 * must not delay withdrawing the listeners the child shares. */
-		sdp_core_prepare_fork();
+		/* After the hook: the copy takes a few ms, which must not delay
+		 * withdrawing the listeners the child shares. */
+		sdp_core_fork_copy();
 		errno = saved;
 	}
 	pid_t pid = sdp_real.fork();

@@ -337,10 +337,15 @@ SDP_HIDDEN void sdp_core_atfork_child(int keep, int mine);
 /* Counts n fds a fork child found switched to kernel TCP (fork-exec-
  * decline) and fires the fallback probe once. Async-signal-safe. */
 SDP_HIDDEN void sdp_fork_decline_count(unsigned long n);
-/* Parent, before fork() while the core is READY: makes sure the next-core
- * copy exists (once per process; bounded wait when another thread makes
- * it). Failure is logged once; children then stay on kernel TCP. */
+/* Makes sure the next-core copy exists (once per process; bounded wait
+ * when another thread makes it): before a fork, or ahead
+ * (host->fork_ready). Failure is logged once; children then stay on
+ * kernel TCP. */
 SDP_HIDDEN void sdp_core_prepare_fork(void);
+/* Parent, before fork() while the core is READY: the copy, from the
+ * process's second fork on (the first one's child makes its own if it
+ * needs a core). */
+SDP_HIDDEN void sdp_core_fork_copy(void);
 /* Whether a fork, posix_spawn or vfork must call the core's fork_prepare
  * (host->fork_work): 1 until the core said otherwise. */
 SDP_HIDDEN int sdp_core_fork_needed(void);

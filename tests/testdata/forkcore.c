@@ -23,9 +23,10 @@
  *       parent also forks a second child that never makes a socket and
  *       does the same pipe write. Connections: 2.
  *   forkcore PORT evict BYTES
- *       Exchanges, forks a child that exchanges, then meets the core
- *       copy's fd: close() fails (EBADF), dup2() onto it succeeds (the
- *       copy moves); a second child exchanges; prints "memfds K".
+ *       Exchanges, forks a child that exchanges and one that exits (the
+ *       second fork makes the core copy), then meets the copy's fd:
+ *       close() fails (EBADF), dup2() onto it succeeds (the copy moves);
+ *       a third child exchanges; prints "memfds K".
  *       Connections: 3.
  *   forkcore PORT sigmask BYTES
  *       Installs a SIGCHLD handler, blocks every signal, exchanges (its
@@ -247,9 +248,16 @@ static int evict(void)
 	int bad = 0;
 	one_connection(1);
 	bad |= reap(child_connection(2), "child");
+	/* The first fork made no copy (its child made its own): the second
+	 * makes the one later children share. */
+	pid_t idle = fork();
+	if (idle == 0)
+		_exit(0);
+	if (idle < 0 || waitpid(idle, NULL, 0) < 0)
+		die("second fork");
 	int m = core_memfd();
 	if (m < 0)
-		die("no core copy after a fork");
+		die("no core copy after two forks");
 	if (close(m) == 0 || errno != EBADF) {
 		fprintf(stderr, "forkcore[%d]: close(%d) of the core copy: want EBADF\n", getpid(), m);
 		bad = 1;

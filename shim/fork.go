@@ -47,9 +47,10 @@ type forkReadyHost interface {
 }
 
 // forkReady has the interposer make the core copy for fork children in
-// the background, once: a process that listens is a server, and servers
-// fork (workers, backends, redis-server's BGSAVE); its first fork then
-// costs what a later one does instead of the copy's few ms.
+// the background, once: a process that listens on a socket of its own is
+// a server, and servers fork (workers, backends, redis-server's BGSAVE);
+// its children then share one copy from the first. (A worker that shares
+// its parent's listener makes none: it rarely forks.)
 func (p *Process) forkReady() {
 	if h, ok := p.host.(forkReadyHost); ok {
 		p.forkReadyOnce.Do(func() { go h.ForkReady() })

@@ -104,7 +104,9 @@ func (p *Process) registerLocked(s *Socket, fd int, group bool) {
 	}
 	s.listenAddr, s.registered, s.group = addr, true, group
 	p.mu.Lock()
-	if len(p.listeners) == 0 {
+	if !group {
+		// A listener of its own (not one it shares with its parent, as
+		// a worker does): a server, whose children will want a core.
 		p.forkReady()
 	}
 	p.listeners[s] = struct{}{}

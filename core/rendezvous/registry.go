@@ -399,10 +399,22 @@ func (n *Node) sweep(dirfd int) {
 			}
 			continue
 		}
-		if _, ok := parseSockName(name); ok && probeSocket(filepath.Join(n.cfg.RunDir, name)) == socketDead {
+		if pid, ok := parseSockName(name); ok && !youngAndAlive(dirfd, name, pid) &&
+			probeSocket(filepath.Join(n.cfg.RunDir, name)) == socketDead {
 			n.remove(dirfd, name)
 		}
 	}
+}
+
+// youngAndAlive reports whether the rendezvous socket name may be one its
+// process (pid, alive) has bound and not started listening on yet: a
+// probe refuses it then, as it refuses a dead one's, and two processes
+// starting together (a server's fork workers) swept each other's socket
+// between its bind and its listen (registration then failed with
+// ENOENT). A socket older than staleTempAge is judged by the probe alone
+// (its pid reused, or one in another pid namespace).
+func youngAndAlive(dirfd int, name string, pid int) bool {
+	return fileAge(dirfd, name) < staleTempAge && unix.Kill(pid, 0) != unix.ESRCH
 }
 
 func readDirNames(dirfd int) ([]string, error) {

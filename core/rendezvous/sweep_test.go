@@ -1,6 +1,7 @@
 package rendezvous
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -122,5 +123,52 @@ func copyFile(t *testing.T, from, to string) {
 	}
 	if err := out.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSweepSparesBoundSocket: a live process's rendezvous socket between
+// its bind and its listen refuses a probe as a dead one's does; a sweep
+// then (another process starting at the same moment: a server's two fork
+// workers) must leave it, else that process's listen fails with ENOENT.
+// A dead process's refused socket goes.
+func TestSweepSparesBoundSocket(t *testing.T) {
+	dir := runDir(t)
+	if err := EnsureRunDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	bind := func(pid int) string {
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close(fd) })
+		path := filepath.Join(dir, sockName(pid, random32()))
+		if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	mine := bind(os.Getpid()) // alive, not listening yet
+	// A pid no process has: the kernel's maximum.
+	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var max int
+	if _, err := fmt.Sscan(string(b), &max); err != nil {
+		t.Fatal(err)
+	}
+	if unix.Kill(max, 0) != unix.ESRCH {
+		t.Skipf("pid %d exists", max)
+	}
+	dead := bind(max)
+	if _, err := Sweep(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(mine); err != nil {
+		t.Errorf("the live process's bound socket was swept: %v", err)
+	}
+	if _, err := os.Lstat(dead); err == nil {
+		t.Errorf("a dead process's refused socket was left")
 	}
 }

@@ -94,7 +94,7 @@ func (p *Process) ForkPrepare(kind int) {
 		s.unlisted = rendezvous.ReasonForkDecline // the parent's own accepts count it
 		s.mu.Unlock()
 	}
-	var kept map[*Socket]bool
+	var kept map[*Socket]struct{}
 	if kind == ForkFork {
 		kept = p.keepForFork()
 	}

@@ -33,8 +33,8 @@ import (
 
 // keptFork is one fork whose child holds connections kept accelerated.
 type keptFork struct {
-	fd    int       // this end of the request pair (protected)
-	socks []*Socket // kept at the fork
+	fd    int                  // this end of the request pair (protected)
+	socks map[*Socket]struct{} // kept at the fork (a set: every last close looks one up)
 }
 
 // forkKeepHost is a Host whose interposer can keep connections across a
@@ -61,8 +61,9 @@ func (s *Socket) keepable() bool {
 }
 
 // keepForFork picks the connections a fork() child may share accelerated
-// and makes their request pair; it returns them (nil: none kept).
-func (p *Process) keepForFork() map[*Socket]bool {
+// and makes their request pair; it returns them (nil: none kept; the set
+// is only read from now on).
+func (p *Process) keepForFork() map[*Socket]struct{} {
 	h, ok := p.host.(forkKeepHost)
 	if !ok || !h.KeepsForks() || p.swatch.epoll(p) < 0 {
 		return nil
@@ -87,7 +88,10 @@ func (p *Process) keepForFork() map[*Socket]bool {
 	mine, child := highFD(pair[0]), highFD(pair[1])
 	p.protect(mine)
 	p.protect(child)
-	f := &keptFork{fd: mine, socks: socks}
+	f := &keptFork{fd: mine, socks: make(map[*Socket]struct{}, len(socks))}
+	for _, s := range socks {
+		f.socks[s] = struct{}{}
+	}
 	if !p.swatch.watchFork(f) {
 		p.closeFD(mine)
 		p.closeFD(child)
@@ -100,13 +104,9 @@ func (p *Process) keepForFork() map[*Socket]bool {
 	p.kept[f] = struct{}{}
 	p.mu.Unlock()
 	h.ForkKeep(child, mine)
-	kept := make(map[*Socket]bool, len(socks))
-	for _, s := range socks {
-		kept[s] = true
-	}
 	p.count("fork.keep")
 	p.log.WithField("connections", len(socks)).Debug("fork: connections kept accelerated for the child")
-	return kept
+	return f.socks
 }
 
 // keptEvent handles what arrived on a kept fork's request end.
@@ -156,7 +156,7 @@ func (p *Process) keptRequest(f *keptFork, reply int) {
 	p.count("fork.keep.switch")
 	p.log.Debug("fork: the child uses a kept connection: switching them to kernel TCP")
 	var socks []*Socket
-	for _, s := range f.socks {
+	for s := range f.socks {
 		if s.getState() == sockAccelerated {
 			socks = append(socks, s)
 		}
@@ -183,10 +183,8 @@ func (p *Process) sharedWithChild(s *Socket) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for f := range p.kept {
-		for _, k := range f.socks {
-			if k == s {
-				return true
-			}
+		if _, ok := f.socks[s]; ok {
+			return true
 		}
 	}
 	return false

@@ -88,11 +88,11 @@ var errSwitchTimeout = errors.New("switch to kernel TCP: peer did not answer in 
 // switchForFork switches every accelerated connection a child of this
 // fork (or spawn) inherits to kernel TCP, in parallel, except those kept
 // (forkkeep.go), and returns when each is done or has given up.
-func (p *Process) switchForFork(kind int, kept map[*Socket]bool) {
+func (p *Process) switchForFork(kind int, kept map[*Socket]struct{}) {
 	socks := p.liveSockets()
 	k := 0
 	for _, s := range socks {
-		if !kept[s] && (kind == ForkFork || s.inheritable()) {
+		if _, keep := kept[s]; !keep && (kind == ForkFork || s.inheritable()) {
 			// Before any REQ goes out: a run this process starts as a
 			// responder (the peer forks too) answers as a forker.
 			s.swFork.Store(true)

@@ -78,7 +78,11 @@ func TestBadSettingFallsBack(t *testing.T) {
 // never hangs, and ends as it does on kernel TCP in the same case: a
 // killed writer leaves its reader an EOF after every byte it sent (a
 // clean end), a killed reader leaves its writer an error (EPIPE or
-// ECONNRESET).
+// ECONNRESET). On kernel TCP a writer killed inside a write that had
+// copied part of its message (a full send buffer) leaves that part too:
+// the reader reports the cut message after its EOF, which is the same
+// end (it failed a clean-clone CI run: 487,633,759 bytes, not a whole
+// number of 4096-byte messages).
 func TestPeerKilledMidStream(t *testing.T) {
 	a := build(t)
 	for _, killServer := range []bool{true, false} {
@@ -102,11 +106,11 @@ func TestPeerKilledMidStream(t *testing.T) {
 				victim.cmd.Process.Signal(syscall.SIGKILL)
 				began := time.Now()
 				err := survivor.wait()
-				clean[i] = err == nil
+				clean[i] = err == nil || strings.Contains(survivor.errb.String(), "-byte messages") // EOF, a message cut
 				if time.Since(began) > 10*time.Second {
 					t.Fatalf("shim %v: the survivor took %v to notice", shim, time.Since(began))
 				}
-				if !clean[i] {
+				if err != nil {
 					t.Logf("shim %v: survivor's error: %s", shim, survivor.errb.String())
 				}
 				if l := readLog(t, cliSide.log); shim && !strings.Contains(l, "connected accelerated") {
@@ -114,7 +118,7 @@ func TestPeerKilledMidStream(t *testing.T) {
 				}
 			}
 			if clean[0] != clean[1] {
-				t.Errorf("the survivor exited cleanly: %v on kernel TCP, %v under the shim", clean[0], clean[1])
+				t.Errorf("the survivor ended at EOF: %v on kernel TCP, %v under the shim", clean[0], clean[1])
 			}
 		})
 	}

@@ -192,6 +192,22 @@ func (s *Socket) switchBegin() (dataStream, int, bool) {
 	return st, fd, true
 }
 
+// noDelay turns Nagle's algorithm off on fd for the switch's records and
+// returns what puts the program's setting back. Each end writes its REQ,
+// then its RET before the other's RET arrives: Nagle held the second
+// small write for the ACK of the first, which the peer delays (40 ms on
+// Linux), and a fork child's first use of a kept connection took 40 ms
+// instead of 1 (tcpReadFull acknowledges what it read at once, for the
+// program's first small write after the switch).
+func noDelay(fd int) func() {
+	old, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY)
+	if err != nil || old != 0 {
+		return func() {}
+	}
+	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	return func() { unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 0) }
+}
+
 // sendREQ writes this end's REQ, once per connection.
 func (s *Socket) sendREQ(fd int, deadline time.Time) error {
 	if s.reqSent.Swap(true) {
@@ -225,6 +241,7 @@ func (s *Socket) switchAsForker() {
 		return
 	}
 	defer unix.Close(fd)
+	defer noDelay(fd)()
 	if err := s.sendREQ(fd, deadline); err != nil {
 		s.switchFailed(fd, err)
 		return
@@ -284,6 +301,7 @@ func (s *Socket) switchAsResponder() {
 		return
 	}
 	defer unix.Close(fd)
+	defer noDelay(fd)()
 	// The peer waits for our REQ, then drains our stream: no deadline of
 	// ours is needed for its answers but a generous one (a stopped peer).
 	deadline := time.Now().Add(10 * switchDeadline)
@@ -557,6 +575,10 @@ func tcpWait(fd int, events int16, deadline time.Time) error {
 }
 
 func tcpReadFull(fd int, b []byte, deadline time.Time) error {
+	// The records read are acknowledged at once (TCP_QUICKACK sends a
+	// delayed ACK now): the peer's program may write a small message
+	// right after the switch, which Nagle would hold for that ACK.
+	defer unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_QUICKACK, 1)
 	for off := 0; off < len(b); {
 		n, _, err := unix.Recvfrom(fd, b[off:], unix.MSG_DONTWAIT)
 		switch {

@@ -24,7 +24,7 @@ func (p *Process) Exit() {
 	p.mu.Lock()
 	var streams []dataStream
 	for _, s := range socks {
-		if st := s.stream.Load(); st != nil && s.getState() == sockAccelerated {
+		if st := s.stream.Load(); st != nil {
 			streams = append(streams, st)
 		}
 	}

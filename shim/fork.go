@@ -47,13 +47,14 @@ type forkReadyHost interface {
 }
 
 // forkReady has the interposer make the core copy for fork children in
-// the background, once: a process that listens on a socket of its own is
-// a server, and servers fork (workers, backends, redis-server's BGSAVE);
+// the background: a process that listens on a socket of its own is a
+// server, and servers fork (workers, backends, redis-server's BGSAVE);
 // its children then share one copy from the first. (A worker that shares
-// its parent's listener makes none: it rarely forks.)
+// its parent's listener makes none: it rarely forks.) The interposer
+// makes the copy once per process; later calls return at once.
 func (p *Process) forkReady() {
 	if h, ok := p.host.(forkReadyHost); ok {
-		p.forkReadyOnce.Do(func() { go h.ForkReady() })
+		go h.ForkReady()
 	}
 }
 

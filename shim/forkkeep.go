@@ -2,6 +2,8 @@ package shim
 
 import (
 	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core/fdhook"
 )
 
 // Connections kept accelerated across fork(). Switching every connection
@@ -34,6 +36,7 @@ import (
 // keptFork is one fork whose child holds connections kept accelerated.
 type keptFork struct {
 	fd    int                  // this end of the request pair (protected)
+	id    int32                // its id in the switch watcher's set
 	socks map[*Socket]struct{} // kept at the fork (a set: every last close looks one up)
 }
 
@@ -121,28 +124,15 @@ func (p *Process) keptEvent(f *keptFork) {
 		p.forgetFork(f) // nobody holds the child's end any more
 		return
 	}
-	reply := -1
-	if msgs, e := unix.ParseSocketControlMessage(oob[:oobn]); e == nil {
-		for _, m := range msgs {
-			if fds, e := unix.ParseUnixRights(&m); e == nil {
-				for _, fd := range fds {
-					if reply < 0 {
-						reply = fd
-					} else {
-						unix.Close(fd)
-					}
-				}
-			}
-		}
-	}
-	if b != keepRequest || reply < 0 {
-		if reply >= 0 {
-			unix.Close(reply)
+	fds, perr := fdhook.Rights(oob[:oobn])
+	if b != keepRequest || perr != nil || len(fds) != 1 {
+		for _, fd := range fds {
+			unix.Close(fd)
 		}
 		p.log.Warn("fork: a malformed request on a fork child's request pair was ignored")
 		return
 	}
-	go p.keptRequest(f, reply)
+	go p.keptRequest(f, fds[0])
 }
 
 // keptRequest switches every connection kept at fork f to kernel TCP (the

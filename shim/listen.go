@@ -104,13 +104,11 @@ func (p *Process) registerLocked(s *Socket, fd int, group bool) {
 	}
 	s.listenAddr, s.registered, s.group = addr, true, group
 	p.mu.Lock()
+	p.listeners[s] = struct{}{}
 	if !group {
 		// A listener of its own (not one it shares with its parent, as
 		// a worker does): a server, whose children will want a core.
 		p.forkReady()
-	}
-	p.listeners[s] = struct{}{}
-	if !group {
 		p.ungrouped++
 		p.forkWorkLocked()
 	}

@@ -53,8 +53,6 @@ type Process struct {
 	stopStats func()          // stops the stats socket; nil when none
 	chanIDs   channelIDs
 	swatch    switchWatch // peers' switch requests (switchwatch.go)
-
-	forkReadyOnce sync.Once // the core copy for fork children made ahead (fork.go)
 }
 
 // procID names a process across pid reuse: its pid and start time.

@@ -91,14 +91,12 @@ func (p *Process) watchSwitchFD(s *Socket, fd int) {
 func (w *switchWatch) watchFork(f *keptFork) bool {
 	w.mu.Lock()
 	w.next++
-	id := w.next
-	w.forks[id] = f
+	f.id = w.next
+	w.forks[f.id] = f
 	w.mu.Unlock()
-	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: id}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: f.id}
 	if unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, f.fd, &ev) != nil {
-		w.mu.Lock()
-		delete(w.forks, id)
-		w.mu.Unlock()
+		w.unwatchFork(f)
 		return false
 	}
 	return true
@@ -107,11 +105,7 @@ func (w *switchWatch) watchFork(f *keptFork) bool {
 // unwatchFork stops watching f's request end (before it is closed).
 func (w *switchWatch) unwatchFork(f *keptFork) {
 	w.mu.Lock()
-	for id, g := range w.forks {
-		if g == f {
-			delete(w.forks, id)
-		}
-	}
+	delete(w.forks, f.id)
 	w.mu.Unlock()
 	unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, f.fd, nil)
 }

@@ -147,15 +147,11 @@ func (h *harness) redis(m mode) (map[string]float64, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := startServer(h.env.of(m, rd), nil, "redis-server", "--port", fmt.Sprint(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", h.env.tmp)
+	srv, err := startRedis(h.env.of(m, rd), port, "", h.env.tmp)
 	if err != nil {
 		return nil, err
 	}
 	defer srv.stop(syscall.SIGKILL)
-	if err := srv.waitListen(port); err != nil {
-		return nil, err
-	}
 	out := map[string]float64{}
 	var errs []string
 	for _, c := range []int{1, 50} {
@@ -194,15 +190,11 @@ func (h *harness) redisSave(m mode) (map[string]float64, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	srv, err := startServer(h.env.of(m, rd), nil, "redis-server", "--port", fmt.Sprint(port), "--bind", "127.0.0.1",
-		"--save", "1 1", "--appendonly", "no", "--dir", dir)
+	srv, err := startRedis(h.env.of(m, rd), port, "1 1", dir)
 	if err != nil {
 		return nil, err
 	}
 	defer srv.stop(syscall.SIGKILL)
-	if err := srv.waitListen(port); err != nil {
-		return nil, err
-	}
 	// A second after its start the server saves at its first change, so
 	// that the run (a few seconds shimmed) sees several saves.
 	time.Sleep(1100 * time.Millisecond)
@@ -217,6 +209,22 @@ func (h *harness) redisSave(m mode) (map[string]float64, error) {
 		return nil, fmt.Errorf("redis-benchmark: no SET rate in\n%s", tailOf(res))
 	}
 	return carried(m, rd, map[string]float64{"redis.save.c50.SET": set})
+}
+
+// startRedis starts redis-server on 127.0.0.1:port in environment env
+// with the save rules save ("": none) and the working directory dir, and
+// waits until it listens.
+func startRedis(env []string, port int, save, dir string) (*server, error) {
+	srv, err := startServer(env, nil, "redis-server", "--port", fmt.Sprint(port), "--bind", "127.0.0.1",
+		"--save", save, "--appendonly", "no", "--dir", dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := srv.waitListen(port); err != nil {
+		srv.stop(syscall.SIGKILL)
+		return nil, err
+	}
+	return srv, nil
 }
 
 // redisRates reads redis-benchmark --csv output: requests per second by

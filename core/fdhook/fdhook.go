@@ -69,3 +69,30 @@ func NoteClosing(fd int) {
 		h.Closing(fd)
 	}
 }
+
+// Rights returns every descriptor the SCM_RIGHTS messages of oob (a
+// recvmsg's control data) carry, and an error when oob holds anything
+// else or cannot be parsed. The caller owns every descriptor returned,
+// with an error too (it closes them). Empty oob: none, no error.
+func Rights(oob []byte) ([]int, error) {
+	if len(oob) == 0 {
+		return nil, nil
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, err
+	}
+	var fds []int
+	var first error
+	for i := range msgs {
+		got, err := unix.ParseUnixRights(&msgs[i])
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		fds = append(fds, got...)
+	}
+	return fds, first
+}

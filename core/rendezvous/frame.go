@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sdpshim/sdpshim/core/fdhook"
 	"github.com/sdpshim/sdpshim/core/wait"
 )
 
@@ -79,10 +80,10 @@ func recvFull(fd int, p []byte, files []int, deadline time.Time) ([]int, error) 
 	for got := 0; got < len(p); {
 		n, oobn, flags, _, err := unix.Recvmsg(fd, p[got:], oob, unix.MSG_CMSG_CLOEXEC|unix.MSG_DONTWAIT)
 		if oobn > 0 {
-			fds, perr := parseRights(oob[:oobn])
+			fds, perr := fdhook.Rights(oob[:oobn])
 			files = append(files, fds...)
 			if perr != nil {
-				return files, perr
+				return files, fmt.Errorf("control message: %v: %w", perr, errMessage)
 			}
 		}
 		if flags&unix.MSG_CTRUNC != 0 || len(files) > MaxFiles {
@@ -104,22 +105,6 @@ func recvFull(fd int, p []byte, files []int, deadline time.Time) ([]int, error) 
 			return files, errEOF
 		}
 		got += n
-	}
-	return files, nil
-}
-
-func parseRights(oob []byte) ([]int, error) {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil, fmt.Errorf("control message: %v: %w", err, errMessage)
-	}
-	var files []int
-	for i := range msgs {
-		fds, err := unix.ParseUnixRights(&msgs[i])
-		if err != nil {
-			return files, fmt.Errorf("control message: %v: %w", err, errMessage)
-		}
-		files = append(files, fds...)
 	}
 	return files, nil
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core/fdhook"
 )
 
 // guard bounds every wait in the tests, so a broken implementation fails
@@ -171,7 +173,7 @@ func readToEOF(t *testing.T, fd int) []byte {
 	for {
 		n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
 		if oobn > 0 {
-			fds, _ := parseRights(oob[:oobn])
+			fds, _ := fdhook.Rights(oob[:oobn])
 			closeFiles(fds)
 		}
 		if err == unix.EINTR {

@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sdpshim/sdpshim/core/fdhook"
 	"github.com/sdpshim/sdpshim/core/verbs"
 )
 
@@ -66,7 +67,8 @@ func (q *queuePair) drainAnnouncements() (gone, bad bool) {
 		if err != nil {
 			return true, false
 		}
-		fds, ok := parseRights(oob[:oobn])
+		fds, perr := fdhook.Rights(oob[:oobn])
+		ok := perr == nil
 		noteFDs(fds...)
 		if n == 0 && oobn == 0 {
 			return true, false
@@ -115,26 +117,4 @@ func (q *queuePair) applyAnnouncement(msg []byte, fds []int) bool {
 		unix.Munmap(old.mem)
 	}
 	return true
-}
-
-// parseRights extracts the descriptors of SCM_RIGHTS messages; ok is false
-// for any other control message.
-func parseRights(oob []byte) (fds []int, ok bool) {
-	if len(oob) == 0 {
-		return nil, true
-	}
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil, false
-	}
-	ok = true
-	for i := range msgs {
-		got, err := unix.ParseUnixRights(&msgs[i])
-		if err != nil {
-			ok = false
-			continue
-		}
-		fds = append(fds, got...)
-	}
-	return fds, ok
 }

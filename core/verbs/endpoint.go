@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core/fdhook"
 )
 
 // MaxEndpointData and MaxEndpointFiles bound an Endpoint on the wire so a
@@ -74,7 +76,7 @@ func RecvEndpoint(fd int) (Endpoint, error) {
 			return Endpoint{}, fmt.Errorf("receive endpoint: %w", err)
 		}
 		if oobn > 0 {
-			files, perr := parseRights(oob[:oobn])
+			files, perr := fdhook.Rights(oob[:oobn])
 			ep.Files = append(ep.Files, files...)
 			if perr != nil || flags&unix.MSG_CTRUNC != 0 {
 				closeAll(ep.Files)
@@ -105,22 +107,6 @@ func RecvEndpoint(fd int) (Endpoint, error) {
 		got += n
 	}
 	return ep, nil
-}
-
-func parseRights(oob []byte) ([]int, error) {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil, err
-	}
-	var files []int
-	for i := range msgs {
-		fds, err := unix.ParseUnixRights(&msgs[i])
-		if err != nil {
-			return files, err
-		}
-		files = append(files, fds...)
-	}
-	return files, nil
 }
 
 func closeAll(fds []int) {

@@ -586,6 +586,20 @@ static long sdp_futex(int *word, int op, int val, const struct timespec *ts)
 	return syscall(SYS_futex, word, op, val, ts, NULL, 0);
 }
 
+int sdp_futex_wait_while(int *word, int val, int64_t deadline)
+{
+	int saved = errno, v;
+	while ((v = __atomic_load_n(word, __ATOMIC_ACQUIRE)) == val) {
+		int64_t left = deadline - sdp_now_ns();
+		if (left <= 0)
+			break;
+		struct timespec ts = {left / 1000000000LL, left % 1000000000LL};
+		sdp_futex(word, FUTEX_WAIT_PRIVATE, val, &ts);
+	}
+	errno = saved;
+	return v;
+}
+
 /* fork()s this process made while its core ran (sdp_core_fork_copy). */
 static int sdp_core_forks;
 
@@ -619,14 +633,7 @@ void sdp_core_prepare_fork(void)
 		__atomic_store_n(&sdp_core_next_busy, 0, __ATOMIC_RELEASE);
 		sdp_futex(&sdp_core_next_busy, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL);
 	} else { /* another thread forks and makes it: wait (bounded) */
-		int64_t deadline = sdp_now_ns() + SDP_CORE_LOAD_WAIT_NS;
-		while (__atomic_load_n(&sdp_core_next_busy, __ATOMIC_ACQUIRE) == 1) {
-			int64_t left = deadline - sdp_now_ns();
-			if (left <= 0)
-				break;
-			struct timespec ts = {left / 1000000000LL, left % 1000000000LL};
-			sdp_futex(&sdp_core_next_busy, FUTEX_WAIT_PRIVATE, 1, &ts);
-		}
+		sdp_futex_wait_while(&sdp_core_next_busy, 1, sdp_now_ns() + SDP_CORE_LOAD_WAIT_NS);
 	}
 	errno = saved;
 }
@@ -857,17 +864,8 @@ int sdp_core_acquire(void)
 		return reason == 0;
 	}
 	/* Another thread is loading it. */
-	int64_t deadline = sdp_now_ns() + SDP_CORE_LOAD_WAIT_NS;
-	int saved = errno;
-	while ((s = __atomic_load_n(&sdp_core_state, __ATOMIC_ACQUIRE)) == SDP_CORE_LOADING) {
-		int64_t left = deadline - sdp_now_ns();
-		if (left <= 0)
-			break;
-		struct timespec ts = {left / 1000000000LL, left % 1000000000LL};
-		sdp_futex(&sdp_core_state, FUTEX_WAIT_PRIVATE, SDP_CORE_LOADING, &ts);
-	}
-	errno = saved;
-	return s == SDP_CORE_READY;
+	return sdp_futex_wait_while(&sdp_core_state, SDP_CORE_LOADING, sdp_now_ns() + SDP_CORE_LOAD_WAIT_NS) ==
+	       SDP_CORE_READY;
 }
 
 void sdp_core_atfork_child(int keep, int mine)

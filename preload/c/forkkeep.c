@@ -76,9 +76,9 @@ int sdp_fork_keep_child(int fd, int mine)
 		sdp_fd_set(mine, SDPSHIM_FD_UNMANAGED);
 		syscall(SYS_close, mine);
 	}
-	/* A request end this process inherited is still pending only while
-	 * its core never loaded, and then it does not fork with a new one. */
-	/* MANAGED fds wait; the parent's PROTECTED ones are plain here. */
+	/* MANAGED fds wait; the parent's PROTECTED ones are plain here. (A
+	 * request end this process inherited is still pending only while
+	 * its core never loaded, and then it forks with no new one.) */
 	static const signed char to[SDP_FD_STATES] = {-1, -1, SDP_FD_INHERITED, SDPSHIM_FD_UNMANAGED, -1};
 	sdp_fd_recast(to, SDPSHIM_FD_MANAGED);
 	sdp_keep_fd = fd;
@@ -141,13 +141,20 @@ static int keep_request(int fd)
 	return ok;
 }
 
+/* fd's state as the caller sees it: an inherited fd is a plain one. */
+static int seen_state(int fd)
+{
+	int s = fd >= 0 ? sdp_fd_state_raw(fd) : SDPSHIM_FD_UNMANAGED;
+	return s == SDP_FD_INHERITED ? SDPSHIM_FD_UNMANAGED : s;
+}
+
 int sdp_fork_kept_resolve(int fd)
 {
 	int st = __atomic_load_n(&sdp_keep_state, __ATOMIC_ACQUIRE);
 	/* A vfork child (the parent's memory), the core's own calls and the
 	 * resolver's only pass through. */
 	if (sdp_keep_resolver || st == KEEP_NONE || sdp_passthrough())
-		return sdp_fd_state_raw(fd) == SDP_FD_INHERITED ? SDPSHIM_FD_UNMANAGED : sdp_fd_state_raw(fd);
+		return seen_state(fd);
 	if (st == KEEP_PENDING &&
 	    __atomic_compare_exchange_n(&sdp_keep_state, &st, KEEP_RESOLVING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 		int saved = errno;
@@ -175,15 +182,12 @@ int sdp_fork_kept_resolve(int fd)
 		syscall(SYS_futex, &sdp_keep_state, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
 		errno = saved;
 	} else {
-		int saved = errno;
-		while ((st = __atomic_load_n(&sdp_keep_state, __ATOMIC_ACQUIRE)) == KEEP_RESOLVING) {
-			struct timespec ts = {0, 100 * 1000 * 1000}; /* bounded by the resolver's own wait */
-			syscall(SYS_futex, &sdp_keep_state, FUTEX_WAIT_PRIVATE, KEEP_RESOLVING, &ts, NULL, 0);
-		}
-		errno = saved;
+		/* Another thread resolves: past the resolver's own bound, the
+		 * call goes on (its fd is plain then, or about to be). */
+		sdp_futex_wait_while(&sdp_keep_state, KEEP_RESOLVING,
+				     sdp_now_ns() + (int64_t)(KEEP_WAIT_MS + 1000) * 1000000);
 	}
-	int s = fd >= 0 ? sdp_fd_state_raw(fd) : SDPSHIM_FD_UNMANAGED;
-	return s == SDP_FD_INHERITED ? SDPSHIM_FD_UNMANAGED : s;
+	return seen_state(fd);
 }
 
 void sdp_fd_drop_inherited(int fd)

@@ -35,10 +35,10 @@
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/types.h>
-
-#include "direct.h" /* the direct data path; also sdp_now_ns, the one clock */
 #include <sys/uio.h>
 #include <time.h>
+
+#include "direct.h" /* the direct data path; also sdp_now_ns, the one clock */
 
 #include "sdpshim_core.h"
 
@@ -217,8 +217,10 @@ static inline int sdp_fd_state(int fd)
 	return s;
 }
 
-/* The hot-path test: an fd nobody has marked goes straight to libc. */
-static inline int sdp_fd_plain(int fd) { return sdp_fd_state(fd) == SDPSHIM_FD_UNMANAGED; }
+/* The hot-path test: an fd nobody has marked goes straight to libc (one
+ * load and one compare; an inherited fd is not plain, its slow path
+ * resolves it through sdp_fd_state). */
+static inline int sdp_fd_plain(int fd) { return sdp_fd_state_raw(fd) == SDPSHIM_FD_UNMANAGED; }
 
 static inline int sdp_fd_any_special(void)
 {
@@ -346,6 +348,11 @@ SDP_HIDDEN void sdp_core_prepare_fork(void);
  * process's second fork on (the first one's child makes its own if it
  * needs a core). */
 SDP_HIDDEN void sdp_core_fork_copy(void);
+/* Sleeps (FUTEX_WAIT_PRIVATE) while *word holds val, until deadline
+ * (sdp_now_ns); returns the value that ended the wait (val at the
+ * deadline). errno is kept. The interposer's one bounded wait for
+ * another thread's progress (core load, core copy, fork resolution). */
+SDP_HIDDEN int sdp_futex_wait_while(int *word, int val, int64_t deadline);
 /* Whether a fork, posix_spawn or vfork must call the core's fork_prepare
  * (host->fork_work): 1 until the core said otherwise. */
 SDP_HIDDEN int sdp_core_fork_needed(void);

@@ -151,27 +151,40 @@ func (s *Socket) dropAttendance() {
 }
 
 // pollAttendance records, per thread, the sockets a poll or select of that
-// thread attends while it sleeps; the thread's next poll ends them.
+// thread attends while it sleeps; the thread's next poll ends them. A
+// socket without its stream yet (connecting) is watched only: its events
+// kick the thread (polls) but no stream is attended.
 type pollAttendance struct {
 	mu  sync.Mutex
-	by  map[int][]*Socket // +checklocks:mu
+	by  map[int][]pollRec // +checklocks:mu
 	any atomic.Int32
 }
 
-// begin attends socks for the calling thread.
-func (pa *pollAttendance) begin(tid int, socks []*Socket) {
+type pollRec struct {
+	s        *Socket
+	attended bool // counted in pollers, its stream attended
+}
+
+// begin attends socks for the calling thread, and watches watch.
+func (pa *pollAttendance) begin(tid int, socks, watch []*Socket) {
+	recs := make([]pollRec, 0, len(socks)+len(watch))
 	for _, s := range socks {
 		s.wake.polls.Add(1)
 		s.wake.pollers.Add(1)
 		if st := s.stream.Load(); st != nil {
 			st.Attend()
 		}
+		recs = append(recs, pollRec{s: s, attended: true})
+	}
+	for _, s := range watch {
+		s.wake.polls.Add(1)
+		recs = append(recs, pollRec{s: s})
 	}
 	pa.mu.Lock()
 	if pa.by == nil {
-		pa.by = map[int][]*Socket{}
+		pa.by = map[int][]pollRec{}
 	}
-	pa.by[tid] = append(pa.by[tid], socks...)
+	pa.by[tid] = append(pa.by[tid], recs...)
 	pa.any.Store(int32(len(pa.by)))
 	pa.mu.Unlock()
 }
@@ -182,13 +195,15 @@ func (pa *pollAttendance) end(tid int) {
 		return
 	}
 	pa.mu.Lock()
-	socks := pa.by[tid]
+	recs := pa.by[tid]
 	delete(pa.by, tid)
 	pa.any.Store(int32(len(pa.by)))
 	pa.mu.Unlock()
-	for _, s := range socks {
-		s.wake.polls.Add(-1)
-		s.endAttend(1, false)
+	for _, r := range recs {
+		r.s.wake.polls.Add(-1)
+		if r.attended {
+			r.s.endAttend(1, false)
+		}
 	}
 }
 
@@ -197,26 +212,29 @@ func (pa *pollAttendance) forget(s *Socket) {
 	if pa.any.Load() == 0 {
 		return
 	}
-	n := 0
+	n, polls := 0, 0
 	pa.mu.Lock()
-	for tid, socks := range pa.by {
+	for tid, recs := range pa.by {
 		k := 0
-		for _, x := range socks {
-			if x == s {
-				n++
+		for _, r := range recs {
+			if r.s == s {
+				polls++
+				if r.attended {
+					n++
+				}
 				continue
 			}
-			socks[k] = x
+			recs[k] = r
 			k++
 		}
 		if k == 0 {
 			delete(pa.by, tid)
 		} else {
-			pa.by[tid] = socks[:k]
+			pa.by[tid] = recs[:k]
 		}
 	}
 	pa.any.Store(int32(len(pa.by)))
 	pa.mu.Unlock()
-	s.wake.polls.Add(int32(-n))
+	s.wake.polls.Add(int32(-polls))
 	s.endAttend(n, false)
 }

@@ -136,7 +136,7 @@ func (p *Process) Connect(fd int, raw []byte) int64 {
 	if s.nonblock.Load() {
 		offering := &pendingConnect{dst: dst}
 		s.pend = offering
-		s.wake.init(p.words.get())
+		s.wake.init(p, p.words.get())
 		s.setState(sockConnecting)
 		for _, f := range s.fds {
 			p.host.SetFDState(f, FDManaged)
@@ -148,7 +148,7 @@ func (p *Process) Connect(fd int, raw []byte) int64 {
 	if err != nil {
 		return plain(rendezvous.ReasonOf(err), err)
 	}
-	s.wake.init(p.words.get())
+	s.wake.init(p, p.words.get())
 	errno := s.connectOfferedLocked(fd, pc, dst, raw, fields)
 	if errno == 0 && s.getState() == sockFallback {
 		return Pass // the commit failed: a plain connect
@@ -306,13 +306,9 @@ func (p *Process) offer(s *Socket, node *rendezvous.Node, e rendezvous.Entry, t 
 }
 
 // offerDirectTo runs the rendezvous for a direct connection: the offer
-// carries the new area and this side's eventfd, the answer the acceptor's.
+// carries the new area.
 func (p *Process) offerDirectTo(s *Socket, node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple) (*pendingConnect, error) {
-	efd := s.wake.eventFD(p)
-	if efd < 0 {
-		return nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: errNoEventFD}
-	}
-	ds, files, err := p.offerDirect(efd, e.PID)
+	ds, files, err := p.offerDirect(e.PID)
 	if err != nil {
 		return nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: err}
 	}

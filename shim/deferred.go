@@ -122,7 +122,7 @@ func (s *Socket) connectDeferredLocked(fd int, node *rendezvous.Node, t rendezvo
 		return negErrno(errno)
 	}
 	if s.wake.word == nil {
-		s.wake.init(p.words.get())
+		s.wake.init(p, p.words.get())
 	}
 	s.pend = pc
 	s.setState(sockConnecting)

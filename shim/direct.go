@@ -17,9 +17,8 @@ import (
 )
 
 // The direct path (SDPSHIM_CHANNEL=direct): each accelerated connection
-// has an area of its own (core/direct), made by the connector, passed
-// in its offer with the connector's eventfd; the acceptor answers with its
-// eventfd. The interposer moves the program's bytes over the area itself
+// has an area of its own (core/direct), made by the connector and passed
+// in its offer (the memfd is its only file). The interposer moves the program's bytes over the area itself
 // (host direct_attach); the core keeps the connection's life (setup,
 // close, shutdown, peer death, fork), its readiness for poll and epoll,
 // and the calls the interposer hands over, which it makes over the same C
@@ -27,17 +26,16 @@ import (
 //
 // Waking: a thread that must wait announces itself in the area and
 // sleeps on a word there, which the peer's thread bumps and wakes; a poll
-// or epoll sleeper arms the area, and the peer's thread writes the
-// sleeper's socket eventfd once (the peer holds a copy of it).
+// or epoll sleeper arms the area and waits on its own TCP socket, and the
+// peer's thread rings it once: a zero byte sent on the peer's TCP socket
+// (nothing else travels there until a switch to kernel TCP). So a
+// connection costs the program one fd, its socket, as on kernel TCP.
 
 // directStream is the dataStream of a direct connection.
 type directStream struct {
 	p       *Process
 	conn    *direct.Conn
-	myEFD   int  // this side's eventfd: the socket's wakeup's
-	ownEFD  bool // myEFD is still the stream's (acceptor, until accelerated)
-	peerEFD int  // protected copy of the peer's eventfd, -1 until known
-	peerPID int  // the peer process (statistics)
+	peerPID int // the peer process (statistics)
 
 	blocking atomic.Bool  // SetNonblock(false): Write waits for room (closing, exit)
 	wdl      atomic.Int64 // blocking Write's deadline (UnixNano), 0: none
@@ -51,7 +49,8 @@ type directStream struct {
 
 var _ dataStream = (*directStream)(nil)
 
-// newDirectEventFD makes a protected, high-numbered eventfd.
+// newDirectEventFD makes a protected, high-numbered eventfd (an epoll
+// set's kick).
 func (p *Process) newDirectEventFD() (int, error) {
 	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
@@ -62,16 +61,6 @@ func (p *Process) newDirectEventFD() (int, error) {
 	return fd, nil
 }
 
-// keepFD keeps a duplicate of a received fd, protected and high.
-func (p *Process) keepFD(fd int) (int, error) {
-	d, err := dupHigh(fd)
-	if err != nil {
-		return -1, err
-	}
-	p.protect(d)
-	return d, nil
-}
-
 // closeFD closes a protected fd of the shim's.
 func (p *Process) closeFD(fd int) {
 	if fd >= 0 {
@@ -79,9 +68,6 @@ func (p *Process) closeFD(fd int) {
 		unix.Close(fd)
 	}
 }
-
-// errNoEventFD: the socket's eventfd could not be made.
-var errNoEventFD = errorString("no eventfd for the socket")
 
 // directSlot is the bytes a direct area gives each block for a block
 // size of blockSize: the header beside the payload rather than inside it
@@ -95,74 +81,55 @@ func directSlot(blockSize int) int {
 }
 
 // offerDirect makes the connector's side: the area (side 0) and the
-// files its offer carries (the area's memfd, efd: the socket's eventfd).
-func (p *Process) offerDirect(efd, peerPID int) (*directStream, []int, error) {
+// files its offer carries (the area's memfd).
+func (p *Process) offerDirect(peerPID int) (*directStream, []int, error) {
 	a, err := direct.NewArea(p.cfg.Blocks, directSlot(p.cfg.BlockSize), 1)
 	if err != nil {
 		return nil, nil, err
 	}
 	p.protect(a.FD())
-	c, err := direct.Open(a, 0, efd, -1)
+	c, err := direct.Open(a, 0)
 	if err != nil {
 		p.unprotect(a.FD())
 		a.Unmap()
 		return nil, nil, err
 	}
-	ds := &directStream{p: p, conn: c, myEFD: efd, peerEFD: -1, peerPID: peerPID}
+	ds := &directStream{p: p, conn: c, peerPID: peerPID}
 	ds.setPolicy()
-	return ds, []int{a.FD(), efd}, nil
+	return ds, []int{a.FD()}, nil
 }
 
 // offered finishes the connector's side once the offer went (the peer
-// has the memfd) and its answer came with the acceptor's eventfd.
+// has the memfd) and its answer came, which carries no file.
 func (ds *directStream) offered(answerFiles []int) error {
 	a := ds.conn.Area()
 	ds.p.unprotect(a.FD())
 	a.CloseFD()
-	if len(answerFiles) != 1 {
+	if len(answerFiles) != 0 {
 		return errBadOffer
 	}
-	peer, err := ds.p.keepFD(answerFiles[0])
-	if err != nil {
-		return err
-	}
-	ds.peerEFD = peer
-	ds.conn.SetEventFDs(ds.myEFD, peer)
 	return nil
 }
 
 // acceptDirect makes the acceptor's side from an offer's files (the
-// area's memfd, the connector's eventfd; they stay the caller's) and
-// returns it with the files of the answer (this side's eventfd).
+// area's memfd, which stays the caller's) and returns it with the files
+// of the answer (none).
 func (p *Process) acceptDirect(files []int, peerPID int) (*directStream, []int, error) {
-	if len(files) != 2 {
+	if len(files) != 1 {
 		return nil, nil, errBadOffer
 	}
 	a, err := direct.MapArea(files[0])
 	if err != nil {
 		return nil, nil, err
 	}
-	peer, err := p.keepFD(files[1])
+	c, err := direct.Open(a, 1)
 	if err != nil {
 		a.Unmap()
 		return nil, nil, err
 	}
-	efd, err := p.newDirectEventFD()
-	if err != nil {
-		p.closeFD(peer)
-		a.Unmap()
-		return nil, nil, err
-	}
-	c, err := direct.Open(a, 1, efd, peer)
-	if err != nil {
-		p.closeFD(efd)
-		p.closeFD(peer)
-		a.Unmap()
-		return nil, nil, err
-	}
-	ds := &directStream{p: p, conn: c, myEFD: efd, ownEFD: true, peerEFD: peer, peerPID: peerPID}
+	ds := &directStream{p: p, conn: c, peerPID: peerPID}
 	ds.setPolicy()
-	return ds, []int{efd}, nil
+	return ds, nil, nil
 }
 
 // setPolicy gives the handle the poll budget SDPSHIM_POLL asks for.
@@ -183,14 +150,10 @@ func (ds *directStream) setPolicy() {
 // abandon releases a side that never carried a connection.
 func (ds *directStream) abandon() {
 	ds.conn.Reset()
-	if ds.ownEFD {
-		ds.p.closeFD(ds.myEFD)
-	}
 	ds.release()
 }
 
-// release frees the handle and the area once no thread can use them, and
-// the copy of the peer's eventfd.
+// release frees the handle and the area once no thread can use them.
 func (ds *directStream) release() {
 	ds.attachMu.Lock()
 	if ds.freed.Swap(true) {
@@ -198,6 +161,7 @@ func (ds *directStream) release() {
 		return
 	}
 	ds.attachMu.Unlock()
+	ds.conn.SetRing(-1) // after the close's FIN rang: its fd may close now
 	ds.noteViolations()
 	ds.detachAll()
 	ds.conn.Detach(0) // from now on the interposer's calls go to the core; sleepers wake
@@ -217,8 +181,8 @@ func (ds *directStream) release() {
 	})
 }
 
-// free keeps the final counts, then frees the handle, the area and the
-// copy of the peer's eventfd: once no thread is inside the handle.
+// free keeps the final counts, then frees the handle and the area: once
+// no thread is inside the handle.
 func (ds *directStream) free() {
 	x := ds.counts()
 	ds.final.Store(&x)
@@ -226,7 +190,6 @@ func (ds *directStream) free() {
 		ds.p.unprotect(a.FD())
 	}
 	ds.conn.Free()
-	ds.p.closeFD(ds.peerEFD)
 }
 
 // directGrace is how long a released handle stays mapped after it left
@@ -494,9 +457,15 @@ func (s *Socket) blockDirect(ds *directStream, w *Wait, write bool, deadline int
 	return false
 }
 
-// pollDirect arms the area for what a poll or epoll sleep waits for and
+// armDirect arms the area for what a poll or epoll sleep waits for and
 // returns the readiness after arming (non-zero: report, do not sleep).
-func (ds *directStream) arm(events int16) int16 {
+// The peer rings fd, the socket, once; the rings are read here when
+// enough have come (edge-triggered sleeps do not need them read), and a
+// drain that meets the start of a switch record starts the switch.
+func (s *Socket) armDirect(ds *directStream, fd int, events int16) int16 {
+	if ds.conn.DrainDue() && ds.conn.Drain(fd) {
+		s.switchRequested()
+	}
 	var want int16
 	if events&pollIn != 0 {
 		want |= unix.POLLIN
@@ -511,37 +480,35 @@ func (ds *directStream) arm(events int16) int16 {
 // the peer process exited or was killed).
 func (ds *directStream) peerGone() { ds.conn.PeerGone() }
 
-// adoptDirectLocked makes ds's eventfd the socket's (the peer writes it
-// for armed poll and epoll sleeps) and hands the socket's fds to the
-// interposer. A socket that already had an eventfd (polled while it
-// waited for its first use) keeps its number: ds's file replaces the old
-// one under it, whose sleepers are woken first, and the socket's epoll
-// entries register it again at their next scan.
+// adoptDirectLocked hands the socket's fds to the interposer and names
+// the one the peer's sleeps are rung on.
 //
 // +checklocks:s.mu
 func (s *Socket) adoptDirectLocked(ds *directStream) {
-	if ds.ownEFD {
-		ds.ownEFD = false
-		if old := int(s.wake.efd.Load()) - 1; old < 0 {
-			s.wake.efd.Store(int32(ds.myEFD) + 1)
-		} else {
-			eventfdAdd(old)
-			if unix.Dup3(ds.myEFD, old, unix.O_CLOEXEC) == nil {
-				ds.p.closeFD(ds.myEFD)
-				ds.myEFD = old
-				ds.conn.SetEventFDs(old, ds.peerEFD)
-				s.wake.efdGen.Add(1) // epoll entries register it again (armLocked)
-				for set := range s.epolls {
-					set.stale() // the interposer's waits would sleep on the old file
-				}
-			}
-		}
-	}
 	// The slow bits first: a program thread may enter the interposer's
 	// fast path the moment an fd is attached, and early bytes still
 	// waiting must go before its write.
 	s.syncDirect()
+	s.ringLocked()
 	for _, fd := range s.fds {
 		ds.attach(fd)
 	}
+}
+
+// ringLocked names the fd that rings of the peer's sleeps go out on: the
+// socket's first fd while it is a direct connection not switching to
+// kernel TCP (whose records then travel on the socket), else none. Called
+// whenever the fds change: a number the program closed is never rung.
+//
+// +checklocks:s.mu
+func (s *Socket) ringLocked() {
+	ds := s.direct()
+	if ds == nil {
+		return
+	}
+	fd := -1
+	if len(s.fds) > 0 && s.sw.Load() == swNone && s.getState() == sockAccelerated {
+		fd = s.fds[0]
+	}
+	ds.conn.SetRing(fd)
 }

@@ -100,9 +100,10 @@ type epollSet struct {
 	// core trusts no entry's rest (quiet, collectAt) and evaluates and
 	// arms every entry at each of its scans.
 	pubSeen   atomic.Bool
-	kickFD    int    // +checklocks:mu
-	kickToken uint64 // its token in the kernel list
-	fdGone    bool   // +checklocks:mu
+	kickFD    int          // +checklocks:mu; written under kickMu, read under either
+	kickMu    sync.RWMutex // kick holds it (read) while writing kickFD, so that the set's end cannot close it meanwhile
+	kickToken uint64       // its token in the kernel list
+	fdGone    bool         // +checklocks:mu
 }
 
 // epollEntry is one accelerated socket in a set.
@@ -117,13 +118,11 @@ type epollEntry struct {
 	nospace  uint32 // EPOLLET: the socket's out-of-space count last seen writable
 	disabled bool   // EPOLLONESHOT fired
 	attended bool   // the stream is attended (accelerated)
-	efdReg   bool   // the socket's eventfd efd is registered
-	efdGen   uint32 // the socket's wake.efdGen when it was
-	efd      int
-	tcpReg   bool // the socket's own fd is registered (connect pending)
-	answerFD int  // the rendezvous connection registered (verdict pending)
-	dormant  bool // deleted by the program, registrations kept (dormantKey)
-	idx      int  // position in set.list
+	sockReg  bool   // a direct socket's fd is registered for its peer's rings
+	tcpReg   bool   // the socket's own fd is registered (connect pending)
+	answerFD int    // the rendezvous connection registered (verdict pending)
+	dormant  bool   // deleted by the program, registrations kept (dormantKey)
+	idx      int    // position in set.list
 	// quiet: the entry's last committed evaluation (collectAt) reported
 	// nothing, and quietGen is the socket's wake word read before it
 	// (quietSkip).
@@ -262,7 +261,7 @@ func (set *epollSet) ctl(op, fd int, s *Socket, events uint32, data uint64) int6
 				}
 			}
 		}
-		e = &epollEntry{fd: fd, sock: s, events: events, data: data, token: newToken(), efd: -1, answerFD: -1}
+		e = &epollEntry{fd: fd, sock: s, events: events, data: data, token: newToken(), answerFD: -1}
 		set.entries[fd] = e
 		set.tokens[e.token] = e
 		e.idx = len(set.list)
@@ -290,7 +289,7 @@ func (set *epollSet) ctl(op, fd int, s *Socket, events uint32, data uint64) int6
 		if e == nil {
 			return negErrno(unix.ENOENT)
 		}
-		if e.attended && e.efdReg && !e.tcpReg && e.answerFD < 0 && s != nil && e.sock == s {
+		if e.attended && !e.tcpReg && e.answerFD < 0 && s != nil && e.sock == s {
 			delete(set.entries, fd)
 			if d := set.entries[dormantKey(fd)]; d != nil {
 				set.dropLocked(d)
@@ -310,26 +309,41 @@ func (set *epollSet) ctl(op, fd int, s *Socket, events uint32, data uint64) int6
 	return negErrno(unix.EINVAL)
 }
 
-// armLocked makes the kernel epoll wake for e: on the socket's eventfd
-// once it is accelerated (and attends it); while it connects, on its TCP
-// fd until the kernel connect completes, then on the rendezvous
-// connection until the verdict (that one is never removed explicitly: it
-// is closed after the verdict, which removes it, and its number may be
-// reused by then).
+// armLocked makes the kernel epoll wake for e. The set's kick eventfd
+// always (every event of this process writes it, wake.go); a direct
+// socket's fd itself for its peer's rings once it is accelerated; while
+// it connects, its TCP fd until the kernel connect completes, then the
+// rendezvous connection until the verdict (that one is never removed
+// explicitly: it is closed after the verdict, which removes it, and its
+// number may be reused by then).
 //
 // +checklocks:set.mu
 func (set *epollSet) armLocked(e *epollEntry) {
 	s := e.sock
+	set.kickLocked()
 	if st := s.stream.Load(); st != nil {
-		if e.tcpReg {
-			unix.EpollCtl(set.fd, unix.EPOLL_CTL_DEL, e.fd, nil)
-			e.tcpReg = false
-		}
 		// The rendezvous connection was closed before the stream was
 		// set (settle.go), which took it out of the kernel's set.
 		e.answerFD = -1
-		if !set.addEventFDLocked(e) { // once (again after adoptDirectLocked)
-			return
+		if _, direct := st.(*directStream); direct && !e.sockReg {
+			ev := unix.EpollEvent{Events: ringEvents}
+			setEpollData(&ev, e.token)
+			op := unix.EPOLL_CTL_ADD
+			if e.tcpReg {
+				op = unix.EPOLL_CTL_MOD
+			}
+			if unix.EpollCtl(set.fd, op, e.fd, &ev) == nil {
+				e.sockReg, e.tcpReg = true, false
+			}
+		} else if !direct && e.tcpReg {
+			unix.EpollCtl(set.fd, unix.EPOLL_CTL_DEL, e.fd, nil)
+			e.tcpReg = false
+		}
+		if ds, direct := st.(*directStream); direct && set.watched.Load() && !e.disabled {
+			// The kernel watches the set (nested in another, polled)
+			// with nobody scanning it: the peer must ring for any
+			// change, so the entry stays armed (each scan arms again).
+			s.armDirect(ds, e.fd, int16(e.events&0xffff))
 		}
 		if !e.attended {
 			e.attended = true
@@ -340,10 +354,9 @@ func (set *epollSet) armLocked(e *epollEntry) {
 	}
 	// What the connection waits for (asked without POLLOUT, which a
 	// connected socket awaiting the verdict reports without waiting).
-	// The eventfd always: the offer of a nonblocking connect rings it at
-	// its end, and a settle by another thread (which may read and close
-	// the rendezvous connection registered below) rings it too.
-	set.addEventFDLocked(e)
+	// The offer of a nonblocking connect kicks the set at its end, and so
+	// does a settle by another thread (which may read and close the
+	// rendezvous connection registered below).
 	_, fd, ev := s.pollEvents(e.fd, unix.POLLIN)
 	switch {
 	case fd < 0:
@@ -362,21 +375,42 @@ func (set *epollSet) armLocked(e *epollEntry) {
 	}
 }
 
-// addEventFDLocked registers the socket's eventfd for e (edge-triggered),
-// once; false when it cannot.
+// ringEvents is what a direct socket's registration waits for: a ring
+// (a byte), the peer's end, the urgent byte of a switch request.
+// Edge-triggered: the rings are read only now and then
+// (direct.Conn.DrainDue).
+const ringEvents = unix.EPOLLIN | unix.EPOLLPRI | unix.EPOLLRDHUP | unix.EPOLLET
+
+// kickLocked makes the set's kick eventfd, registered in its kernel list
+// under kickToken, once.
 //
 // +checklocks:set.mu
-func (set *epollSet) addEventFDLocked(e *epollEntry) bool {
-	gen := e.sock.wake.efdGen.Load()
-	if e.efdReg && e.efdGen == gen {
-		return true
+func (set *epollSet) kickLocked() {
+	if set.kickFD >= 0 {
+		return
 	}
-	efd := e.sock.wake.eventFD(set.p)
-	if efd < 0 || set.add(efd, unix.EPOLLIN|unix.EPOLLET, e.token) != nil {
-		return false
+	fd, err := set.p.newDirectEventFD()
+	if err != nil {
+		return
 	}
-	e.efd, e.efdReg, e.efdGen = efd, true, gen
-	return true
+	set.kickToken = newToken()
+	if set.add(fd, unix.EPOLLIN|unix.EPOLLET, set.kickToken) != nil {
+		set.p.closeFD(fd)
+		return
+	}
+	set.kickMu.Lock()
+	set.kickFD = fd
+	set.kickMu.Unlock()
+}
+
+// kick wakes a thread asleep on the set (it scans every entry). Any
+// thread, any lock held: it only writes the eventfd.
+func (set *epollSet) kick() {
+	set.kickMu.RLock()
+	if fd := set.kickFD; fd >= 0 {
+		eventfdAdd(fd)
+	}
+	set.kickMu.RUnlock()
 }
 
 // add registers fd in the kernel epoll under token.
@@ -390,12 +424,9 @@ func (set *epollSet) add(fd int, events uint32, token uint64) error {
 //
 // +checklocks:set.mu
 func (set *epollSet) removeLocked(e *epollEntry) {
-	if e.tcpReg {
+	if e.tcpReg || e.sockReg {
 		unix.EpollCtl(set.fd, unix.EPOLL_CTL_DEL, e.fd, nil)
-	}
-	if e.efdReg {
-		unix.EpollCtl(set.fd, unix.EPOLL_CTL_DEL, e.efd, nil)
-		e.efdReg = false
+		e.tcpReg, e.sockReg = false, false
 	}
 	if e.attended {
 		e.attended = false
@@ -663,6 +694,11 @@ func (s *Socket) gateLocked() {
 		}
 	}
 	s.wake.gate.Store(only)
+	sets := make([]*epollSet, 0, len(s.epolls))
+	for set := range s.epolls {
+		sets = append(sets, set)
+	}
+	s.wake.sets.Store(&sets)
 }
 
 // filter drops our tokens' events from the kernel's ev[:k] and returns
@@ -676,7 +712,7 @@ func (set *epollSet) filter(ev []unix.EpollEvent, k int) int {
 			ev[n] = x
 			n++
 		} else if e := set.tokens[t]; e != nil && e.sock.direct() != nil {
-			// A direct socket's eventfd rang: that spent the arm its last
+			// A direct socket's peer rang it: that spent the arm its last
 			// exact scan made (quiet, collectAt), whatever rang it. The
 			// next scan evaluates the entry and arms it again. (Other
 			// sockets' rings come from the set's own arming, wake.go.)
@@ -727,14 +763,14 @@ func (set *epollSet) collectAt(ev []unix.EpollEvent, exact bool) int {
 		}
 		rev := set.evaluate(e, true)
 		ds := s.direct()
-		if rev == 0 && exact && ds != nil && ds.arm(int16(e.events&0xffff)) != 0 {
-			// Armed (the peer writes the eventfd once), and ready since.
+		if rev == 0 && exact && ds != nil && s.armDirect(ds, e.fd, int16(e.events&0xffff)) != 0 {
+			// Armed (the peer rings the socket once), and ready since.
 			rev = set.evaluate(e, true)
 		}
 		// A direct socket's entry rests quiet only while armed: its peer
-		// rings the eventfd for an armed sleeper and for nothing else, and
+		// rings the socket for an armed sleeper and for nothing else, and
 		// a skipped entry is not armed again. So only an exact scan (which
-		// armed it) makes it quiet, and a ring of its eventfd, which
+		// armed it) makes it quiet, and a ring of the socket, which
 		// spends the arm, ends the rest (filter): a ring meant for data
 		// the program has read since can spend an arm made after it.
 		e.quiet, e.quietGen = quietable && rev == 0 && (exact || ds == nil), gen
@@ -942,6 +978,9 @@ func (set *epollSet) nest() {
 	set.mu.Lock()
 	defer set.mu.Unlock()
 	set.unpublishLocked()
+	for _, e := range set.list {
+		set.armLocked(e) // watched now: direct entries stay armed
+	}
 	if set.selfFD >= 0 {
 		return
 	}
@@ -1043,6 +1082,10 @@ func (set *epollSet) closeFD(fd int) {
 			unix.Close(set.selfFD)
 			set.selfFD = -1
 		}
+		set.kickMu.Lock()
+		set.p.closeFD(set.kickFD)
+		set.kickFD = -1
+		set.kickMu.Unlock()
 	}
 	set.mu.Unlock()
 	if !last {

@@ -2,15 +2,13 @@ package shim
 
 import (
 	"slices"
-
-	"golang.org/x/sys/unix"
 )
 
 // Publishing an emulated epoll set to the interposer, which then answers
 // waits on it without entering the core (preload/c/epollfast.c): when
 // every live entry is a direct socket, level- or edge-triggered (not
-// one-shot or exclusive), with its eventfd registered in the kernel's
-// set, and no other set or poll watches this one. The snapshot (the entries, and the tokens of the core's own kernel
+// one-shot or exclusive), registered in the kernel's set for its peer's
+// rings, and no other set or poll watches this one. The snapshot (the entries, and the tokens of the core's own kernel
 // registrations, so that the interposer can tell the kernel's events for
 // the program from the core's) is taken at the end of the core's waits;
 // every change of the set marks it stale first (a sleeping interposer
@@ -19,9 +17,9 @@ import (
 
 // EsetEntry is one socket entry of a published set.
 type EsetEntry struct {
-	FD, EFD int32 // the program's socket; its eventfd, as registered
-	Events  uint32
-	Data    uint64
+	FD     int32 // the program's socket, registered for its peer's rings
+	Events uint32
+	Data   uint64
 	// EPOLLET's state (epollEntry's lastMask, lastArr, nospace), which
 	// the interposer's waits move on from; NSBase: the socket's count of
 	// writes that found no room kept outside the direct handle.
@@ -107,15 +105,8 @@ func (set *epollSet) publishLocked() {
 	set.pubDirty.Store(false)
 	ents, barred := set.eligibleLocked()
 	set.pubBarred.Store(barred)
-	if len(ents) > 0 && set.kickFD < 0 {
-		if fd, err := set.p.newDirectEventFD(); err == nil {
-			set.kickToken = newToken()
-			if set.add(fd, unix.EPOLLIN|unix.EPOLLET, set.kickToken) == nil {
-				set.kickFD = fd
-			} else {
-				set.p.closeFD(fd)
-			}
-		}
+	if len(ents) > 0 {
+		set.kickLocked()
 	}
 	if len(ents) == 0 || set.kickFD < 0 {
 		if set.pub.Load() {
@@ -145,8 +136,8 @@ func (set *epollSet) publishLocked() {
 }
 
 // eligibleLocked returns the snapshot's entries, or nil when the
-// interposer cannot answer for the set: an entry one-shot or exclusive, a socket that is not a plain direct one with its eventfd
-// registered, the set watched by another set or poll, or named by
+// interposer cannot answer for the set: an entry one-shot or exclusive, a
+// socket that is not a plain direct one registered for its rings, the set watched by another set or poll, or named by
 // several fds. barred: nil for a reason only a change of the set (which
 // marks it dirty) can take away.
 //
@@ -164,18 +155,17 @@ func (set *epollSet) eligibleLocked() (ents []EsetEntry, barred bool) {
 		}
 		s := e.sock
 		ds := s.direct()
-		if ds == nil || !e.efdReg || e.efdGen != s.wake.efdGen.Load() || e.efd != ds.myEFD || e.tcpReg || e.answerFD >= 0 ||
+		if ds == nil || !e.sockReg || e.tcpReg || e.answerFD >= 0 ||
 			s.sw.Load() != swNone || s.shutRD.Load() || s.earlyN.Load() != 0 {
 			return nil, false
 		}
-		ents = append(ents, EsetEntry{FD: int32(e.fd), EFD: int32(e.efd), Events: e.events, Data: e.data,
+		ents = append(ents, EsetEntry{FD: int32(e.fd), Events: e.events, Data: e.data,
 			LastMask: uint32(uint16(e.lastMask)), LastArr: e.lastArr, LastNS: e.nospace, NSBase: s.nospace.Load()})
 	}
 	return ents, false
 }
 
-// unpublishLocked takes the snapshot away and closes the kick eventfd
-// (the set's end).
+// unpublishLocked takes the snapshot away.
 //
 // +checklocks:set.mu
 func (set *epollSet) unpublishLocked() {
@@ -183,8 +173,4 @@ func (set *epollSet) unpublishLocked() {
 		h.EpollPublish(set.fd, nil, nil, -1)
 	}
 	set.pub.Store(false)
-	if set.kickFD >= 0 {
-		set.p.closeFD(set.kickFD)
-		set.kickFD = -1
-	}
 }

@@ -5,42 +5,26 @@ import (
 )
 
 // Eviction: the program wants a number the shim holds (dup2/dup3 onto a
-// PROTECTED fd). The shim's own eventfds move to another number: a
-// socket's wakeup eventfd (wake.go) and an epoll set's self eventfd
-// (epoll.go). The kernel epoll registrations follow (under the same
-// tokens), and anyone asleep on the old number gets a wakeup and finds
-// the new one. Descriptors of the Go runtime and of the channels' provider
-// cannot move (the runtime and the transports keep their numbers): EBUSY.
+// PROTECTED fd). The shim's own eventfds move to another number: an
+// epoll set's self and kick eventfds (epoll.go). The kernel epoll
+// registrations follow (under the same tokens). Descriptors of the Go
+// runtime and of the channels' provider cannot move (the runtime and the
+// transports keep their numbers): EBUSY. (A socket has no fd of the
+// shim's: wake.go.)
 
 // Evict is the evict hook: 0 when fd is free for the program (no longer
 // protected), or -EBUSY.
 func (p *Process) Evict(fd int) int64 {
-	var sock *Socket
-	var set *epollSet
 	p.mu.Lock()
-	for s := range p.live {
-		if int(s.wake.efd.Load())-1 == fd {
-			sock = s
-			break
-		}
-	}
-	if sock == nil {
-		for ep := range p.epolls {
-			ep.mu.Lock()
-			own := ep.selfFD == fd
-			ep.mu.Unlock()
-			if own {
-				set = ep
-				break
-			}
-		}
+	sets := make([]*epollSet, 0, len(p.epolls))
+	for ep := range p.epolls {
+		sets = append(sets, ep)
 	}
 	p.mu.Unlock()
-	switch {
-	case sock != nil && sock.moveEventFD(fd):
-		return 0
-	case set != nil && set.moveSelf(fd):
-		return 0
+	for _, set := range sets {
+		if set.moveSelf(fd) || set.moveKick(fd) {
+			return 0
+		}
 	}
 	return negErrno(unix.EBUSY)
 }
@@ -56,45 +40,30 @@ func (p *Process) moveFD(old int) int {
 	return nfd
 }
 
-// moveEventFD moves the socket's wakeup eventfd off old.
-func (s *Socket) moveEventFD(old int) bool {
-	p := s.p
-	nfd := p.moveFD(old)
+// moveKick moves the set's kick eventfd off old. The interposer's
+// snapshot names it: the set publishes again.
+func (set *epollSet) moveKick(old int) bool {
+	set.stale()
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	if set.kickFD != old {
+		return false
+	}
+	nfd := set.p.moveFD(old)
 	if nfd < 0 {
 		return false
 	}
-	w := &s.wake
-	w.efdMu.Lock()
-	if int(w.efd.Load())-1 != old {
-		w.efdMu.Unlock()
-		p.unprotect(nfd)
-		unix.Close(nfd)
+	if set.add(nfd, unix.EPOLLIN|unix.EPOLLET, set.kickToken) != nil {
+		set.p.closeFD(nfd)
 		return false
 	}
-	w.efd.Store(int32(nfd) + 1)
-	if ds := s.direct(); ds != nil && ds.myEFD == old {
-		// The interposer's event waits sleep on the handle's number.
-		ds.myEFD = nfd
-		ds.conn.SetEventFDs(nfd, ds.peerEFD)
-	}
-	w.efdMu.Unlock()
-	s.mu.Lock()
-	sets := s.epollsLocked()
-	s.mu.Unlock()
-	for _, set := range sets {
-		set.stale()
-		set.mu.Lock()
-		for _, e := range set.entries {
-			if e.sock == s && e.efdReg && e.efd == old {
-				set.add(nfd, unix.EPOLLIN|unix.EPOLLET, e.token)
-				unix.EpollCtl(set.fd, unix.EPOLL_CTL_DEL, old, nil)
-				e.efd = nfd
-			}
-		}
-		set.mu.Unlock()
-	}
-	p.unprotect(old) // the program's dup2 closes it
-	eventfdAdd(nfd)  // sleepers on the old number look again
+	unix.EpollCtl(set.fd, unix.EPOLL_CTL_DEL, old, nil)
+	set.unpublishLocked()
+	set.kickMu.Lock()
+	set.kickFD = nfd
+	set.kickMu.Unlock()
+	set.p.unprotect(old) // the program's dup2 closes it
+	eventfdAdd(nfd)      // a sleeper looks again
 	return true
 }
 

@@ -34,10 +34,13 @@ import (
 // The protocol, the same for both ends except who starts (the forker,
 // or both when both fork at once); "write"/"read" are on the TCP socket:
 //
-//  1. write REQ (8 bytes; once per connection), read the peer's REQ. A
-//     responder's watcher (switchwatch.go) sees the peer's REQ arrive,
-//     marks the socket busy (the program's calls wait), then writes its
-//     own REQ.
+//  1. write REQ (8 bytes, then one urgent byte: once per connection),
+//     read the peer's REQ. A responder's watcher (switchwatch.go) sees
+//     the urgent byte arrive (EPOLLPRI: the watcher does not wake for the
+//     rings of a direct connection, zero bytes the peer sends on the
+//     socket before its REQ, direct.go), marks the socket busy (the
+//     program's calls wait), then writes its own REQ. The rings before a
+//     REQ are skipped; none comes after it (direct.Conn.Quiet).
 //  2. CloseWrite the stream: everything this end sent before the switch
 //     is on the stream, ahead of its FIN; everything after goes on TCP.
 //  3. A forker drains the stream to the peer's FIN: P, the bytes the peer
@@ -184,9 +187,12 @@ func (s *Socket) switchBegin() (dataStream, int, bool) {
 	if ds, ok := st.(*directStream); ok {
 		// The program's calls are the core's now (they wait for the
 		// switch, then go to the kernel); those asleep in the interposer
-		// look again.
+		// look again. No ring goes out from now on and no drain reads
+		// the socket: its bytes are the switch's (what a drain read of
+		// the peer's REQ is kept).
 		s.syncDirect()
 		ds.conn.WakeAll()
+		s.swPre = ds.conn.Quiet()
 	}
 	s.wake.wakeEverything()
 	return st, fd, true
@@ -208,12 +214,87 @@ func noDelay(fd int) func() {
 	return func() { unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 0) }
 }
 
-// sendREQ writes this end's REQ, once per connection.
+// sendREQ writes this end's REQ, once per connection: the record, then
+// one urgent byte (MSG_OOB), which the peer's watcher waits for.
 func (s *Socket) sendREQ(fd int, deadline time.Time) error {
 	if s.reqSent.Swap(true) {
 		return nil
 	}
-	return tcpWriteAll(fd, switchREQ[:], deadline)
+	if err := tcpWriteAll(fd, switchREQ[:], deadline); err != nil {
+		return err
+	}
+	for {
+		_, err := unix.SendmsgN(fd, []byte{'!'}, nil, nil, unix.MSG_OOB|unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+		switch err {
+		case nil:
+			return nil
+		case unix.EINTR:
+		case unix.EAGAIN:
+			if err := tcpWait(fd, unix.POLLOUT, deadline); err != nil {
+				return err
+			}
+		default:
+			return err
+		}
+	}
+}
+
+// readREQ reads the peer's REQ: what a drain read of it first (swPre),
+// after the rings the peer sent before it (zero bytes), which no record
+// starts with.
+func (s *Socket) readREQ(fd int, deadline time.Time) error {
+	pre := s.swPre
+	s.swPre = nil
+	for len(pre) > 0 && pre[0] == 0 {
+		pre = pre[1:]
+	}
+	var req [8]byte
+	n := copy(req[:], pre)
+	if n == 0 {
+		if err := skipRings(fd, deadline); err != nil {
+			return err
+		}
+	}
+	if err := tcpReadFull(fd, req[n:], deadline); err != nil {
+		return err
+	}
+	if req != switchREQ {
+		return errBadSwitch
+	}
+	return nil
+}
+
+// skipRings reads the zero bytes at the front of fd's stream, up to the
+// first byte that is not one (left unread).
+func skipRings(fd int, deadline time.Time) error {
+	var buf [512]byte
+	for {
+		n, _, err := unix.Recvfrom(fd, buf[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		z := 0
+		for z < n && buf[z] == 0 {
+			z++
+		}
+		switch {
+		case z > 0:
+			if _, _, err := unix.Recvfrom(fd, buf[:z], unix.MSG_DONTWAIT); err != nil {
+				return err
+			}
+			if z < n {
+				return nil
+			}
+		case n > 0:
+			return nil
+		case err == nil:
+			return io.ErrUnexpectedEOF
+		case err == unix.EINTR:
+		case err == unix.EAGAIN:
+			if err := tcpWait(fd, unix.POLLIN, deadline); err != nil {
+				return err
+			}
+		default:
+			return err
+		}
+	}
 }
 
 // switchAsForker runs the protocol for a process about to fork.
@@ -246,16 +327,11 @@ func (s *Socket) switchAsForker() {
 		s.switchFailed(fd, err)
 		return
 	}
-	var req [8]byte
-	if err := tcpReadFull(fd, req[:], deadline); err != nil {
+	if err := s.readREQ(fd, deadline); err != nil {
 		// A peer that does not answer in time (stopped, hung) fails the
 		// connection: kept accelerated in the parent, its switch records
 		// could later reach the child, which shares the kernel socket.
 		s.switchFailed(fd, err)
-		return
-	}
-	if req != switchREQ {
-		s.switchFailed(fd, errBadSwitch)
 		return
 	}
 	st.CloseWrite()
@@ -290,6 +366,15 @@ func (s *Socket) switchComplete(fd int, st dataStream, deadline time.Time) {
 	s.p.log.WithField("returned", len(tail)).Debug("fork: connection switched to kernel TCP")
 }
 
+// switchRequested starts the responder when a drain of the socket read
+// the start of the peer's REQ (the watcher may see its urgent byte too:
+// one of the two runs).
+func (s *Socket) switchRequested() {
+	if s.sw.Load() == swNone {
+		go s.switchAsResponder()
+	}
+}
+
 // switchAsResponder runs the protocol after the peer's REQ arrived
 // (started by the watcher).
 func (s *Socket) switchAsResponder() {
@@ -305,8 +390,7 @@ func (s *Socket) switchAsResponder() {
 	// The peer waits for our REQ, then drains our stream: no deadline of
 	// ours is needed for its answers but a generous one (a stopped peer).
 	deadline := time.Now().Add(10 * switchDeadline)
-	var req [8]byte
-	if err := tcpReadFull(fd, req[:], deadline); err != nil || req != switchREQ {
+	if err := s.readREQ(fd, deadline); err != nil {
 		s.switchFailed(fd, errBadSwitch)
 		return
 	}

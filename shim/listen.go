@@ -192,7 +192,7 @@ func (p *Process) handleOffer(req rendezvous.Request) (rendezvous.Payload, any, 
 	wantFiles := 0
 	switch {
 	case o.direct:
-		wantFiles = 2
+		wantFiles = 1 // the area
 	case o.newChannel:
 		wantFiles = 1
 	}

@@ -24,6 +24,11 @@ import (
 // connect completed and the verdict arrived; when it falls back to kernel
 // TCP the kernel's answer for its fd is used.
 
+// ringPoll is what a poll sleep over a direct socket waits for on the
+// socket itself: a ring of the peer (a byte), the peer's end, the urgent
+// byte of a switch request.
+const ringPoll = unix.POLLIN | unix.POLLPRI | pollRDHUP
+
 const (
 	pollRDNORM = 0x40
 	pollWRNORM = 0x100
@@ -35,8 +40,8 @@ const (
 )
 
 // pollEvents returns the revents of s for events, and when it is zero the
-// descriptor to sleep on for a change (fd, events), or fd -1 to sleep on
-// the socket's eventfd (accelerated).
+// descriptor to sleep on for a change (fd, events), or fd -1 when only
+// this process's events can change it (the thread's kick, wake.go).
 func (s *Socket) pollEvents(fd int, events int16) (revents int16, waitFD int, waitEv int16) {
 	return s.pollEventsAt(fd, events, false)
 }
@@ -77,7 +82,10 @@ func (s *Socket) pollEventsAt(fd int, events int16, pumped bool) (revents int16,
 		if rev&pollRDHUP != 0 {
 			s.peerFin.Store(true)
 		}
-		return rev, -1, 0
+		if rev != 0 {
+			return rev, -1, 0
+		}
+		return 0, fd, ringPoll // the peer's ring, its end, a switch request
 	}
 	var rev int16
 	readReady, writeReady := st.ReadReady, st.WriteReady
@@ -140,18 +148,19 @@ func kernelPoll(fd int, events int16) int16 {
 // Poll sets revents of the entries whose fd the interposer marks MANAGED
 // and returns how many it set non-zero. When none is ready after the
 // wait policy's polling it registers the calling thread's attendance on
-// the accelerated sockets and fills wait with what to sleep on (their
-// eventfds, the descriptors connecting sockets wait for); nwait is how
-// many. The thread's next Poll ends that attendance.
+// the accelerated sockets and fills wait with what to sleep on (direct
+// sockets themselves, the descriptors connecting sockets wait for; the
+// engine adds the thread's kick eventfd); nwait is how many. The
+// thread's next Poll ends that attendance.
 func (p *Process) Poll(fds, wait []unix.PollFd) (ready, nwait int) {
 	tid := unix.Gettid()
 	p.tids.end(tid)
 	type entry struct {
 		i          int
 		s          *Socket
-		waitFD     int   // when not ready: what its sleep waits for (-1: its eventfd)
+		waitFD     int   // when not ready: what its sleep waits for (-1: only the kick)
 		waitEv     int16 // (recorded by the last check: nothing is asked again)
-		connecting bool  // at the attendance: rung by its settling, not attended
+		connecting bool  // at the attendance: kicked by its settling, watched, not attended
 	}
 	var managed []entry
 	var sets []int32 // emulated epoll fds not ready: slept on themselves
@@ -208,28 +217,33 @@ func (p *Process) Poll(fds, wait []unix.PollFd) (ready, nwait int) {
 		return ready, 0
 	}
 	for {
-		// Attend the accelerated sockets; a connecting one is rung
-		// (wakeEverything) by its offer's end and by its settling, which
-		// another thread may do (pushEarly): its eventfd joins the sleep.
-		// Both eventfds are emptied before the last check.
-		var attend []*Socket
+		// Attend the accelerated sockets, and the connecting ones, which
+		// their offer's end and their settling (which another thread may
+		// do: pushEarly) wake (wakeEverything): the thread's kick
+		// eventfd is in every sleep of the engine (preload/c/pollkick.c).
+		// A direct socket's rings are read (the kernel's poll reports
+		// them until then), then it is armed: the peer rings it once.
+		var attend, watch []*Socket
 		for k := range managed {
 			e := &managed[k]
 			e.connecting = false
 			if st, state := e.s.streamNow(); st != nil {
 				attend = append(attend, e.s)
 			} else if state == sockConnecting {
+				watch = append(watch, e.s)
 				e.connecting = true
 			} else {
 				continue
 			}
-			e.s.wake.eventFD(p)
-			e.s.wake.drain()
 			if ds := e.s.direct(); ds != nil {
-				ds.arm(fds[e.i].Events) // the peer writes the eventfd once (checked below)
+				fd := int(fds[e.i].Fd)
+				if ds.conn.Drain(fd) {
+					e.s.switchRequested()
+				}
+				e.s.armDirect(ds, fd, fds[e.i].Events)
 			}
 		}
-		p.tids.begin(tid, attend)
+		p.tids.begin(tid, attend, watch)
 		if check() {
 			p.tids.end(tid)
 			return ready, 0
@@ -252,9 +266,6 @@ func (p *Process) Poll(fds, wait []unix.PollFd) (ready, nwait int) {
 			}
 		}
 		for _, e := range managed {
-			if e.waitFD < 0 || e.connecting {
-				add(e.s.wake.eventFD(p), unix.POLLIN)
-			}
 			if e.waitFD >= 0 {
 				add(e.waitFD, e.waitEv)
 			}

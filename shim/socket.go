@@ -66,6 +66,7 @@ type Socket struct {
 	obs     atomic.Pointer[connObs] // accelerated: the connection's counters (observe.go)
 	sw      atomic.Uint32           // switch to kernel TCP at a fork (forkswitch.go): swNone...
 	reqSent atomic.Bool             // this end wrote its switch REQ
+	swPre   []byte                  // the start of the peer's REQ a drain read (direct.Conn.Quiet); the switch run's
 	swFork  atomic.Bool             // a fork waits for the switch: this end returns its unread bytes
 
 	mu         sync.Mutex
@@ -133,7 +134,7 @@ func (s *Socket) accelerateLocked(e *channelEnd, st dataStream) {
 		s.setup.done = nowNS()
 	}
 	if s.wake.word == nil {
-		s.wake.init(s.p.words.get())
+		s.wake.init(s.p, s.p.words.get())
 	}
 	s.rdWait = wait.NewWaiter(s.p.policy())
 	s.wrWait = wait.NewWaiter(s.p.policy())
@@ -142,6 +143,7 @@ func (s *Socket) accelerateLocked(e *channelEnd, st dataStream) {
 	s.stream.Store(st)
 	s.applyBuffers(st) // after the store: a setsockopt meanwhile applies its size itself
 	s.setState(sockAccelerated)
+	s.ringLocked() // the early bytes' publish may ring the peer
 	s.flushEarlyLocked(st)
 	if sh := s.pendShut.Load(); sh != 0 {
 		s.shutRD.Store(sh&1 != 0)
@@ -163,6 +165,9 @@ func (s *Socket) accelerateLocked(e *channelEnd, st dataStream) {
 	// A thread asleep on what the connection waited for (the rendezvous
 	// connection, just read and closed) finds it accelerated.
 	s.wake.wakeEverything()
+	if _, ok := st.(*directStream); ok {
+		s.wake.direct.Store(true) // the interposer answers its polls from now on
+	}
 }
 
 // fallBackLocked makes s plain kernel TCP: every fd of it UNMANAGED, out of

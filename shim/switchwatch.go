@@ -12,8 +12,10 @@ import (
 // every accelerated connection, one-shot, and one goroutine waits on it.
 // The same set holds the request ends of forks that kept connections
 // (forkkeep.go).
-// Nothing but a REQ, a FIN or a reset ever arrives on such a socket, so
-// the goroutine wakes only for those.
+// It waits for the urgent byte of a REQ (EPOLLPRI) and the connection's
+// end (EPOLLRDHUP, a reset), not for bytes: a direct connection's peer
+// rings the socket with zero bytes (direct.go), and the goroutine does
+// not wake for those.
 type switchWatch struct {
 	once  sync.Once
 	epfd  int
@@ -79,7 +81,7 @@ func (p *Process) watchSwitchFD(s *Socket, fd int) {
 		w.socks[id] = s
 	}
 	w.mu.Unlock()
-	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: id}
+	ev := unix.EpollEvent{Events: unix.EPOLLPRI | unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: id}
 	if unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, fd, &ev) != nil {
 		unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, fd, &ev)
 	}
@@ -146,7 +148,7 @@ func (p *Process) switchLoop() {
 			w.mu.Unlock()
 			switch {
 			case s != nil:
-				p.switchEvent(s)
+				p.switchEvent(s, ev.Events)
 			case f != nil:
 				p.keptEvent(f)
 			}
@@ -154,33 +156,34 @@ func (p *Process) switchLoop() {
 	}
 }
 
-// switchEvent looks at what arrived on s's TCP socket: a REQ starts the
-// responder; nothing yet re-arms; a FIN or reset leaves it disarmed (the
-// stream reports the end; a direct one is told here).
-func (p *Process) switchEvent(s *Socket) {
+// switchEvent looks at what arrived on s's TCP socket (events): a REQ's
+// urgent byte starts the responder; the connection's end leaves it
+// disarmed (the stream reports the end; a direct one is told here);
+// anything else re-arms.
+func (p *Process) switchEvent(s *Socket, events uint32) {
 	if s.getState() != sockAccelerated || s.sw.Load() != swNone {
 		return
 	}
-	// Peeked with s.mu held: the program's close of the fd waits for the
-	// close hook, which takes s.mu first.
-	var b [8]byte
-	s.mu.Lock()
-	if len(s.fds) == 0 {
+	if events&unix.EPOLLPRI != 0 {
+		// Read with s.mu held: the program's close of the fd waits for
+		// the close hook, which takes s.mu first. Read out of band, the
+		// byte is taken off the stream (the REQ's records stay in it).
+		s.mu.Lock()
+		if len(s.fds) > 0 {
+			var b [1]byte
+			unix.Recvfrom(s.fds[0], b[:], unix.MSG_OOB|unix.MSG_DONTWAIT)
+		}
 		s.mu.Unlock()
+		go s.switchAsResponder()
 		return
 	}
-	n, _, err := unix.Recvfrom(s.fds[0], b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-	s.mu.Unlock()
-	switch {
-	case n == len(b) && b == switchREQ:
-		go s.switchAsResponder()
-	case n > 0 && n < len(b), err == unix.EAGAIN, err == unix.EINTR:
-		p.watchSwitch(s)
-	case n == 0 && err == nil, err != nil:
+	if events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 		// The TCP connection ended: the peer process is gone (a direct
 		// stream learns it only here; a channel's stream from its channel).
 		if ds := s.direct(); ds != nil {
 			ds.peerGone()
 		}
+		return
 	}
+	p.watchSwitch(s)
 }

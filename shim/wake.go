@@ -17,35 +17,43 @@ import (
 //     the word with the value read before their last readiness check, so
 //     an event in between is never lost; the event's bump is followed by a
 //     FUTEX_WAKE only while such sleepers are registered;
-//   - poll and epoll sleep on an eventfd of the socket (created when first
-//     needed), written on events while pollers are registered and read
-//     empty before each readiness check (poll; epoll registers it
-//     edge-triggered and never reads it). For a socket whose only
-//     registrations are entries of one emulated epoll set, the write is
-//     made only while a thread of that set is armed for a kernel sleep
+//   - poll and select sleep with an eventfd of their thread in their set
+//     (preload/c/pollkick.c), which an event writes (Host PollKick) while
+//     they attend the socket;
+//   - epoll sleeps on the set's kick eventfd, registered in the set's
+//     kernel list (epollSet.kick). For a socket whose only registrations
+//     are entries of one emulated epoll set, the write is made only while
+//     a thread of that set is armed for a kernel sleep
 //     (epollSet.ringWanted): an event that comes while the program is
 //     busy costs no syscall, and one write per sleep wakes the set.
+//
+// No socket has an fd of its own for this: a connection costs the program
+// one fd, as on kernel TCP. A direct connection's peer rings the socket
+// itself (direct.go); what wakes here is what this process does (a
+// shutdown, a switch to kernel TCP, a verdict) and the mux streams.
 //
 // The word lives outside the Go heap (a slab of mmap()ed pages), because
 // the C side keeps its address across calls; words are recycled but pages
 // are never unmapped, so a thread still asleep on a recycled word only
 // gets a spurious wakeup.
 type wakeup struct {
+	p        *Process
 	word     *uint32
 	sleepers atomic.Int32 // futex sleepers registered
 	pollers  atomic.Int32 // poll/epoll registrations
-	polls    atomic.Int32 // poll/select attendances (part of pollers): every event writes the eventfd
+	polls    atomic.Int32 // poll/select attendances (part of pollers): every event kicks them
 	// gate is the one emulated epoll set holding the socket, whose
-	// armed sleepers decide whether an event writes the eventfd; nil when
-	// the socket is in several sets or none (every event writes).
-	gate     atomic.Pointer[epollSet]
-	efd      atomic.Int32  // eventfd + 1; 0 until needed
-	efdGen   atomic.Uint32 // bumped when another file took efd's number (adoptDirectLocked)
-	efdMu    sync.RWMutex  // held (read) while writing to efd, so release cannot close it meanwhile
+	// armed sleepers decide whether an event writes its kick; nil when
+	// the socket is in several sets or none (every event kicks them all).
+	gate atomic.Pointer[epollSet]
+	sets atomic.Pointer[[]*epollSet] // the emulated epoll sets holding the socket
+	// direct: the interposer may have poll sleepers on the socket that
+	// no attendance counts (preload/c/poll.c answers direct sockets).
+	direct   atomic.Bool
 	released atomic.Bool
 }
 
-func (w *wakeup) init(word *uint32) { w.word = word }
+func (w *wakeup) init(p *Process, word *uint32) { w.p, w.word = p, word }
 
 // gen returns the word's current value.
 func (w *wakeup) gen() uint32 { return atomic.LoadUint32(w.word) }
@@ -58,27 +66,44 @@ func (w *wakeup) ring() {
 	if w.sleepers.Load() > 0 {
 		futexWake(w.word)
 	}
-	if w.pollers.Load() > 0 && w.ringWanted() {
-		w.efdMu.RLock()
-		if fd := w.efd.Load() - 1; fd >= 0 {
-			eventfdAdd(int(fd))
+	if w.pollers.Load() > 0 {
+		if w.polls.Load() > 0 {
+			w.pollKick()
 		}
-		w.efdMu.RUnlock()
+		if set := w.gate.Load(); set != nil {
+			if set.ringWanted() {
+				set.kick()
+			}
+		} else {
+			w.kickSets()
+		}
 	}
 }
 
-// ringWanted reports whether an event must write the eventfd: a poll
-// sleeps on it, or the socket's set (all of its sets, when several) may
-// have a thread asleep in the kernel. Called after the event is published
-// (the bump above, the stream's state before it): with the sleeper's
-// arm-then-check (epollSet.arm) either the sleeper sees the event or this
-// sees it armed.
-func (w *wakeup) ringWanted() bool {
-	if w.polls.Load() > 0 {
-		return true
+// kickSets writes the kick eventfd of every epoll set holding the socket.
+func (w *wakeup) kickSets() {
+	if sets := w.sets.Load(); sets != nil {
+		for _, set := range *sets {
+			set.kick()
+		}
 	}
-	set := w.gate.Load()
-	return set == nil || set.ringWanted()
+}
+
+// pollKick wakes the threads asleep in the interposer's poll engine.
+func (w *wakeup) pollKick() {
+	if w.p != nil {
+		if h, ok := w.p.host.(pollKickHost); ok {
+			h.PollKick()
+		}
+	}
+}
+
+// pollKickHost is a Host whose interposer wakes its poll sleepers on
+// request (preload/c/pollkick.c).
+type pollKickHost interface {
+	// PollKick makes every thread asleep in poll, ppoll, select or pselect
+	// over managed sockets look again.
+	PollKick()
 }
 
 // wakeAll bumps the word and wakes every thread asleep on it, registered
@@ -88,36 +113,15 @@ func (w *wakeup) wakeAll() {
 	futexWake(w.word)
 }
 
-// wakeEverything wakes every thread asleep on the socket: on its word
-// and, when it has one, on its eventfd (poll, epoll), registered or not.
+// wakeEverything wakes every thread asleep on the socket, registered or
+// not: on its word, in its epoll sets, and in poll while one attends it
+// (or the interposer may answer a poll on it alone: a direct socket).
 func (w *wakeup) wakeEverything() {
 	w.wakeAll()
-	w.efdMu.RLock()
-	if fd := w.efd.Load() - 1; fd >= 0 {
-		eventfdAdd(int(fd))
+	w.kickSets()
+	if w.polls.Load() > 0 || w.direct.Load() {
+		w.pollKick()
 	}
-	w.efdMu.RUnlock()
-}
-
-// eventFD returns the socket's eventfd, creating it (protected) on first
-// use; -1 when it cannot be created.
-func (w *wakeup) eventFD(p *Process) int {
-	if fd := w.efd.Load() - 1; fd >= 0 {
-		return int(fd)
-	}
-	w.efdMu.Lock()
-	defer w.efdMu.Unlock()
-	if fd := w.efd.Load() - 1; fd >= 0 {
-		return int(fd)
-	}
-	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		return -1
-	}
-	fd = highFD(fd)
-	p.protect(fd)
-	w.efd.Store(int32(fd) + 1)
-	return fd
 }
 
 // highFD moves fd, a descriptor the shim keeps, to a number at or above
@@ -149,27 +153,10 @@ var highBase = sync.OnceValue(func() int {
 	return int(min(rl.Cur/2, 1<<16))
 })
 
-// drain empties the eventfd (before a readiness check).
-func (w *wakeup) drain() {
-	w.efdMu.RLock()
-	if fd := w.efd.Load() - 1; fd >= 0 {
-		var b uint64 // nonblocking eventfd: a raw syscall (eventfdAdd)
-		unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b)), 8)
-	}
-	w.efdMu.RUnlock()
-}
-
-// release closes the eventfd; the word goes back to the slab (once).
+// release gives the word back to the slab (once).
 func (w *wakeup) release(p *Process) {
 	if w.released.Swap(true) {
 		return
-	}
-	w.efdMu.Lock()
-	fd := w.efd.Swap(0) - 1
-	w.efdMu.Unlock()
-	if fd >= 0 {
-		p.unprotect(int(fd))
-		unix.Close(int(fd))
 	}
 	atomic.AddUint32(w.word, 1)
 	futexWake(w.word) // nobody may sleep on a word that changes hands

@@ -117,15 +117,14 @@ func (c *Conn) done() { c.mu.RUnlock() }
 // errFreed answers a call on a freed handle.
 var errFreed = unix.EBADF
 
-// Open opens side (0: the area's creator, 1: its peer) of a. myEFD is this
-// process's eventfd that armed event waits are woken on (-1: none);
-// peerEFD this process's copy of the peer's (-1: none).
-func Open(a *Area, side, myEFD, peerEFD int) (*Conn, error) {
+// Open opens side (0: the area's creator, 1: its peer) of a. No ring goes
+// out until SetRing names the socket.
+func Open(a *Area, side int) (*Conn, error) {
 	c := (*C.struct_sdp_dconn)(C.calloc(1, C.size_t(unsafe.Sizeof(C.struct_sdp_dconn{}))))
 	if c == nil {
 		return nil, errors.New("direct: out of memory")
 	}
-	if r := C.sdp_dconn_open(c, unsafe.Pointer(&a.mem[0]), C.size_t(len(a.mem)), C.int(side), C.int(myEFD), C.int(peerEFD)); r != 0 {
+	if r := C.sdp_dconn_open(c, unsafe.Pointer(&a.mem[0]), C.size_t(len(a.mem)), C.int(side)); r != 0 {
 		C.free(unsafe.Pointer(c))
 		return nil, fmt.Errorf("%w: open side %d", ErrGeometry, side)
 	}
@@ -493,7 +492,7 @@ func (c *Conn) TakeBack(max int) []byte {
 		return nil
 	}
 	defer C.free(unsafe.Pointer(peer))
-	if C.sdp_dconn_open(peer, unsafe.Pointer(h.a), h.size, 1-h.side, -1, -1) != 0 {
+	if C.sdp_dconn_open(peer, unsafe.Pointer(h.a), h.size, 1-h.side) != 0 {
 		return nil
 	}
 	buf := make([]byte, max)
@@ -546,12 +545,60 @@ func (c *Conn) NoSpace() uint64 {
 	return uint64(C.sdp_dconn_nospace(h))
 }
 
-// SetEventFDs sets this process's eventfd for armed waits and its copy of
-// the peer's (-1: none).
-func (c *Conn) SetEventFDs(mine, peer int) {
+// SetRing names the socket the peer's armed sleeps are rung on (a zero
+// byte sent on it; -1: none) and returns once no thread can still send
+// on the one named before.
+func (c *Conn) SetRing(fd int) {
 	if h := c.hold(); h != nil {
-		h.my_efd = C.int(mine)
-		h.peer_efd = C.int(peer)
+		C.sdp_dconn_set_ring(h, C.int(fd))
 		c.done()
 	}
+}
+
+// Drain reads the rings that arrived on fd, this side's socket. It
+// reports whether a byte that is no ring came: the start of the peer's
+// switch record, kept for Pushback.
+func (c *Conn) Drain(fd int) bool {
+	h := c.hold()
+	if h == nil {
+		return false
+	}
+	defer c.done()
+	return C.sdp_dconn_drain(h, C.int(fd)) == 1
+}
+
+// DrainDue reports whether enough sleeps were armed since the last Drain
+// that the rings should be read.
+func (c *Conn) DrainDue() bool {
+	h := c.hold()
+	if h == nil {
+		return false
+	}
+	defer c.done()
+	return C.sdp_dconn_drain_due(h) != 0
+}
+
+// Pushed reports whether a drain read a byte that is no ring.
+func (c *Conn) Pushed() bool {
+	h := c.hold()
+	if h == nil {
+		return false
+	}
+	defer c.done()
+	return C.ld32(&h.npush) != 0
+}
+
+// Quiet gives the socket to the switch to kernel TCP: once it returns no
+// ring goes out and no drain reads. It returns what drains read that was
+// no ring (the start of the peer's record).
+func (c *Conn) Quiet() []byte {
+	h := c.hold()
+	if h == nil {
+		return nil
+	}
+	defer c.done()
+	C.sdp_dconn_quiet(h)
+	var buf [64]byte
+	n := C.sdp_dconn_pushback(h, (*C.uint8_t)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)))
+	return append([]byte(nil), buf[:n]...)
 }

@@ -21,11 +21,11 @@ func pair(t *testing.T, blocks, size int) (*Conn, *Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, err := Open(a, 0, -1, -1)
+	ca, err := Open(a, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cb, err := Open(b, 1, -1, -1)
+	cb, err := Open(b, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,8 +127,8 @@ func BenchmarkSendRecv(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ca, _ := Open(a, 0, -1, -1)
-	cb, _ := Open(peer, 1, -1, -1)
+	ca, _ := Open(a, 0)
+	cb, _ := Open(peer, 1)
 	defer ca.Free()
 	defer cb.Free()
 	msg, got := make([]byte, 64), make([]byte, 64)

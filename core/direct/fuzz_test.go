@@ -40,7 +40,7 @@ func FuzzArea(f *testing.F) {
 		initArea(a.mem, blocks, blockSize)
 		var sides [2]*Conn
 		for s := range sides {
-			c, err := Open(a, s, -1, -1)
+			c, err := Open(a, s)
 			if err != nil {
 				t.Fatal(err)
 			}

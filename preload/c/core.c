@@ -98,6 +98,7 @@ static struct sdpshim_host sdp_host = {
 	.fork_work = host_fork_work,
 	.fork_keep = sdp_fork_keep,
 	.fork_ready = sdp_core_prepare_fork,
+	.poll_kick = sdp_pollkick_all,
 };
 
 /* ---- where we are, where the core is ------------------------------------------ */
@@ -485,7 +486,7 @@ int sdp_core_fork_needed(void) { return __atomic_load_n(&sdp_fork_need, __ATOMIC
  * copies the table up to the highest open fd (a copy at RLIMIT_NOFILE -
  * 32, where it was, made every fork of a process with a 20000 limit about
  * 50 us slower). */
-static int sdp_core_high_fd(void)
+int sdp_core_high_fd(void)
 {
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < 128)
@@ -899,6 +900,7 @@ void sdp_core_atfork_child(int keep, int mine)
 	 * CANDIDATE (for this process's own core, or counted at each accept
 	 * when it has none); the old core's PROTECTED fds become plain. */
 	sdp_epoll_forget_all(); /* the parent's epoll sets' snapshots (their fds are plain here) */
+	sdp_pollkick_forget_all();
 	if (!sdp_fork_keep_child(keep, mine)) {
 		unsigned long n = sdp_fd_forget_all();
 		sdp_direct_forget_all(); /* the parent's handles: its connections were switched */

@@ -14,6 +14,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -66,7 +67,7 @@ static struct sdp_dblk *block_of(const struct sdp_dconn *c, int d, uint32_t idx)
 	return (struct sdp_dblk *)(status_of(c, d) + round_line(c->n) + (size_t)(idx & (c->n - 1)) * c->s);
 }
 
-int sdp_dconn_open(struct sdp_dconn *c, void *mem, size_t size, int side, int my_efd, int peer_efd)
+int sdp_dconn_open(struct sdp_dconn *c, void *mem, size_t size, int side)
 {
 	const struct sdp_darea *a = mem;
 	if (size < sizeof *a || (side != 0 && side != 1))
@@ -82,8 +83,7 @@ int sdp_dconn_open(struct sdp_dconn *c, void *mem, size_t size, int side, int my
 	c->n = n;
 	c->s = s;
 	c->stream = LOADR(&a->stream);
-	c->my_efd = my_efd;
-	c->peer_efd = peer_efd;
+	c->ring_fd = -1;
 	c->poll_min = 16;
 	c->poll_max = 4096;
 	c->budget = c->poll_min;
@@ -100,11 +100,94 @@ static long futex_wait(uint32_t *w, uint32_t v, const struct timespec *t)
 
 static void futex_wake(uint32_t *w, int n) { syscall(SYS_futex, w, FUTEX_WAKE, n, NULL, NULL, 0); }
 
-static void efd_ring(int efd)
+/* A ring: one zero byte on this process's socket, which makes the peer's
+ * readable. ringers lets sdp_dconn_set_ring wait for a thread that read
+ * the old fd (announce, then look; Dekker with set_ring's store, then
+ * look). A full socket buffer (EAGAIN) cannot happen while the peer
+ * drains (sdp_dconn_drain_due); a closed connection has no sleeper. */
+static void ring_peer(struct sdp_dconn *c)
 {
-	uint64_t one = 1;
-	if (efd >= 0)
-		(void)syscall(SYS_write, efd, &one, sizeof one); /* EAGAIN at the counter's limit: already readable */
+	__atomic_fetch_add(&c->ringers, 1, __ATOMIC_SEQ_CST);
+	int fd = __atomic_load_n(&c->ring_fd, __ATOMIC_SEQ_CST);
+	if (fd >= 0) {
+		static const char zero;
+		(void)syscall(SYS_sendto, fd, &zero, 1, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0);
+	}
+	__atomic_fetch_sub(&c->ringers, 1, __ATOMIC_RELEASE);
+}
+
+void sdp_dconn_set_ring(struct sdp_dconn *c, int fd)
+{
+	__atomic_store_n(&c->ring_fd, fd, __ATOMIC_SEQ_CST);
+	for (unsigned int k = 0; __atomic_load_n(&c->ringers, __ATOMIC_SEQ_CST) != 0; k++)
+		if (k > 64)
+			sched_yield();
+}
+
+/* Arms since the last drain after which the rings are read: at most one
+ * byte per arm waits in the socket's buffer meanwhile. */
+#define DRAIN_EVERY 256
+
+int sdp_dconn_drain_due(const struct sdp_dconn *c)
+{
+	return LOADR(&c->arms) - LOADR(&c->drained_at) >= DRAIN_EVERY;
+}
+
+int sdp_dconn_drain(struct sdp_dconn *c, int fd)
+{
+	uint32_t z = 0;
+	if (!__atomic_compare_exchange_n(&c->drain_lock, &z, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return 0; /* another thread drains: it reads these too */
+	int r = 0;
+	if (__atomic_load_n(&c->nodrain, __ATOMIC_SEQ_CST)) {
+		r = 2;
+	} else if (LOADR(&c->npush) != 0) {
+		r = 1;
+	} else {
+		uint32_t arms = LOADR(&c->arms);
+		uint8_t b[256];
+		for (int round = 0; round < 64; round++) {
+			long k = syscall(SYS_recvfrom, fd, b, sizeof b, MSG_DONTWAIT, NULL, NULL);
+			if (k <= 0)
+				break; /* empty, the peer's end (the watcher's), an error */
+			long i = 0;
+			while (i < k && b[i] == 0)
+				i++;
+			if (i < k) {
+				/* The peer's switch record (its REQ): kept for the
+				 * switch, which the core runs (the watcher may not see
+				 * the urgent byte this read went past). */
+				size_t n = (size_t)(k - i) < sizeof c->push ? (size_t)(k - i) : sizeof c->push;
+				memcpy(c->push, b + i, n);
+				__atomic_store_n(&c->npush, (uint32_t)n, __ATOMIC_RELEASE);
+				r = 1;
+				break;
+			}
+			if (k < (long)sizeof b)
+				break;
+		}
+		STORER(&c->drained_at, arms);
+	}
+	__atomic_store_n(&c->drain_lock, 0, __ATOMIC_RELEASE);
+	return r;
+}
+
+void sdp_dconn_quiet(struct sdp_dconn *c)
+{
+	sdp_dconn_set_ring(c, -1);
+	__atomic_store_n(&c->nodrain, 1, __ATOMIC_SEQ_CST);
+	for (unsigned int k = 0; __atomic_load_n(&c->drain_lock, __ATOMIC_SEQ_CST) != 0; k++)
+		if (k > 64)
+			sched_yield();
+}
+
+size_t sdp_dconn_pushback(struct sdp_dconn *c, uint8_t *buf, size_t max)
+{
+	size_t n = __atomic_load_n(&c->npush, __ATOMIC_ACQUIRE);
+	if (n > max)
+		n = max;
+	memcpy(buf, c->push, n);
+	return n;
 }
 
 /* ---- the side lock: serialises the senders (or receivers) of one side of
@@ -209,6 +292,14 @@ static long violation(struct sdp_dconn *c)
 /* ---- wakes: publish, then look, then wake (one system call per sleeper
  * kind that announced itself; nothing when nobody sleeps) ---------------- */
 
+/* Arms one word; a word that was not armed may bring one ring, which
+ * arms counts (sdp_dconn_drain_due). */
+static void arm_word(struct sdp_dconn *c, uint32_t *armed)
+{
+	if (__atomic_exchange_n(armed, 1, __ATOMIC_SEQ_CST) == 0)
+		__atomic_store_n(&c->arms, LOADR(&c->arms) + 1, __ATOMIC_RELAXED);
+}
+
 static void wake_word(struct sdp_dconn *c, uint32_t *sleepers, uint32_t *word, uint32_t *armed)
 {
 	FENCE(); /* what was published is visible before the look below */
@@ -218,7 +309,7 @@ static void wake_word(struct sdp_dconn *c, uint32_t *sleepers, uint32_t *word, u
 		c->wakes_sent++;
 	}
 	if (LOADR(armed) != 0 && __atomic_exchange_n(armed, 0, __ATOMIC_SEQ_CST) != 0) {
-		efd_ring(c->peer_efd);
+		ring_peer(c);
 		c->evwakes_sent++;
 	}
 }
@@ -626,9 +717,9 @@ long sdp_dconn_sendv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size
 		if (flags & SDP_D_NONBLOCK) {
 			/* As the kernel's SOCK_NOSPACE: counted (EPOLLET's
 			 * writable edge), and the room the peer makes next rings
-			 * this side's eventfd for a poll or epoll sleeper. */
+			 * this side's socket for a poll or epoll sleeper. */
 			count_nospace(c);
-			__atomic_store_n(&d->space_armed, 1, __ATOMIC_SEQ_CST);
+			arm_word(c, &d->space_armed);
 			return -EAGAIN;
 		}
 		if (round == 0) {
@@ -940,7 +1031,6 @@ void sdp_dconn_peer_gone(struct sdp_dconn *c)
 		__atomic_fetch_add(&c->a->dir[d].space_word, 1, __ATOMIC_SEQ_CST);
 		futex_wake(&c->a->dir[d].space_word, INT_MAX);
 	}
-	efd_ring(c->my_efd);
 }
 
 uint64_t sdp_dconn_arrived(const struct sdp_dconn *c) { return LOADR(&c->a->dir[1 - c->side].tx_bytes); }
@@ -984,9 +1074,9 @@ int sdp_dconn_poll(const struct sdp_dconn *c)
 int sdp_dconn_arm(struct sdp_dconn *c, int events)
 {
 	if (events & POLLIN)
-		__atomic_store_n(&c->a->dir[1 - c->side].data_armed, 1, __ATOMIC_SEQ_CST);
+		arm_word(c, &c->a->dir[1 - c->side].data_armed);
 	if (events & POLLOUT)
-		__atomic_store_n(&c->a->dir[c->side].space_armed, 1, __ATOMIC_SEQ_CST);
+		arm_word(c, &c->a->dir[c->side].space_armed);
 	FENCE();
 	return sdp_dconn_poll(c) & (events | POLLERR | POLLHUP | POLLRDHUP);
 }

@@ -28,7 +28,8 @@
  * this process read or write outside the area, crash, or spin unbounded.
  *
  * Everything here is async-signal-safe and makes raw system calls only
- * (futex, write on an eventfd, sched_yield, getpid/kill, sched_get/
+ * (futex, send and recv on the connection's kernel socket, sched_yield,
+ * getpid/kill, sched_get/
  * setaffinity; clock_gettime and sched_getcpu read the vDSO and the
  * restartable-sequence area), so it runs in
  * the interposer, in a fork child that has no Go runtime, and in tests.
@@ -120,11 +121,11 @@ struct sdp_ddir {
 	/* The receiver waiting for data: sleepers announced, futex word. */
 	_Alignas(SDP_DLINE) uint32_t data_sleepers;
 	uint32_t data_word;
-	uint32_t data_armed; /* 1: wake the receiver's eventfd on the next publish */
+	uint32_t data_armed; /* 1: ring the receiver's socket on the next publish */
 	/* The sender waiting for space. */
 	_Alignas(SDP_DLINE) uint32_t space_sleepers;
 	uint32_t space_word;
-	uint32_t space_armed; /* 1: wake the sender's eventfd on the next release */
+	uint32_t space_armed; /* 1: ring the sender's socket on the next release */
 };
 
 /* The area: a header, two directions, then for each direction its status
@@ -153,8 +154,18 @@ struct sdp_dconn {
 	int side;       /* 0 or 1 */
 	uint32_t n, s;  /* validated copies of the header's geometry */
 	uint32_t stream;
-	int my_efd;     /* this process's wake eventfd for armed event waits, or -1 */
-	int peer_efd;   /* this process's copy of the peer's wake eventfd, or -1 */
+	/* Rings (sdp_dconn_arm): the kernel TCP socket beside the area
+	 * carries nothing else until a switch to kernel TCP, so a ring of the
+	 * peer's armed poll or epoll sleep is one zero byte sent on this
+	 * process's socket, which makes the peer's socket readable. */
+	int ring_fd;        /* this process's socket of the connection, or -1: no ring (sdp_dconn_set_ring) */
+	uint32_t ringers;   /* threads between their look at ring_fd and their send */
+	uint32_t drain_lock; /* one drain at a time (sdp_dconn_drain) */
+	uint32_t nodrain;   /* 1: the socket's bytes are the switch's (sdp_dconn_quiet) */
+	uint32_t arms;      /* arms this side made: at most as many rings arrive (lazy drain) */
+	uint32_t drained_at; /* arms at the last drain */
+	uint32_t npush;     /* bytes a drain read that were no ring (the start of a switch record) */
+	uint8_t push[64];
 	uint32_t budget; /* polls before a sleep (adaptive, below) */
 	uint32_t poll_min, poll_max;
 	uint32_t granted, grant_every, wakes_seen; /* the wake grant (direct.c) */
@@ -189,8 +200,29 @@ struct sdp_dconn {
 #define SDP_DERR_PROTO 1 /* the peer broke the protocol */
 
 /* Opens side (0/1) of the area mapped at mem (size bytes): validates the
- * header against size. 0 or -EINVAL. The efds may be -1 (no event waits). */
-int sdp_dconn_open(struct sdp_dconn *c, void *mem, size_t size, int side, int my_efd, int peer_efd);
+ * header against size. 0 or -EINVAL. No ring goes out until
+ * sdp_dconn_set_ring names the socket. */
+int sdp_dconn_open(struct sdp_dconn *c, void *mem, size_t size, int side);
+
+/* Names the socket rings go out on (-1: none) and returns once no thread
+ * can still send on the old one: the caller may then close it, or write
+ * its own records on the socket. */
+void sdp_dconn_set_ring(struct sdp_dconn *c, int fd);
+/* Reads the rings that arrived on this side's socket fd. 0: done, or
+ * another thread is draining; 1: a byte that is no ring came (the peer
+ * began a switch to kernel TCP: sdp_dconn_pushback has what was read of
+ * its record, and the socket is the core's to answer); 2: the socket is
+ * the switch's now (sdp_dconn_quiet). */
+int sdp_dconn_drain(struct sdp_dconn *c, int fd);
+/* Whether enough arms were made since the last drain that the rings
+ * should be read (an edge-triggered sleeper reads them rarely). */
+int sdp_dconn_drain_due(const struct sdp_dconn *c);
+/* The switch to kernel TCP owns the socket from now on: no ring goes
+ * out and no drain reads, once this returns. */
+void sdp_dconn_quiet(struct sdp_dconn *c);
+/* Copies out (up to max) the bytes a drain read that were no ring, after
+ * sdp_dconn_quiet; returns how many. */
+size_t sdp_dconn_pushback(struct sdp_dconn *c, uint8_t *buf, size_t max);
 
 /* Flags of the data calls (the socket's MSG_* are mapped onto these). */
 #define SDP_D_NONBLOCK 1 /* never sleep: -EAGAIN */
@@ -244,7 +276,8 @@ int sdp_dconn_sleep_prepare(struct sdp_dconn *c, int what, struct sdp_dsleep *sl
 /* The peer process is gone (its TCP connection ended without a FIN in
  * the area): a FIN after what it published, or a reset when it left bytes
  * of ours unread (as the kernel's close would have sent), EPIPE for later
- * sends, and every sleeper of this process woken (words and my_efd). */
+ * sends, and every sleeper of this process on the area's words woken
+ * (those in poll or epoll wake on the socket's end). */
 void sdp_dconn_peer_gone(struct sdp_dconn *c);
 /* Bytes the peer has published to this side so far (EPOLLET's edges). */
 uint64_t sdp_dconn_arrived(const struct sdp_dconn *c);
@@ -274,9 +307,11 @@ void sdp_dconn_set_window(struct sdp_dconn *c, uint32_t bytes);
  * block), POLLRDHUP|POLLIN at the peer's FIN, POLLHUP when both ways
  * ended, POLLERR on reset. */
 int sdp_dconn_poll(const struct sdp_dconn *c);
-/* Arms event waits: the peer writes this process's eventfd once when what
- * events asks for (POLLIN, POLLOUT) may have become ready. Returns the
- * readiness after arming (a non-zero answer: do not sleep). */
+/* Arms event waits: the peer rings this process's socket once (a zero
+ * byte) when what events asks for (POLLIN, POLLOUT) may have become
+ * ready. Returns the readiness after arming (a non-zero answer: do not
+ * sleep). The sleeper waits for POLLIN on the socket and reads the rings
+ * (sdp_dconn_drain). */
 int sdp_dconn_arm(struct sdp_dconn *c, int events);
 /* What poll(2), select(2) and level-triggered epoll report for events on
  * a connection that has not been shut down for reading, as Linux's

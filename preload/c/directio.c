@@ -89,7 +89,9 @@ void sdp_direct_put(struct sdp_dconn *c) { __atomic_fetch_sub(&c->users, 1, __AT
 struct sdp_dconn *sdp_direct_poll_get(int fd)
 {
 	struct sdp_dconn *c = sdp_direct_get(fd);
-	if (c != NULL && __atomic_load_n(&c->slow, __ATOMIC_ACQUIRE) != 0) {
+	/* A drain that read the start of the peer's switch record hands the
+	 * socket to the core, which runs the switch. */
+	if (c != NULL && (__atomic_load_n(&c->slow, __ATOMIC_ACQUIRE) != 0 || __atomic_load_n(&c->npush, __ATOMIC_ACQUIRE) != 0)) {
 		sdp_direct_put(c);
 		return NULL;
 	}

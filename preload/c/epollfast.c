@@ -6,12 +6,12 @@
  * its level- and edge-triggered socket entries and the tokens of its own kernel
  * registrations) whenever it has waited on the set itself, and marks it
  * stale at every change. A wait on a set whose snapshot is fresh, and
- * whose entries are all direct connections in their plain state with the
- * eventfd the core registered, goes as poll.c's does: readiness from the
- * shared areas (sdp_dconn_revents), the adaptive budget, then the arm and
- * a last look, then the kernel's epoll_wait on the program's set, which
- * holds the program's kernel fds and, under the core's tokens, the
- * sockets' eventfds the peers write. The kernel's answer loses the
+ * whose entries are all direct connections in their plain state goes as
+ * poll.c's does: readiness from the shared areas (sdp_dconn_revents), the
+ * adaptive budget, then the arm and a last look, then the kernel's
+ * epoll_wait on the program's set, which holds the program's kernel fds
+ * and, under the core's tokens, the sockets themselves (the peers' rings
+ * are bytes on them) and the set's kick eventfd. The kernel's answer loses the
  * tokens' events and gains the sockets that are ready. Anything else
  * (a stale snapshot, a socket connecting, shut down for reading, falling
  * back or switching) hands the wait to the core, with what the kernel
@@ -125,15 +125,7 @@ int sdp_epoll_update(int epfd, int fd, uint32_t events, uint64_t data)
 }
 
 /* The handle of entry e when the interposer may answer for it, held. */
-static struct sdp_dconn *sdp_es_conn(const struct sdpshim_eset_entry *e)
-{
-	struct sdp_dconn *c = sdp_direct_poll_get(e->fd);
-	if (c != NULL && c->my_efd != e->efd) {
-		sdp_direct_put(c); /* its eventfd changed: the core registers it */
-		return NULL;
-	}
-	return c;
-}
+static struct sdp_dconn *sdp_es_conn(const struct sdpshim_eset_entry *e) { return sdp_direct_poll_get(e->fd); }
 
 /* What entry e of handle c reports now: its readiness, and for EPOLLET
  * only an edge since the last evaluation, which it records (as the
@@ -183,7 +175,10 @@ static int sdp_es_scan(struct sdpshim_eset *t, struct epoll_event *ev, int max)
 	return got;
 }
 
-/* Arms every entry (the peer writes its eventfd once); -1 as sdp_es_scan.
+/* Arms every entry (the peer rings its socket once, which the core
+ * registered edge-triggered under the entry's token: the rings are read
+ * only every so many arms, sdp_dconn_drain_due); -1 as sdp_es_scan, or
+ * when a drain met a switch record.
  * An edge-triggered entry found writable is not armed for room: its next
  * writable edge needs a write that finds none first, and that write arms
  * the room itself (sdp_dconn_send). So the peer's reads, which make room,
@@ -195,6 +190,10 @@ static int sdp_es_arm(struct sdpshim_eset *t)
 		struct sdp_dconn *c = sdp_es_conn(e);
 		if (c == NULL)
 			return -1;
+		if (sdp_dconn_drain_due(c) && sdp_dconn_drain(c, e->fd) != 0) {
+			sdp_direct_put(c);
+			return -1;
+		}
 		uint32_t want = __atomic_load_n(&e->events, __ATOMIC_RELAXED);
 		if ((want & EPOLLET) && (__atomic_load_n(&e->last_mask, __ATOMIC_RELAXED) & POLLOUT))
 			want &= ~(uint32_t)(EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);

@@ -99,6 +99,10 @@ static void sdp_poll_census(const struct pollfd *fds, nfds_t n, nfds_t *managed,
  * makes no sigprocmask call. A handler that ran during that first look is
  * seen in the trampoline's count (sigcount.h): poll fails with EINTR
  * after any handler, SA_RESTART or not (signal(7)). */
+/* A thread without a kick eventfd (pollkick.c) sleeps at most this long
+ * at a time. */
+#define SDP_POLL_SLICE_NS 10000000L
+
 /* The events a direct connection's sleep arms for (direct.h). */
 static int sdp_direct_arm_events(short events)
 {
@@ -128,11 +132,13 @@ static void sdp_direct_release(struct sdp_dconn **h, nfds_t n)
 
 /* The direct entries of a set the engine answers for alone: readiness,
  * then (first round only) the budget's polling, then the arming and a last
- * look. Returns how many are ready; with none, appends their eventfds to
- * wait (*nwait of cap) and records in at[] which entry each is. lead keeps
- * the budget. woke[i]: the last sleep was ended by entry i's eventfd,
- * emptied here through the handle (its number, which an eviction may
- * have moved since). */
+ * look. Returns how many are ready; with none, appends their sockets to
+ * wait (*nwait of cap: the peer's ring is a byte on it, the peer's end
+ * its end, a switch's request its urgent byte) and records in at[] which
+ * entry each is; -1 when the set is the core's to answer after all (a
+ * drain met a switch record). lead keeps the budget. woke[i]: the last
+ * sleep was ended by entry i's socket, whose rings are read here (the
+ * kernel's poll reports them until then). */
 static int sdp_direct_round(struct pollfd *fds, struct sdp_dconn **h, nfds_t n, struct sdp_dconn *lead, int *polled,
 			    unsigned char *woke, struct pollfd *wait, unsigned int *at, nfds_t cap, nfds_t *nwait)
 {
@@ -140,9 +146,9 @@ static int sdp_direct_round(struct pollfd *fds, struct sdp_dconn **h, nfds_t n, 
 	for (nfds_t i = 0; i < n; i++)
 		if (woke[i]) {
 			woke[i] = 0;
-			if (h[i] != NULL && h[i]->my_efd >= 0) {
-				uint64_t v;
-				syscall(SYS_read, h[i]->my_efd, &v, sizeof v);
+			if (h[i] != NULL) {
+				if (sdp_dconn_drain(h[i], fds[i].fd) != 0)
+					return -1;
 				any = 1;
 			}
 		}
@@ -166,9 +172,9 @@ static int sdp_direct_round(struct pollfd *fds, struct sdp_dconn **h, nfds_t n, 
 	if ((ready = sdp_direct_scan(fds, h, n)) > 0)
 		return ready;
 	for (nfds_t i = 0; i < n && *nwait < cap; i++)
-		if (h[i] != NULL && h[i]->my_efd >= 0) {
+		if (h[i] != NULL) {
 			at[*nwait] = (unsigned int)i;
-			wait[(*nwait)++] = (struct pollfd){.fd = h[i]->my_efd, .events = POLLIN};
+			wait[(*nwait)++] = (struct pollfd){.fd = fds[i].fd, .events = POLLIN | POLLPRI | POLLRDHUP};
 		}
 	return 0;
 }
@@ -184,21 +190,24 @@ static int sdp_poll_engine(struct pollfd *fds, nfds_t n, nfds_t managed, const s
 	int held = 0;
 	int zero = timeout != NULL && timeout->tv_sec == 0 && timeout->tv_nsec == 0;
 	int64_t deadline = timeout ? sdp_now_ns() + (int64_t)timeout->tv_sec * 1000000000LL + timeout->tv_nsec : 0;
-	nfds_t wcap = 2 * managed + 1;
+	nfds_t wcap = 2 * managed + 1; /* the waits' fds; the kick eventfd goes after them */
 	struct pollfd kstack[SDP_POLL_STACK];
 	unsigned int istack[SDP_POLL_STACK];
 	/* The direct entries (poll.c's own answers): their handles, which
-	 * eventfd of the sleep is whose, and which ended the last sleep. */
+	 * socket of the sleep is whose, and which ended the last sleep. */
 	struct sdp_dconn *hstack[SDP_POLL_STACK];
 	unsigned int astack[SDP_POLL_STACK];
 	unsigned char wstack[SDP_POLL_STACK];
 	struct sdp_scratch ks, is, hs, as, ws;
-	struct pollfd *k = sdp_scratch_get(&ks, kstack, sizeof kstack, (n + wcap) * sizeof(struct pollfd));
+	struct pollfd *k = sdp_scratch_get(&ks, kstack, sizeof kstack, (n + wcap + 1) * sizeof(struct pollfd));
 	unsigned int *idx = sdp_scratch_get(&is, istack, sizeof istack, n * sizeof(unsigned int));
 	struct sdp_dconn **h = sdp_scratch_get(&hs, hstack, sizeof hstack, n * sizeof(struct sdp_dconn *));
 	unsigned int *at = sdp_scratch_get(&as, astack, sizeof astack, n * sizeof(unsigned int));
 	unsigned char *woke = sdp_scratch_get(&ws, wstack, sizeof wstack, n);
 	int result, polled = 0;
+	/* The core's wakes for what only this process knows (pollkick.c);
+	 * without an eventfd the sleep goes in slices. */
+	int kick = sdp_pollkick_begin();
 	if (k == NULL || idx == NULL || h == NULL || at == NULL || woke == NULL) {
 		result = (int)sdp_fail(ENOMEM);
 		goto out;
@@ -230,10 +239,18 @@ static int sdp_poll_engine(struct pollfd *fds, nfds_t n, nfds_t managed, const s
 		if (managed_here)
 			sdp_direct_release(h, n); /* the core answers for every MANAGED entry */
 		if (!managed_here && lead != NULL) {
-			ready += sdp_direct_round(fds, h, n, lead, &polled, woke, k + u, at, wcap, &nwait);
+			int r = sdp_direct_round(fds, h, n, lead, &polled, woke, k + u, at, wcap, &nwait);
 			sdp_direct_release(h, n);
-			direct_wait = 1;
-		} else if (managed_here) {
+			if (r < 0) {
+				managed_here = 1; /* a switch begins: the core answers */
+				memset(woke, 0, n);
+				nwait = 0;
+			} else {
+				ready += r;
+				direct_wait = 1;
+			}
+		}
+		if (managed_here) {
 			int r = SDP_CORE_CALL(sdp_core.poll(fds, n, k + u, wcap, &nwait));
 			if (r == SDPSHIM_PASS) { /* the whole set, in the kernel */
 				for (nfds_t i = 0; i < n; i++)
@@ -265,7 +282,19 @@ static int sdp_poll_engine(struct pollfd *fds, nfds_t n, nfds_t managed, const s
 		}
 		int64_t now = ready > 0 || timeout == NULL ? 0 : sdp_now_ns();
 		struct timespec left = ready > 0 ? (struct timespec){0, 0} : sdp_ts_left(deadline, now);
-		int kr = sdp_real.ppoll(k, u + nwait, ready > 0 || timeout ? &left : NULL, sigmask);
+		int sliced = 0;
+		nfds_t nk = u + nwait;
+		if (kick >= 0)
+			k[nk++] = (struct pollfd){.fd = kick, .events = POLLIN};
+		else if (ready == 0 && (timeout == NULL || left.tv_sec > 0 || left.tv_nsec > SDP_POLL_SLICE_NS)) {
+			left = (struct timespec){0, SDP_POLL_SLICE_NS};
+			sliced = 1;
+		}
+		int kr = sdp_real.ppoll(k, nk, ready > 0 || timeout || sliced ? &left : NULL, sigmask);
+		if (kr > 0 && kick >= 0 && k[nk - 1].revents != 0) {
+			sdp_pollkick_woke();
+			kr--;
+		}
 		if (kr < 0 && ready == 0) {
 			result = -1;
 			goto out;
@@ -284,6 +313,7 @@ static int sdp_poll_engine(struct pollfd *fds, nfds_t n, nfds_t managed, const s
 		}
 	}
 out:
+	sdp_pollkick_end();
 	sdp_scratch_put(&ks);
 	sdp_scratch_put(&is);
 	sdp_scratch_put(&hs);

@@ -70,7 +70,7 @@ extern "C" {
 #endif
 
 /* Bumped on every incompatible change to this file. */
-#define SDPSHIM_CORE_ABI 1
+#define SDPSHIM_CORE_ABI 2
 
 /* Special hook results, outside the -errno range (-4095..-1). */
 #define SDPSHIM_PASS (-0x10000)
@@ -220,19 +220,23 @@ struct sdpshim_host {
 	 * the core calls it off the program's threads when the process starts
 	 * listening (servers fork). Absent in an older interposer. */
 	void (*fork_ready)(void);
+	/* Wakes every thread asleep in poll, ppoll, select or pselect over
+	 * managed sockets (preload/c/pollkick.c): the core calls it after a
+	 * change only this process knows of (a shutdown, a switch to kernel
+	 * TCP, a verdict); each looks again. */
+	void (*poll_kick)(void);
 };
 
 /* A snapshot of an emulated epoll set whose socket entries are all
  * level- or edge-triggered (no EPOLLONESHOT, EPOLLEXCLUSIVE) and which no
  * other set or poll watches. The interposer answers a wait on it alone
- * while every entry's fd carries a direct handle in its plain state whose
- * eventfd is the one registered (efd); otherwise, or when stale, the core
- * does. Tokens are the data values under which the core registered its
+ * while every entry's fd carries a direct handle in its plain state;
+ * otherwise, or when stale, the core does. Tokens are the data values under which the core registered its
  * own fds in the kernel's set (sorted ascending): the kernel's events
  * with those values are not the program's. */
 struct sdpshim_eset_entry {
-	int32_t fd;      /* the program's socket */
-	int32_t efd;     /* its eventfd, registered in the set under a token */
+	int32_t fd;      /* the program's socket, registered in the set under a token */
+	int32_t pad0;
 	uint32_t events; /* what the program asked for (EPOLLIN, EPOLLOUT, EPOLLRDHUP,
 			  * EPOLLET, ...); epoll_update may store it while threads
 			  * read it (atomic) */

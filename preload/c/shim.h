@@ -488,6 +488,23 @@ SDP_HIDDEN void sdp_direct_forget_all(void);
  * those the parent switched before it went (sdp_dconn_switched). */
 SDP_HIDDEN int sdp_direct_reset_all(void); /* how many it reset */
 
+/* ---- local wakes of poll and select sleepers (pollkick.c) ------------------------ */
+
+/* The calling thread enters the poll engine with managed entries: its
+ * eventfd for the ppoll set (made at first use), or -1 (none: sleep in
+ * slices). */
+SDP_HIDDEN int sdp_pollkick_begin(void);
+/* Its sleep was ended by its eventfd: empties it. */
+SDP_HIDDEN void sdp_pollkick_woke(void);
+/* It leaves the engine. */
+SDP_HIDDEN void sdp_pollkick_end(void);
+/* host->poll_kick: writes the eventfd of every thread in the engine. */
+SDP_HIDDEN void sdp_pollkick_all(void);
+/* Fork child (async-signal-safe): the parent's eventfds are closed. */
+SDP_HIDDEN void sdp_pollkick_forget_all(void);
+/* Where the shim's own fds go (core.c). */
+SDP_HIDDEN int sdp_core_high_fd(void);
+
 /* ---- epoll waits the interposer answers alone (epollfast.c) --------------------- */
 
 struct epoll_event;

@@ -45,6 +45,11 @@ static void host_fork_ready(struct sdpshim_host *h)
 	if (h->size >= offsetof(struct sdpshim_host, fork_ready) + sizeof h->fork_ready && h->fork_ready != NULL)
 		h->fork_ready();
 }
+static void host_poll_kick(struct sdpshim_host *h)
+{
+	if (h->size >= offsetof(struct sdpshim_host, poll_kick) + sizeof h->poll_kick && h->poll_kick != NULL)
+		h->poll_kick();
+}
 static int host_child_cores(struct sdpshim_host *h)
 {
 	if (h->size < offsetof(struct sdpshim_host, child_cores) + sizeof h->child_cores || h->child_cores == NULL)
@@ -109,7 +114,7 @@ func (c cHost) EpollPublish(epfd int, ents []shim.EsetEntry, toks []uint64, kick
 			t.ent = (*C.struct_sdpshim_eset_entry)(unsafe.Add(mem, head))
 			dst := unsafe.Slice(t.ent, len(ents))
 			for i, e := range ents {
-				dst[i].fd, dst[i].efd = C.int32_t(e.FD), C.int32_t(e.EFD)
+				dst[i].fd = C.int32_t(e.FD)
 				dst[i].events, dst[i].data = C.uint32_t(e.Events), C.uint64_t(e.Data)
 				dst[i].last_mask, dst[i].last_arr = C.uint32_t(e.LastMask), C.uint64_t(e.LastArr)
 				dst[i].last_ns, dst[i].ns_base = C.uint32_t(e.LastNS), C.uint32_t(e.NSBase)
@@ -151,6 +156,10 @@ func (c cHost) KeepsForks() bool { return C.host_has_fork_keep(c.h) != 0 }
 // ForkKeep gives the interposer the request pair of the fork about to
 // happen: the child's end and the core's.
 func (c cHost) ForkKeep(fd, mine int) { C.host_fork_keep(c.h, C.int(fd), C.int(mine)) }
+
+// PollKick wakes every thread asleep in the interposer's poll engine
+// over managed sockets (they look again).
+func (c cHost) PollKick() { C.host_poll_kick(c.h) }
 
 // ForkReady makes what the process's first fork would make (the core
 // copy for its children), now (shim's forkReadyHost).

@@ -78,8 +78,8 @@ static void semantics(void)
 	void *m = shared_area(4, 256, &size);
 	struct sdp_dconn a, b;
 	struct sdp_dsleep sl;
-	CHECK(sdp_dconn_open(&a, m, size, 0, -1, -1) == 0, "open a");
-	CHECK(sdp_dconn_open(&b, m, size, 1, -1, -1) == 0, "open b");
+	CHECK(sdp_dconn_open(&a, m, size, 0) == 0, "open a");
+	CHECK(sdp_dconn_open(&b, m, size, 1) == 0, "open b");
 	char buf[4096], out[4096];
 	uint32_t room = 256 - sizeof(struct sdp_dblk);
 
@@ -120,16 +120,36 @@ static void semantics(void)
 	CHECK(sdp_dconn_recv(&b, buf, sizeof buf, 0, &sl) == (long)(3 * room), "drain");
 	CHECK(((struct sdp_darea *)m)->dir[0].space_word == w, "a wake word written while nobody sleeps");
 
-	/* Event arming: the publish after an arm writes the eventfd once. */
-	int efd = (int)syscall(SYS_eventfd2, 0, 0);
-	b.my_efd = efd;
-	a.peer_efd = efd;
+	/* Event arming: the publish after an arm rings once (a zero byte on
+	 * the sender's socket, which the receiver's reads: a socketpair
+	 * stands for the TCP connection beside the area). */
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
+	sdp_dconn_set_ring(&a, sv[0]);
 	CHECK(sdp_dconn_arm(&b, POLLIN) == 0, "arm on empty");
 	CHECK(sdp_dconn_send(&a, "hi", 2, 0, &sl) == 2, "send hi");
 	CHECK(sdp_dconn_send(&a, "yo", 2, 0, &sl) == 2, "send yo");
-	uint64_t cnt = 0;
-	CHECK(read(efd, &cnt, 8) == 8 && cnt == 1, "eventfd count %llu", (unsigned long long)cnt);
+	char rings[8];
+	CHECK(recv(sv[1], rings, sizeof rings, MSG_PEEK | MSG_DONTWAIT) == 1 && rings[0] == 0, "one ring");
+	CHECK(sdp_dconn_drain(&b, sv[1]) == 0, "drain");
+	CHECK(recv(sv[1], rings, sizeof rings, MSG_DONTWAIT) < 0 && errno == EAGAIN, "rings left after a drain");
 	CHECK(sdp_dconn_recv(&b, buf, sizeof buf, 0, &sl) == 4 && memcmp(buf, "hiyo", 4) == 0, "hiyo");
+	/* A drain that meets a switch record keeps it for the switch and
+	 * reads no further; after quiet, nothing rings and nothing drains. */
+	CHECK(send(sv[0], "\0\0SDPswREQ", 10, 0) == 10, "rings and a record");
+	CHECK(sdp_dconn_drain(&b, sv[1]) == 1, "drain meets the record");
+	CHECK(sdp_dconn_drain(&b, sv[1]) == 1, "drain after the record");
+	sdp_dconn_quiet(&b);
+	uint8_t pushed[64];
+	CHECK(sdp_dconn_pushback(&b, pushed, sizeof pushed) == 8 && memcmp(pushed, "SDPswREQ", 8) == 0, "pushback");
+	CHECK(sdp_dconn_drain(&b, sv[1]) == 2, "drain after quiet");
+	sdp_dconn_quiet(&a);
+	CHECK(sdp_dconn_arm(&b, POLLIN) == 0, "arm again");
+	CHECK(sdp_dconn_send(&a, "q", 1, 0, &sl) == 1, "send after quiet");
+	CHECK(recv(sv[1], rings, sizeof rings, MSG_DONTWAIT) < 0 && errno == EAGAIN, "a ring after quiet");
+	CHECK(sdp_dconn_recv(&b, buf, sizeof buf, 0, &sl) == 1, "q");
+	close(sv[0]);
+	close(sv[1]);
 
 	/* FIN: data before it first, then EOF for ever; RDHUP in poll. */
 	CHECK(sdp_dconn_send(&a, "end", 3, 0, &sl) == 3, "send end");
@@ -149,7 +169,7 @@ static void semantics(void)
 
 	/* Reset: ECONNRESET both ways. */
 	void *m2 = shared_area(8, 128, &size);
-	CHECK(sdp_dconn_open(&a, m2, size, 0, -1, -1) == 0 && sdp_dconn_open(&b, m2, size, 1, -1, -1) == 0, "open 2");
+	CHECK(sdp_dconn_open(&a, m2, size, 0) == 0 && sdp_dconn_open(&b, m2, size, 1) == 0, "open 2");
 	sdp_dconn_reset(&a);
 	CHECK(sdp_dconn_recv(&b, buf, 10, 0, &sl) == -ECONNRESET, "recv after reset");
 	CHECK(sdp_dconn_send(&b, buf, 10, 0, &sl) == -ECONNRESET, "send after reset");
@@ -158,7 +178,7 @@ static void semantics(void)
 	/* Hostile values: a bad header resets; a bad status byte reads as
 	 * full or empty, never out of bounds; a bad geometry does not open. */
 	void *m3 = shared_area(8, 128, &size);
-	CHECK(sdp_dconn_open(&a, m3, size, 0, -1, -1) == 0 && sdp_dconn_open(&b, m3, size, 1, -1, -1) == 0, "open 3");
+	CHECK(sdp_dconn_open(&a, m3, size, 0) == 0 && sdp_dconn_open(&b, m3, size, 1) == 0, "open 3");
 	CHECK(sdp_dconn_send(&a, "abc", 3, 0, &sl) == 3, "send abc");
 	struct sdp_darea *ar = m3;
 	uint8_t *st0 = (uint8_t *)m3 + ((sizeof(struct sdp_darea) + 63) & ~63ul);
@@ -168,7 +188,7 @@ static void semantics(void)
 	CHECK(b.violations == 1, "violation counted");
 	CHECK(sdp_dconn_send(&a, "x", 1, 0, &sl) == -ECONNRESET, "peer of a violator sees a reset");
 	void *m4 = shared_area(8, 128, &size);
-	CHECK(sdp_dconn_open(&a, m4, size, 0, -1, -1) == 0 && sdp_dconn_open(&b, m4, size, 1, -1, -1) == 0, "open 4");
+	CHECK(sdp_dconn_open(&a, m4, size, 0) == 0 && sdp_dconn_open(&b, m4, size, 1) == 0, "open 4");
 	ar = m4;
 	st0 = (uint8_t *)m4 + ((sizeof(struct sdp_darea) + 63) & ~63ul);
 	memset(st0, 0x77, 8);
@@ -198,8 +218,8 @@ static void semantics(void)
 	ar->dir[0].fin_seq = 99;
 	CHECK(sdp_dconn_recv(&b, buf, 100, 0, &sl) == -ECONNRESET, "a FIN that skips blocks");
 	ar->nblocks = 3;
-	CHECK(sdp_dconn_open(&a, m4, size, 0, -1, -1) == -EINVAL, "bad geometry opens");
-	CHECK(sdp_dconn_open(&a, m4, 16, 0, -1, -1) == -EINVAL, "short area opens");
+	CHECK(sdp_dconn_open(&a, m4, size, 0) == -EINVAL, "bad geometry opens");
+	CHECK(sdp_dconn_open(&a, m4, 16, 0) == -EINVAL, "short area opens");
 	printf("ok semantics\n");
 }
 
@@ -304,7 +324,7 @@ static void stress(long cycles)
 	pid_t pid = fork();
 	CHECK(pid >= 0, "fork");
 	struct sdp_dconn c;
-	CHECK(sdp_dconn_open(&c, m, size, pid == 0 ? 1 : 0, -1, -1) == 0, "open");
+	CHECK(sdp_dconn_open(&c, m, size, pid == 0 ? 1 : 0) == 0, "open");
 	c.budget = c.poll_min = c.poll_max = 0; /* event mode: every wait sleeps */
 	if (pid == 0)
 		stress_side(&c, 1, cycles, 0);
@@ -322,7 +342,7 @@ static void hostile(double secs)
 	size_t size;
 	void *m = shared_area(16, 256, &size);
 	struct sdp_dconn c; /* opened while the area is still honest */
-	CHECK(sdp_dconn_open(&c, m, size, 0, -1, -1) == 0, "open");
+	CHECK(sdp_dconn_open(&c, m, size, 0) == 0, "open");
 	pid_t pid = fork();
 	CHECK(pid >= 0, "fork");
 	if (pid == 0) {
@@ -397,7 +417,7 @@ static struct cost direct_run(int mode, size_t msg, int event, double secs)
 	CHECK(pipe(pfd) == 0, "pipe");
 	pid_t pid = fork();
 	struct sdp_dconn c;
-	CHECK(sdp_dconn_open(&c, m, size, pid == 0 ? 1 : 0, -1, -1) == 0, "open");
+	CHECK(sdp_dconn_open(&c, m, size, pid == 0 ? 1 : 0) == 0, "open");
 	if (event)
 		c.budget = c.poll_min = c.poll_max = 0;
 	if (pid == 0) { /* the echo / sink side */
@@ -548,7 +568,7 @@ static void spread_side(struct spread_board *b, void *m, size_t size, int p, int
 	while (sched_getcpu() != b->cpus[p])
 		sched_yield();
 	struct sdp_dconn c;
-	CHECK(sdp_dconn_open(&c, m, size, side, -1, -1) == 0, "open");
+	CHECK(sdp_dconn_open(&c, m, size, side) == 0, "open");
 	__atomic_fetch_add(&b->ready, 1, __ATOMIC_SEQ_CST);
 	while (!b->go)
 		sched_yield();

@@ -706,6 +706,12 @@ static int sdp_core_open(const char *path, int chosen)
 	 * (SIGTERM, SIGINT, ...) always goes to one of the program's threads,
 	 * interrupting its blocking call there, never to a runtime thread. */
 	sigset_t held;
+	/* The Go runtime raises the soft RLIMIT_NOFILE to its hard limit as
+	 * it starts (its syscall package's init): put back after init, the
+	 * program's limit stays the program's (a server at its limit fails
+	 * the way it would without the shim). */
+	struct rlimit nofile;
+	int limited = getrlimit(RLIMIT_NOFILE, &nofile) == 0;
 	sdp_fd_table_reserve();
 	sdp_signals_hold(&held);
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -735,6 +741,8 @@ static int sdp_core_open(const char *path, int chosen)
 	sdp_core_note_image(h);
 	sdp_core = c;
 	int r = sdp_core.init(&sdp_host, sdp_core_env_snapshot());
+	if (limited)
+		setrlimit(RLIMIT_NOFILE, &nofile);
 	if (r > 0) {
 		sdp_log(SDP_LOG_INFO, "core declined to run (reason %d); connections stay on kernel TCP", r);
 		return r < SDPSHIM_REASON_MAX ? r : SDPSHIM_REASON_CORE_DECLINED;

@@ -509,6 +509,7 @@ func (s *Socket) ringLocked() {
 	fd := -1
 	if len(s.fds) > 0 && s.sw.Load() == swNone && s.getState() == sockAccelerated {
 		fd = s.fds[0]
+		s.tcpOpts.hold(fd) // rings go at once (tcpopts.go)
 	}
 	ds.conn.SetRing(fd)
 }

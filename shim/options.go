@@ -50,6 +50,12 @@ func (p *Process) Ioctl(fd int, req uint) (val int, res int64) {
 // clears it, as the kernel's sk_err), stored as an int when res is 0.
 func (p *Process) Getsockopt(fd, level, name int) (val int, res int64) {
 	s := p.lookup(fd)
+	if s != nil && level == unix.IPPROTO_TCP {
+		if v, ok := s.tcpOpts.get(name); ok {
+			return v, 0
+		}
+		return 0, Pass
+	}
 	if s == nil || level != unix.SOL_SOCKET || name != unix.SO_ERROR || s.stream.Load() == nil {
 		return 0, Pass
 	}
@@ -63,6 +69,12 @@ func (p *Process) Getsockopt(fd, level, name int) (val int, res int64) {
 // (blocking happens in the shim), then every option goes to the kernel.
 func (p *Process) Setsockopt(fd, level, name int, val []byte) int64 {
 	s := p.lookup(fd)
+	if s != nil && level == unix.IPPROTO_TCP {
+		if len(val) >= 4 && s.tcpOpts.set(name, int(int32(binary.NativeEndian.Uint32(val)))) {
+			return 0
+		}
+		return Pass
+	}
 	if s == nil || level != unix.SOL_SOCKET {
 		return Pass
 	}

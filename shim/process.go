@@ -7,6 +7,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/sdpshim/sdpshim/core/fdhook"
 	"github.com/sdpshim/sdpshim/core/rendezvous"
 	"github.com/sdpshim/sdpshim/core/wait"
 	"github.com/sdpshim/sdpshim/shim/config"
@@ -118,6 +119,8 @@ func (p *Process) rendezvousNode() (*rendezvous.Node, error) {
 	})
 	if p.nodeErr != nil {
 		p.log.WithError(p.nodeErr).Warn("rendezvous unavailable; connections stay on kernel TCP")
+	} else {
+		fdhook.OpenSpare() // the rendezvous and stats answer at the fd limit too
 	}
 	return p.node, p.nodeErr
 }

@@ -67,6 +67,7 @@ type Socket struct {
 	sw      atomic.Uint32           // switch to kernel TCP at a fork (forkswitch.go): swNone...
 	reqSent atomic.Bool             // this end wrote its switch REQ
 	swPre   []byte                  // the start of the peer's REQ a drain read (direct.Conn.Quiet); the switch run's
+	tcpOpts tcpOpts                 // the program's TCP_NODELAY and TCP_CORK while direct (tcpopts.go)
 	swFork  atomic.Bool             // a fork waits for the switch: this end returns its unread bytes
 
 	mu         sync.Mutex
@@ -175,6 +176,9 @@ func (s *Socket) accelerateLocked(e *channelEnd, st dataStream) {
 //
 // +checklocks:s.mu
 func (s *Socket) fallBackLocked() {
+	if len(s.fds) > 0 {
+		s.tcpOpts.release(s.fds[0]) // the program's TCP_NODELAY and TCP_CORK (a switched direct connection)
+	}
 	if len(s.early) > 0 && len(s.fds) > 0 {
 		s.earlyToKernelLocked(s.fds[0])
 	}

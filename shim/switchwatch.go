@@ -182,6 +182,9 @@ func (p *Process) switchEvent(s *Socket, events uint32) {
 		// stream learns it only here; a channel's stream from its channel).
 		if ds := s.direct(); ds != nil {
 			ds.peerGone()
+			// A sleeper the end woke may have looked before the area
+			// said so (edge-triggered: the end rings only once).
+			s.wake.wakeEverything()
 		}
 		return
 	}

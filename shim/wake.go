@@ -6,6 +6,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core/fdhook"
 )
 
 // How a thread blocked in a socket call sleeps. The C side sleeps in the
@@ -143,15 +145,8 @@ func dupHigh(fd int) (int, error) {
 	return unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, highBase())
 }
 
-// highBase is where the shim's own descriptors go: half the soft
-// RLIMIT_NOFILE, at most 65536, at least 64.
-var highBase = sync.OnceValue(func() int {
-	var rl unix.Rlimit
-	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) != nil || rl.Cur < 128 {
-		return 64
-	}
-	return int(min(rl.Cur/2, 1<<16))
-})
+// highBase is where the shim's own descriptors go (fdhook.HighBase).
+func highBase() int { return fdhook.HighBase() }
 
 // release gives the word back to the slab (once).
 func (w *wakeup) release(p *Process) {

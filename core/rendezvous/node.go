@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -67,7 +68,8 @@ type Node struct {
 	sweeper bool
 	stats   counters
 	pend    pendingTable
-	lookups lookupCache // Lookup's answers (lookupcache.go)
+	lookups lookupCache  // Lookup's answers (lookupcache.go)
+	answers atomic.Int32 // Answers not closed yet: each holds an fd (fdshare.go)
 
 	mu     sync.Mutex
 	closed bool

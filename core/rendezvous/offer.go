@@ -37,6 +37,9 @@ func (n *Node) offer(ctx context.Context, e Entry, t Tuple, offer Payload) (*Ans
 	if !t.valid() || !offer.fits() || len(e.Socket) > maxSockPath {
 		return nil, &FallbackError{ReasonProtocol, fmt.Errorf("offer %s: invalid tuple, payload or entry", t)}
 	}
+	if int(n.answers.Load()) >= fdShare() {
+		return nil, &FallbackError{ReasonFDLimit, fmt.Errorf("offer %s: answers waiting for their verdict hold this process's share of its fd limit", t)}
+	}
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(n.cfg.OfferTimeout)
@@ -60,6 +63,8 @@ func (n *Node) offer(ctx context.Context, e Entry, t Tuple, offer Payload) (*Ans
 		}
 		return nil, err
 	}
+	n.answers.Add(1)
+	g.onClose = func() { n.answers.Add(-1) }
 	a.g = g
 	return a, nil
 }

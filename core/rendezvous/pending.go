@@ -94,18 +94,22 @@ func (p *pendingTable) admit(key Tuple) (expected, gone bool) {
 }
 
 // insert files e under key and arms its expiry. It returns the entry it
-// replaced, and false when the table is closed or full, or e's connector
-// holds its share of it (peers.go).
-func (p *pendingTable) insert(key Tuple, e *pendingEntry) (old *pendingEntry, ok bool) {
+// replaced, and ReasonNone, or why it did not: the table is closed or
+// full, it holds the process's share of its fd limit (fdshare.go), or
+// e's connector holds its share of it (peers.go).
+func (p *pendingTable) insert(key Tuple, e *pendingEntry) (old *pendingEntry, why Reason) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	old = p.m[key]
 	if p.closed || (old == nil && len(p.m) >= p.n.cfg.MaxPending) {
-		return nil, false
+		return nil, ReasonRefused
+	}
+	if old == nil && len(p.m) >= fdShare() {
+		return nil, ReasonFDLimit
 	}
 	if !p.peers.add(peerOf(&e.match.Request.Cred), peerShare(p.n.cfg.MaxPending)) {
 		p.n.stats.peerLimited.Add(1)
-		return nil, false
+		return nil, ReasonRefused
 	}
 	if old != nil {
 		p.unfileLocked(key)
@@ -117,7 +121,7 @@ func (p *pendingTable) insert(key Tuple, e *pendingEntry) (old *pendingEntry, ok
 			p.finish(e, DropExpired)
 		}
 	})
-	return old, true
+	return old, ReasonNone
 }
 
 // take removes e if it is still filed under key.

@@ -56,6 +56,12 @@ const (
 	// times their setup time), so this one stays on kernel TCP, whose
 	// setup is cheaper (shim/shortconn.go).
 	ReasonShortLived
+	// ReasonFDLimit: the process holds its share of its fd limit in
+	// rendezvous connections already (offers waiting for their accept,
+	// answers waiting for their verdict: fdshare.go). Kernel TCP holds no
+	// fd for a connection in a listener's backlog; past the share new
+	// connections stay on kernel TCP, so the program keeps its fds.
+	ReasonFDLimit
 
 	numReasons // keep last
 )
@@ -76,6 +82,7 @@ var reasonNames = [numReasons]string{
 	ReasonDeferredUnclaimed: "deferred-unclaimed",
 	ReasonDeferredPlain:     "deferred-acceptor-plain",
 	ReasonShortLived:        "short-lived",
+	ReasonFDLimit:           "fd-limit",
 }
 
 // String returns the reason's stable short name, as used in stats output.

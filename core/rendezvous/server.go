@@ -107,9 +107,13 @@ func (s *server) acceptLoop() {
 		switch {
 		case err == unix.EINTR || err == unix.ECONNABORTED:
 			continue
+		case (err == unix.EMFILE || err == unix.ENFILE) && fdhook.AtLimit(s.refuseAtLimit):
+			// The process is at its fd limit: the connector hears so at
+			// once (and its connection stays on kernel TCP).
+			continue
 		case err != nil:
-			// Out of fds or memory: the connection waits in the backlog;
-			// back off instead of spinning on the same failure.
+			// Out of memory, or no spare fd: the connection waits in the
+			// backlog; back off instead of spinning on the same failure.
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
@@ -238,11 +242,11 @@ func (s *server) answer(fd int, match Match, answer Payload) {
 	key := match.Request.Tuple.canon()
 	e := &pendingEntry{fd: fd, match: match}
 	e.mu.Lock()
-	old, ok := n.pend.insert(key, e)
-	if !ok {
+	old, why := n.pend.insert(key, e)
+	if why != ReasonNone {
 		e.mu.Unlock()
 		n.pend.dropped(match, DropUndelivered)
-		s.refuse(fd, ReasonRefused, "too many pending offers")
+		s.refuse(fd, why, "too many pending offers")
 		return
 	}
 	m := message{kind: kindAnswer, nfiles: len(answer.Files), tuple: match.Request.Tuple, pid: uint32(n.pid), data: answer.Data}
@@ -274,6 +278,16 @@ func (s *server) callHandler(req Request) (answer Payload, prepared any, err err
 }
 
 // refuse sends a refusal without waiting long, then closes fd.
+// refuseAtLimit accepts one connection in the spare fd's place and
+// refuses it (fdhook.AtLimit).
+func (s *server) refuseAtLimit() {
+	fd, _, err := unix.Accept4(s.fd, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
+	if err == nil {
+		s.n.stats.conns.Add(1)
+		s.refuse(fd, ReasonFDLimit, "the process is at its fd limit")
+	}
+}
+
 func (s *server) refuse(fd int, r Reason, text string) {
 	s.n.stats.refused.Add(1)
 	if len(text) > maxText {

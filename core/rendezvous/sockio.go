@@ -31,9 +31,10 @@ func closeFiles(fds []int) {
 // shut down to wake a waiter, without ever touching a closed, reused fd
 // number.
 type guardedFD struct {
-	mu     sync.Mutex
-	fd     int // -1 once closed
-	closed bool
+	mu      sync.Mutex
+	fd      int // -1 once closed
+	closed  bool
+	onClose func() // called once, at the close (when set)
 }
 
 func newGuardedFD(fd int) *guardedFD { return &guardedFD{fd: fd} }
@@ -54,6 +55,9 @@ func (g *guardedFD) close() {
 		g.closed = true
 		unix.Close(g.fd)
 		g.fd = -1
+		if g.onClose != nil {
+			g.onClose()
+		}
 	}
 	g.mu.Unlock()
 }

@@ -125,8 +125,10 @@ void sdp_dconn_set_ring(struct sdp_dconn *c, int fd)
 }
 
 /* Arms since the last drain after which the rings are read: at most one
- * byte per arm waits in the socket's buffer meanwhile. */
-#define DRAIN_EVERY 256
+ * byte per arm waits in the socket's buffer meanwhile, each in a segment
+ * of its own (about 1 KiB of the socket's receive buffer: many more, and
+ * the kernel spends its receive path collapsing them). */
+#define DRAIN_EVERY 32
 
 int sdp_dconn_drain_due(const struct sdp_dconn *c)
 {

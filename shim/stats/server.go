@@ -13,6 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core/fdhook"
 	"github.com/sdpshim/sdpshim/core/rendezvous"
 )
 
@@ -103,6 +106,15 @@ func (s *Server) acceptLoop(l *net.UnixListener, slots chan struct{}, wg *sync.W
 		if err != nil {
 			if done.Load() || errors.Is(err, net.ErrClosed) {
 				return
+			}
+			if (errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE)) && fdhook.AtLimit(func() {
+				// The process is at its fd limit: this client is served in
+				// the spare fd's place, now.
+				if c, err := l.AcceptUnix(); err == nil {
+					s.serveOne(c)
+				}
+			}) {
+				continue
 			}
 			// EMFILE and the like: say so, wait, retry; never spin.
 			reg.log.WithError(err).Warn("stats: accept failed")

@@ -308,11 +308,11 @@ func (p *Process) offer(s *Socket, node *rendezvous.Node, e rendezvous.Entry, t 
 // offerDirectTo runs the rendezvous for a direct connection: the offer
 // carries the new area.
 func (p *Process) offerDirectTo(s *Socket, node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple) (*pendingConnect, error) {
-	ds, files, err := p.offerDirect(e.PID)
+	ds, files, bells, err := p.offerDirect(e.PID)
 	if err != nil {
 		return nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: err}
 	}
-	msg := offerMsg{direct: true, from: p.self}
+	msg := offerMsg{direct: true, from: p.self, bells: bells}
 	ctx, cancel := context.WithTimeout(context.Background(), offerTimeout)
 	defer cancel()
 	a, err := node.Offer(ctx, e, t, rendezvous.Payload{Data: msg.encode(), Files: files})
@@ -320,9 +320,9 @@ func (p *Process) offerDirectTo(s *Socket, node *rendezvous.Node, e rendezvous.E
 		ds.abandon()
 		return nil, err
 	}
-	id, err := decodeAnswer(a.Payload.Data)
+	ans, err := decodeAnswer(a.Payload.Data)
 	if err == nil {
-		err = ds.offered(a.Payload.Files)
+		err = ds.offered(bells, ans, a.Payload.Files)
 	}
 	a.Payload.CloseFiles()
 	if err != nil {
@@ -330,7 +330,7 @@ func (p *Process) offerDirectTo(s *Socket, node *rendezvous.Node, e rendezvous.E
 		ds.abandon()
 		return nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonProtocol, Err: err}
 	}
-	return &pendingConnect{answer: a, direct: ds, id: id}, nil
+	return &pendingConnect{answer: a, direct: ds, id: ans.id}, nil
 }
 
 // offerOn sends the offer: for end's channel, or (sock != nil) for a new
@@ -348,10 +348,10 @@ func (p *Process) offerOn(node *rendezvous.Node, e rendezvous.Entry, t rendezvou
 		return nil, err
 	}
 	a.Payload.CloseFiles()
-	id, err := decodeAnswer(a.Payload.Data)
+	ans, err := decodeAnswer(a.Payload.Data)
 	if err != nil {
 		a.Abort()
 		return nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonProtocol, Err: err}
 	}
-	return &pendingConnect{answer: a, end: end, id: id}, nil
+	return &pendingConnect{answer: a, end: end, id: ans.id}, nil
 }

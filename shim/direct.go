@@ -2,6 +2,7 @@ package shim
 
 import (
 	"io"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sdpshim/sdpshim/core/direct"
 	"github.com/sdpshim/sdpshim/core/mux"
+	"github.com/sdpshim/sdpshim/core/rendezvous"
 	"github.com/sdpshim/sdpshim/core/wire"
 	"github.com/sdpshim/sdpshim/shim/config"
 	"github.com/sdpshim/sdpshim/shim/stats"
@@ -35,7 +37,8 @@ import (
 type directStream struct {
 	p       *Process
 	conn    *direct.Conn
-	peerPID int // the peer process (statistics)
+	peerPID int        // the peer process (statistics)
+	peer    *peerBells // the peer process's bells (bells.go); nil without
 
 	blocking atomic.Bool  // SetNonblock(false): Write waits for room (closing, exit)
 	wdl      atomic.Int64 // blocking Write's deadline (UnixNano), 0: none
@@ -81,55 +84,86 @@ func directSlot(blockSize int) int {
 }
 
 // offerDirect makes the connector's side: the area (side 0) and the
-// files its offer carries (the area's memfd).
-func (p *Process) offerDirect(peerPID int) (*directStream, []int, error) {
+// files its offer carries (the area's memfd, then this process's bells
+// the peer was not given yet, bells their mask).
+func (p *Process) offerDirect(peerPID int) (ds *directStream, files []int, bells uint64, err error) {
 	a, err := direct.NewArea(p.cfg.Blocks, directSlot(p.cfg.BlockSize), 1)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	p.protect(a.FD())
 	c, err := direct.Open(a, 0)
 	if err != nil {
 		p.unprotect(a.FD())
 		a.Unmap()
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
-	ds := &directStream{p: p, conn: c, peerPID: peerPID}
+	ds = &directStream{p: p, conn: c, peerPID: peerPID}
 	ds.setPolicy()
-	return ds, []int{a.FD()}, nil
+	ds.bindBells(procID{pid: peerPID})
+	give, bells := p.bellsToGive(ds.peer, rendezvous.MaxFiles-1)
+	return ds, append([]int{a.FD()}, give...), bells, nil
 }
 
 // offered finishes the connector's side once the offer went (the peer
-// has the memfd) and its answer came, which carries no file.
-func (ds *directStream) offered(answerFiles []int) error {
+// has the memfd and the bells given, bells) and its answer came, with the
+// acceptor's bells.
+func (ds *directStream) offered(bells uint64, ans answerMsg, answerFiles []int) error {
 	a := ds.conn.Area()
 	ds.p.unprotect(a.FD())
 	a.CloseFD()
-	if len(answerFiles) != 0 {
+	if len(answerFiles) != bits.OnesCount64(ans.bells) {
 		return errBadOffer
 	}
+	if ds.peer != nil && ds.peer.id.start != 0 && ds.peer.id.start != ans.start {
+		// A record of another process that had the acceptor's pid (its
+		// bells would ring nobody): this connection takes a new one.
+		old := ds.peer
+		ds.bindBells(procID{pid: ds.peerPID, start: ans.start})
+		ds.p.unrefBells(old)
+		bells = 0
+	} else if ds.peer != nil {
+		ds.p.startOf(ds.peer, ans.start)
+	}
+	ds.p.gaveBells(ds.peer, bells)
+	ds.p.takeBells(ds.peer, ans.bells, answerFiles)
 	return nil
 }
 
-// acceptDirect makes the acceptor's side from an offer's files (the
-// area's memfd, which stays the caller's) and returns it with the files
-// of the answer (none).
-func (p *Process) acceptDirect(files []int, peerPID int) (*directStream, []int, error) {
-	if len(files) != 1 {
-		return nil, nil, errBadOffer
+// bindBells gives ds the record of its peer process id (its bells).
+func (ds *directStream) bindBells(id procID) {
+	ds.peer = ds.p.peerBellsFor(id)
+	if ds.peer != nil {
+		ds.conn.SetBells(ds.peer.table)
+	} else {
+		ds.conn.SetBells(nil)
+	}
+}
+
+// acceptDirect makes the acceptor's side from an offer o's files (the
+// area's memfd and the connector's bells, which stay the caller's) and
+// returns it with its answer and the answer's files (this process's
+// bells the connector was not given yet).
+func (p *Process) acceptDirect(o offerMsg, files []int) (*directStream, answerMsg, []int, error) {
+	if len(files) != 1+bits.OnesCount64(o.bells) {
+		return nil, answerMsg{}, nil, errBadOffer
 	}
 	a, err := direct.MapArea(files[0])
 	if err != nil {
-		return nil, nil, err
+		return nil, answerMsg{}, nil, err
 	}
 	c, err := direct.Open(a, 1)
 	if err != nil {
 		a.Unmap()
-		return nil, nil, err
+		return nil, answerMsg{}, nil, err
 	}
-	ds := &directStream{p: p, conn: c, peerPID: peerPID}
+	ds := &directStream{p: p, conn: c, peerPID: o.from.pid}
 	ds.setPolicy()
-	return ds, nil, nil
+	ds.bindBells(o.from)
+	p.takeBells(ds.peer, o.bells, files[1:])
+	give, bells := p.bellsToGive(ds.peer, rendezvous.MaxFiles)
+	p.gaveBells(ds.peer, bells) // the answer's send failing ends the connection's offer (the record goes with it)
+	return ds, answerMsg{id: 1, start: p.self.start, bells: bells}, give, nil
 }
 
 // setPolicy gives the handle the poll budget SDPSHIM_POLL asks for.
@@ -190,6 +224,9 @@ func (ds *directStream) free() {
 		ds.p.unprotect(a.FD())
 	}
 	ds.conn.Free()
+	if ds.peer != nil {
+		ds.p.unrefBells(ds.peer)
+	}
 }
 
 // directGrace is how long a released handle stays mapped after it left
@@ -459,10 +496,11 @@ func (s *Socket) blockDirect(ds *directStream, w *Wait, write bool, deadline int
 
 // armDirect arms the area for what a poll or epoll sleep waits for and
 // returns the readiness after arming (non-zero: report, do not sleep).
-// The peer rings fd, the socket, once; the rings are read here when
+// The peer writes bell (the sleeper's, bells.go; 0: none) when it holds
+// it, else it rings fd, the socket, once; the rings are read here when
 // enough have come (edge-triggered sleeps do not need them read), and a
 // drain that meets the start of a switch record starts the switch.
-func (s *Socket) armDirect(ds *directStream, fd int, events int16) int16 {
+func (s *Socket) armDirect(ds *directStream, fd int, events int16, bell int) int16 {
 	if ds.conn.DrainDue() && ds.conn.Drain(fd) {
 		s.switchRequested()
 	}
@@ -473,7 +511,7 @@ func (s *Socket) armDirect(ds *directStream, fd int, events int16) int16 {
 	if events&(pollOut|pollWRBAND) != 0 {
 		want |= unix.POLLOUT
 	}
-	return ds.conn.Arm(want)
+	return ds.conn.Arm(want, bell)
 }
 
 // peerGone ends the connection from outside (its TCP connection ended:

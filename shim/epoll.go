@@ -103,6 +103,7 @@ type epollSet struct {
 	kickFD    int          // +checklocks:mu; written under kickMu, read under either
 	kickMu    sync.RWMutex // kick holds it (read) while writing kickFD, so that the set's end cannot close it meanwhile
 	kickToken uint64       // its token in the kernel list
+	bell      int          // kickFD's number among the process's bells (bells.go), 0: none
 	fdGone    bool         // +checklocks:mu
 }
 
@@ -343,7 +344,7 @@ func (set *epollSet) armLocked(e *epollEntry) {
 			// The kernel watches the set (nested in another, polled)
 			// with nobody scanning it: the peer must ring for any
 			// change, so the entry stays armed (each scan arms again).
-			s.armDirect(ds, e.fd, int16(e.events&0xffff))
+			s.armDirect(ds, e.fd, int16(e.events&0xffff), set.bell)
 		}
 		if !e.attended {
 			e.attended = true
@@ -401,6 +402,7 @@ func (set *epollSet) kickLocked() {
 	set.kickMu.Lock()
 	set.kickFD = fd
 	set.kickMu.Unlock()
+	set.bell = set.p.bells.add(fd) // the set's sleepers' bell (bells.go)
 }
 
 // kick wakes a thread asleep on the set (it scans every entry). Any
@@ -763,7 +765,7 @@ func (set *epollSet) collectAt(ev []unix.EpollEvent, exact bool) int {
 		}
 		rev := set.evaluate(e, true)
 		ds := s.direct()
-		if rev == 0 && exact && ds != nil && s.armDirect(ds, e.fd, int16(e.events&0xffff)) != 0 {
+		if rev == 0 && exact && ds != nil && s.armDirect(ds, e.fd, int16(e.events&0xffff), set.bell) != 0 {
 			// Armed (the peer rings the socket once), and ready since.
 			rev = set.evaluate(e, true)
 		}
@@ -1086,6 +1088,9 @@ func (set *epollSet) closeFD(fd int) {
 		set.p.closeFD(set.kickFD)
 		set.kickFD = -1
 		set.kickMu.Unlock()
+		if set.bell > 0 {
+			set.p.bells.retire(set.bell)
+		}
 	}
 	set.mu.Unlock()
 	if !last {

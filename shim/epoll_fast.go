@@ -33,9 +33,10 @@ type EsetEntry struct {
 type epollFastHost interface {
 	// EpollPublish installs the snapshot for epfd (nil ents: takes any
 	// installed one away) and frees the one it replaces, once no
-	// interposer thread reads it; kickFD is the set's kick eventfd. It
+	// interposer thread reads it; kickFD is the set's kick eventfd, bell
+	// its number among the process's bells (0: none). It
 	// reports whether a snapshot is installed now.
-	EpollPublish(epfd int, ents []EsetEntry, toks []uint64, kickFD int) bool
+	EpollPublish(epfd int, ents []EsetEntry, toks []uint64, kickFD, bell int) bool
 	// EpollStale marks epfd's installed snapshot stale: the next wait on
 	// it goes through the core, and a thread asleep on it is kicked.
 	EpollStale(epfd int)
@@ -110,7 +111,7 @@ func (set *epollSet) publishLocked() {
 	}
 	if len(ents) == 0 || set.kickFD < 0 {
 		if set.pub.Load() {
-			h.EpollPublish(set.fd, nil, nil, -1)
+			h.EpollPublish(set.fd, nil, nil, -1, 0)
 			set.pub.Store(false)
 		}
 		return
@@ -127,7 +128,7 @@ func (set *epollSet) publishLocked() {
 		toks = append(toks, set.selfToken)
 	}
 	slices.Sort(toks)
-	if h.EpollPublish(set.fd, ents, toks, set.kickFD) {
+	if h.EpollPublish(set.fd, ents, toks, set.kickFD, set.bell) {
 		set.pub.Store(true)
 		set.pubSeen.Store(true)
 	} else {
@@ -170,7 +171,7 @@ func (set *epollSet) eligibleLocked() (ents []EsetEntry, barred bool) {
 // +checklocks:set.mu
 func (set *epollSet) unpublishLocked() {
 	if h, ok := set.p.host.(epollFastHost); ok && set.pub.Load() {
-		h.EpollPublish(set.fd, nil, nil, -1)
+		h.EpollPublish(set.fd, nil, nil, -1, 0)
 	}
 	set.pub.Store(false)
 }

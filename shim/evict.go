@@ -62,6 +62,9 @@ func (set *epollSet) moveKick(old int) bool {
 	set.kickMu.Lock()
 	set.kickFD = nfd
 	set.kickMu.Unlock()
+	if set.bell > 0 {
+		set.p.bells.moved(set.bell, nfd) // the peers' copies are of the same eventfd
+	}
 	set.p.unprotect(old) // the program's dup2 closes it
 	eventfdAdd(nfd)      // a sleeper looks again
 	return true

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/bits"
 	"net/netip"
 	"slices"
 	"time"
@@ -192,7 +193,7 @@ func (p *Process) handleOffer(req rendezvous.Request) (rendezvous.Payload, any, 
 	wantFiles := 0
 	switch {
 	case o.direct:
-		wantFiles = 1 // the area
+		wantFiles = 1 + bits.OnesCount64(o.bells) // the area, the connector's bells
 	case o.newChannel:
 		wantFiles = 1
 	}
@@ -203,14 +204,14 @@ func (p *Process) handleOffer(req rendezvous.Request) (rendezvous.Payload, any, 
 		return rendezvous.Payload{}, nil, &rendezvous.FallbackError{Reason: r, Err: errors.New("shared memory not allowed here")}
 	}
 	if o.direct {
-		ds, answerFiles, err := p.acceptDirect(files, o.from.pid)
+		ds, ans, answerFiles, err := p.acceptDirect(o, files)
 		if err != nil {
 			p.log.WithError(err).Debug("direct area refused")
 			return rendezvous.Payload{}, nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: err}
 		}
 		// The accepted socket's buffer, before the connector can write.
 		ds.SetRcvBuf(p.listenerRcvBuf(req.Tuple.Server))
-		return rendezvous.Payload{Data: encodeAnswer(1), Files: answerFiles}, &prepared{direct: ds}, nil
+		return rendezvous.Payload{Data: ans.encode(), Files: answerFiles}, &prepared{direct: ds}, nil
 	}
 	var e *channelEnd
 	if o.newChannel {
@@ -230,7 +231,7 @@ func (p *Process) handleOffer(req rendezvous.Request) (rendezvous.Payload, any, 
 	if err != nil {
 		return rendezvous.Payload{}, nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: fmt.Errorf("open stream: %w", err)}
 	}
-	return rendezvous.Payload{Data: encodeAnswer(st.ID())}, &prepared{end: e, stream: st}, nil
+	return rendezvous.Payload{Data: answerMsg{id: st.ID(), start: p.self.start}.encode()}, &prepared{end: e, stream: st}, nil
 }
 
 // onDrop releases the stream of an offer nobody claimed.

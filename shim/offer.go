@@ -13,21 +13,24 @@ import (
 //	4       version (offerVersion)
 //	5       flags: 1 new channel (Files[0] is a unix socket to set it up
 //	        over), 2 the sender's end is the dialer end, 4 direct (Files
-//	        are the area's memfd and the connector's eventfd; the answer's
-//	        the acceptor's eventfd; no channel, token unused)
+//	        are the area's memfd, then the connector's bells; no channel,
+//	        token unused)
 //	6..13   channel token
 //	14..17  connector pid
 //	18..25  connector start time (/proc/PID/stat field 22)
-//	26..33  reserved, zero
+//	26..33  direct: the numbers of the connector's bells that follow the
+//	        memfd, as a mask (bit n: bell n; bells.go), else zero
 //
-// Answer, acceptor to connector, 9 bytes: magic "SDPa", version, the id of
-// the stream the acceptor opened (4 bytes).
+// Answer, acceptor to connector, 25 bytes: magic "SDPa", version, the id
+// of the stream the acceptor opened (4 bytes), the acceptor's start time
+// (8 bytes), the mask of the acceptor's bells that are the answer's files
+// (8 bytes).
 const (
 	offerMagic   = "SDPo"
 	answerMagic  = "SDPa"
-	offerVersion = 1
+	offerVersion = 2
 	offerLen     = 34
-	answerLen    = 9
+	answerLen    = 25
 
 	offerNewChannel = 1
 	offerDialer     = 2
@@ -40,6 +43,14 @@ type offerMsg struct {
 	dialer     bool
 	token      uint64
 	from       procID
+	bells      uint64 // direct: the connector's bells among the files
+}
+
+// answerMsg is the acceptor's answer.
+type answerMsg struct {
+	id    uint32 // the stream (direct: 1)
+	start uint64 // the acceptor's start time
+	bells uint64 // its bells that are the answer's files
 }
 
 var errBadOffer = errors.New("malformed shim offer")
@@ -60,6 +71,7 @@ func (o offerMsg) encode() []byte {
 	binary.LittleEndian.PutUint64(b[6:], o.token)
 	binary.LittleEndian.PutUint32(b[14:], uint32(o.from.pid))
 	binary.LittleEndian.PutUint64(b[18:], o.from.start)
+	binary.LittleEndian.PutUint64(b[26:], o.bells)
 	return b
 }
 
@@ -73,24 +85,28 @@ func decodeOffer(b []byte) (offerMsg, error) {
 		dialer:     b[5]&offerDialer != 0,
 		token:      binary.LittleEndian.Uint64(b[6:]),
 		from:       procID{pid: int(binary.LittleEndian.Uint32(b[14:])), start: binary.LittleEndian.Uint64(b[18:])},
+		bells:      binary.LittleEndian.Uint64(b[26:]) &^ 1, // bell 0 is none
 	}, nil
 }
 
-func encodeAnswer(id uint32) []byte {
+func (a answerMsg) encode() []byte {
 	b := make([]byte, answerLen)
 	copy(b, answerMagic)
 	b[4] = offerVersion
-	binary.LittleEndian.PutUint32(b[5:], id)
+	binary.LittleEndian.PutUint32(b[5:], a.id)
+	binary.LittleEndian.PutUint64(b[9:], a.start)
+	binary.LittleEndian.PutUint64(b[17:], a.bells)
 	return b
 }
 
-func decodeAnswer(b []byte) (uint32, error) {
+func decodeAnswer(b []byte) (answerMsg, error) {
 	if len(b) != answerLen || string(b[:4]) != answerMagic || b[4] != offerVersion {
-		return 0, errBadOffer
+		return answerMsg{}, errBadOffer
 	}
-	id := binary.LittleEndian.Uint32(b[5:])
-	if id == 0 {
-		return 0, errBadOffer
+	a := answerMsg{id: binary.LittleEndian.Uint32(b[5:]), start: binary.LittleEndian.Uint64(b[9:]),
+		bells: binary.LittleEndian.Uint64(b[17:]) &^ 1}
+	if a.id == 0 {
+		return answerMsg{}, errBadOffer
 	}
-	return id, nil
+	return a, nil
 }

@@ -10,15 +10,16 @@ func TestOfferRoundTrip(t *testing.T) {
 		{newChannel: true, dialer: true, token: 1<<63 | 5, from: procID{pid: 4242, start: 99}},
 		{token: 7, from: procID{pid: 1, start: 0}},
 		{direct: true, from: procID{pid: 9, start: 3}},
+		{direct: true, from: procID{pid: 9, start: 3}, bells: 1<<1 | 1<<63},
 	} {
 		got, err := decodeOffer(o.encode())
 		if err != nil || got != o {
 			t.Errorf("decode(encode(%+v)) = %+v, %v", o, got, err)
 		}
 	}
-	id, err := decodeAnswer(encodeAnswer(77))
-	if err != nil || id != 77 {
-		t.Errorf("answer round trip: %d, %v", id, err)
+	a := answerMsg{id: 77, start: 12345, bells: 1<<2 | 1<<5}
+	if got, err := decodeAnswer(a.encode()); err != nil || got != a {
+		t.Errorf("answer round trip: %+v, %v", got, err)
 	}
 }
 
@@ -37,7 +38,7 @@ func TestOfferRejectsGarbage(t *testing.T) {
 			t.Errorf("case %d: garbage offer accepted", i)
 		}
 	}
-	for _, b := range [][]byte{nil, encodeAnswer(0), encodeAnswer(1)[:5], []byte("SDPo\x01abcd")} {
+	for _, b := range [][]byte{nil, answerMsg{}.encode(), answerMsg{id: 1}.encode()[:5], []byte("SDPo\x01abcd")} {
 		if _, err := decodeAnswer(b); err == nil {
 			t.Errorf("garbage answer %q accepted", b)
 		}

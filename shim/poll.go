@@ -240,7 +240,7 @@ func (p *Process) Poll(fds, wait []unix.PollFd) (ready, nwait int) {
 				if ds.conn.Drain(fd) {
 					e.s.switchRequested()
 				}
-				e.s.armDirect(ds, fd, fds[e.i].Events)
+				e.s.armDirect(ds, fd, fds[e.i].Events, 0)
 			}
 		}
 		p.tids.begin(tid, attend, watch)

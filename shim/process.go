@@ -33,8 +33,12 @@ type Process struct {
 	words wordSlab
 	reap  reaper     // frees what closed connections leave, after their grace (reap.go)
 	short shortConns // destinations whose connections were short-lived (shortconn.go)
-	chans channelTable
-	tids  pollAttendance
+
+	bells  ownBells           // this process's bells (bells.go)
+	bellMu sync.Mutex         // guards peers and their counts
+	peers  map[int]*peerBells // by pid: the peer processes' bells this process holds
+	chans  channelTable
+	tids   pollAttendance
 
 	pollWait *wait.Waiter // the spin of poll hooks; shared, safe for concurrent use
 

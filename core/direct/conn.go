@@ -266,16 +266,76 @@ func (c *Conn) Revents(events int16) int16 {
 	return int16(C.sdp_dconn_revents(h, C.int(events)))
 }
 
-// Arm asks the peer to write this process's eventfd once when events
-// (POLLIN, POLLOUT) may have become ready, and returns the readiness after
+// Arm asks the peer to ring once when events (POLLIN, POLLOUT) may have
+// become ready: to write bell (the sleeper's bell number, 0: none) when
+// it holds it, else to ring the socket. It returns the readiness after
 // arming (non-zero: do not sleep).
-func (c *Conn) Arm(events int16) int16 {
+func (c *Conn) Arm(events int16, bell int) int16 {
 	h := c.hold()
 	if h == nil {
 		return unix.POLLNVAL
 	}
 	defer c.done()
-	return int16(C.sdp_dconn_arm(h, C.int(events)))
+	return int16(C.sdp_dconn_arm(h, C.int(events), C.uint32_t(bell)))
+}
+
+// SetBells gives the handle the table of the peer process's bells this
+// process holds (nil: none). The table must outlive the handle.
+func (c *Conn) SetBells(b *Bells) {
+	if h := c.hold(); h != nil {
+		var t *C.struct_sdp_dbells
+		if b != nil {
+			t = b.t
+		}
+		h.bells = t
+		c.done()
+	}
+}
+
+// Bells is a table of a peer process's bells this process holds copies
+// of (C memory: the interposer's data calls read it).
+type Bells struct {
+	t *C.struct_sdp_dbells
+}
+
+// MaxBells bounds a process's bell numbers (1..MaxBells-1).
+const MaxBells = C.SDP_DBELLS
+
+// NewBells returns an empty table, or nil when out of memory.
+func NewBells() *Bells {
+	t := (*C.struct_sdp_dbells)(C.calloc(1, C.size_t(unsafe.Sizeof(C.struct_sdp_dbells{}))))
+	if t == nil {
+		return nil
+	}
+	for i := range t.fd {
+		t.fd[i] = -1
+	}
+	return &Bells{t: t}
+}
+
+// Has reports whether the table holds bell n.
+func (b *Bells) Has(n int) bool {
+	return n > 0 && n < MaxBells && atomic.LoadInt32(b.slot(n)) >= 0
+}
+
+// Set stores fd as bell n and reports whether it did (n valid, not held
+// yet); the table owns fd then.
+func (b *Bells) Set(n, fd int) bool {
+	return n > 0 && n < MaxBells && atomic.CompareAndSwapInt32(b.slot(n), -1, int32(fd))
+}
+
+func (b *Bells) slot(n int) *int32 { return (*int32)(unsafe.Pointer(&b.t.fd[n])) }
+
+// Close hands each bell to closeFD and frees the table: once no handle
+// uses it.
+func (b *Bells) Close(closeFD func(int)) {
+	for i := range b.t.fd {
+		if fd := int(b.t.fd[i]); fd >= 0 {
+			closeFD(fd)
+		}
+	}
+	C.free(unsafe.Pointer(b.t))
+	b.t = nil
 }
 
 // Inq returns the bytes readable now; Outq the bytes sent and not yet

@@ -101,7 +101,7 @@ func FuzzArea(f *testing.F) {
 				c.SetWindow(int(binary.LittleEndian.Uint16(append(next(2), 0, 0))))
 			case 9:
 				ev := int16(arg[0]>>1) & (unix.POLLIN | unix.POLLOUT)
-				c.Arm(ev)
+				c.Arm(ev, int(arg[0]&63))
 			}
 			if q := c.Inq(); q < 0 || q > size {
 				t.Fatalf("inq %d of an area of %d bytes", q, size)

@@ -105,13 +105,21 @@ static void futex_wake(uint32_t *w, int n) { syscall(SYS_futex, w, FUTEX_WAKE, n
  * the old fd (announce, then look; Dekker with set_ring's store, then
  * look). A full socket buffer (EAGAIN) cannot happen while the peer
  * drains (sdp_dconn_drain_due); a closed connection has no sleeper. */
-static void ring_peer(struct sdp_dconn *c)
+static void ring_peer(struct sdp_dconn *c, uint32_t armed)
 {
 	__atomic_fetch_add(&c->ringers, 1, __ATOMIC_SEQ_CST);
-	int fd = __atomic_load_n(&c->ring_fd, __ATOMIC_SEQ_CST);
-	if (fd >= 0) {
-		static const char zero;
-		(void)syscall(SYS_sendto, fd, &zero, 1, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0);
+	uint32_t bell = armed - 1; /* the peer wrote it: checked */
+	struct sdp_dbells *b = __atomic_load_n(&c->bells, __ATOMIC_ACQUIRE);
+	int efd = b != NULL && bell > 0 && bell < SDP_DBELLS ? __atomic_load_n(&b->fd[bell], __ATOMIC_ACQUIRE) : -1;
+	if (efd >= 0) {
+		uint64_t one = 1;
+		(void)syscall(SYS_write, efd, &one, sizeof one); /* EAGAIN at the counter's limit: readable already */
+	} else {
+		int fd = __atomic_load_n(&c->ring_fd, __ATOMIC_SEQ_CST);
+		if (fd >= 0) {
+			static const char zero;
+			(void)syscall(SYS_sendto, fd, &zero, 1, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0);
+		}
 	}
 	__atomic_fetch_sub(&c->ringers, 1, __ATOMIC_RELEASE);
 }
@@ -294,11 +302,17 @@ static long violation(struct sdp_dconn *c)
 /* ---- wakes: publish, then look, then wake (one system call per sleeper
  * kind that announced itself; nothing when nobody sleeps) ---------------- */
 
-/* Arms one word; a word that was not armed may bring one ring, which
- * arms counts (sdp_dconn_drain_due). */
-static void arm_word(struct sdp_dconn *c, uint32_t *armed)
+/* Arms one word with bell (1 + its number; 1: the socket ring, which
+ * every sleeper on the socket hears, also when two armed with different
+ * bells); a word that was not armed may bring one ring, which arms counts
+ * (sdp_dconn_drain_due). */
+static void arm_word(struct sdp_dconn *c, uint32_t *armed, uint32_t bell)
 {
-	if (__atomic_exchange_n(armed, 1, __ATOMIC_SEQ_CST) == 0)
+	uint32_t want = bell < SDP_DBELLS ? 1 + bell : 1, old = __atomic_load_n(armed, __ATOMIC_SEQ_CST), v;
+	do
+		v = old == 0 || old == want ? want : 1;
+	while (!__atomic_compare_exchange_n(armed, &old, v, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+	if (old == 0)
 		__atomic_store_n(&c->arms, LOADR(&c->arms) + 1, __ATOMIC_RELAXED);
 }
 
@@ -310,8 +324,9 @@ static void wake_word(struct sdp_dconn *c, uint32_t *sleepers, uint32_t *word, u
 		futex_wake(word, INT_MAX);
 		c->wakes_sent++;
 	}
-	if (LOADR(armed) != 0 && __atomic_exchange_n(armed, 0, __ATOMIC_SEQ_CST) != 0) {
-		ring_peer(c);
+	uint32_t v;
+	if (LOADR(armed) != 0 && (v = __atomic_exchange_n(armed, 0, __ATOMIC_SEQ_CST)) != 0) {
+		ring_peer(c, v);
 		c->evwakes_sent++;
 	}
 }
@@ -721,7 +736,7 @@ long sdp_dconn_sendv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size
 			 * writable edge), and the room the peer makes next rings
 			 * this side's socket for a poll or epoll sleeper. */
 			count_nospace(c);
-			arm_word(c, &d->space_armed);
+			arm_word(c, &d->space_armed, 0);
 			return -EAGAIN;
 		}
 		if (round == 0) {
@@ -1073,12 +1088,12 @@ int sdp_dconn_poll(const struct sdp_dconn *c)
 	return ev;
 }
 
-int sdp_dconn_arm(struct sdp_dconn *c, int events)
+int sdp_dconn_arm(struct sdp_dconn *c, int events, uint32_t bell)
 {
 	if (events & POLLIN)
-		arm_word(c, &c->a->dir[1 - c->side].data_armed);
+		arm_word(c, &c->a->dir[1 - c->side].data_armed, bell);
 	if (events & POLLOUT)
-		arm_word(c, &c->a->dir[c->side].space_armed);
+		arm_word(c, &c->a->dir[c->side].space_armed, bell);
 	FENCE();
 	return sdp_dconn_poll(c) & (events | POLLERR | POLLHUP | POLLRDHUP);
 }

@@ -146,6 +146,17 @@ size_t sdp_darea_size(uint32_t n, uint32_t s);
  * when n, s or size do not fit the rules above. */
 int sdp_darea_init(void *mem, size_t size, uint32_t n, uint32_t s, uint32_t stream);
 
+/* Bells: the eventfds of a process's sleepers (its epoll sets' kick
+ * eventfds), numbered 1..SDP_DBELLS-1 within the process, of which each
+ * peer process holds copies (passed in the rendezvous, one table per
+ * peer process, not per connection). A sleeper arms with its bell's
+ * number, and the peer writes the bell (an eventfd write) rather than
+ * ringing the socket, when it holds that bell. */
+#define SDP_DBELLS 64
+struct sdp_dbells {
+	int32_t fd[SDP_DBELLS]; /* this process's copy of the peer's bell n, or -1 */
+};
+
 /* One process's handle on one side of an area. Private memory; a fork
  * child shares the area and copies the handle. */
 struct sdp_dconn {
@@ -166,6 +177,7 @@ struct sdp_dconn {
 	uint32_t drained_at; /* arms at the last drain */
 	uint32_t npush;     /* bytes a drain read that were no ring (the start of a switch record) */
 	uint8_t push[64];
+	struct sdp_dbells *bells; /* the peer process's bells this process holds, or NULL (set by the core) */
 	uint32_t budget; /* polls before a sleep (adaptive, below) */
 	uint32_t poll_min, poll_max;
 	uint32_t granted, grant_every, wakes_seen; /* the wake grant (direct.c) */
@@ -307,12 +319,14 @@ void sdp_dconn_set_window(struct sdp_dconn *c, uint32_t bytes);
  * block), POLLRDHUP|POLLIN at the peer's FIN, POLLHUP when both ways
  * ended, POLLERR on reset. */
 int sdp_dconn_poll(const struct sdp_dconn *c);
-/* Arms event waits: the peer rings this process's socket once (a zero
- * byte) when what events asks for (POLLIN, POLLOUT) may have become
- * ready. Returns the readiness after arming (a non-zero answer: do not
- * sleep). The sleeper waits for POLLIN on the socket and reads the rings
- * (sdp_dconn_drain). */
-int sdp_dconn_arm(struct sdp_dconn *c, int events);
+/* Arms event waits: the peer rings once when what events asks for
+ * (POLLIN, POLLOUT) may have become ready: it writes bell (the sleeper's
+ * bell number, 0: none) when it holds that bell, else it sends a zero
+ * byte on its socket. Returns the readiness after arming (a non-zero
+ * answer: do not sleep). The sleeper waits for its bell and for POLLIN on
+ * the socket, and reads the rings (sdp_dconn_drain). Two sleepers with
+ * different bells arm for the socket ring. */
+int sdp_dconn_arm(struct sdp_dconn *c, int events, uint32_t bell);
 /* What poll(2), select(2) and level-triggered epoll report for events on
  * a connection that has not been shut down for reading, as Linux's
  * tcp_poll: POLLIN|POLLRDNORM with bytes to read, with POLLRDHUP at EOF

@@ -197,8 +197,10 @@ static int sdp_es_arm(struct sdpshim_eset *t)
 		uint32_t want = __atomic_load_n(&e->events, __ATOMIC_RELAXED);
 		if ((want & EPOLLET) && (__atomic_load_n(&e->last_mask, __ATOMIC_RELAXED) & POLLOUT))
 			want &= ~(uint32_t)(EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
-		sdp_dconn_arm(c, ((want & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP)) ? POLLIN : 0) |
-				     ((want & (EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND)) ? POLLOUT : 0));
+		sdp_dconn_arm(c,
+			      ((want & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP)) ? POLLIN : 0) |
+				      ((want & (EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND)) ? POLLOUT : 0),
+			      t->bell);
 		sdp_direct_put(c);
 	}
 	return 0;

@@ -168,7 +168,7 @@ static int sdp_direct_round(struct pollfd *fds, struct sdp_dconn **h, nfds_t n, 
 		return ready;
 	for (nfds_t i = 0; i < n; i++)
 		if (h[i] != NULL)
-			sdp_dconn_arm(h[i], sdp_direct_arm_events(fds[i].events));
+			sdp_dconn_arm(h[i], sdp_direct_arm_events(fds[i].events), 0);
 	if ((ready = sdp_direct_scan(fds, h, n)) > 0)
 		return ready;
 	for (nfds_t i = 0; i < n && *nwait < cap; i++)

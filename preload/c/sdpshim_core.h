@@ -264,6 +264,8 @@ struct sdpshim_eset {
 			    * that the sleeper hands its wait to the core */
 	uint32_t gen;      /* moves at every epoll_update: a thread that
 			    * scanned under an older one does not sleep on it */
+	uint32_t bell;     /* the number of kick_efd among the process's bells
+			    * (direct.h; 0: none): the entries arm with it */
 	struct sdpshim_eset_entry *ent;
 	uint64_t *tok;
 };

@@ -97,7 +97,7 @@ func (c cHost) DirectAttach(fd int, conn unsafe.Pointer) { C.host_direct_attach(
 // interposer's own waits (nil ents: none), and frees the one it replaces;
 // false when nothing is installed (an interposer older than them, or no
 // memory).
-func (c cHost) EpollPublish(epfd int, ents []shim.EsetEntry, toks []uint64, kickFD int) bool {
+func (c cHost) EpollPublish(epfd int, ents []shim.EsetEntry, toks []uint64, kickFD, bell int) bool {
 	if C.host_has_epoll_fast(c.h) == 0 {
 		return false
 	}
@@ -110,7 +110,7 @@ func (c cHost) EpollPublish(epfd int, ents []shim.EsetEntry, toks []uint64, kick
 			ents = nil
 		} else {
 			t = (*C.struct_sdpshim_eset)(mem)
-			t.n, t.ntok, t.kick_efd = C.uint32_t(len(ents)), C.uint32_t(len(toks)), C.int32_t(kickFD)
+			t.n, t.ntok, t.kick_efd, t.bell = C.uint32_t(len(ents)), C.uint32_t(len(toks)), C.int32_t(kickFD), C.uint32_t(bell)
 			t.ent = (*C.struct_sdpshim_eset_entry)(unsafe.Add(mem, head))
 			dst := unsafe.Slice(t.ent, len(ents))
 			for i, e := range ents {

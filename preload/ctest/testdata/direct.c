@@ -126,7 +126,7 @@ static void semantics(void)
 	int sv[2];
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
 	sdp_dconn_set_ring(&a, sv[0]);
-	CHECK(sdp_dconn_arm(&b, POLLIN) == 0, "arm on empty");
+	CHECK(sdp_dconn_arm(&b, POLLIN, 0) == 0, "arm on empty");
 	CHECK(sdp_dconn_send(&a, "hi", 2, 0, &sl) == 2, "send hi");
 	CHECK(sdp_dconn_send(&a, "yo", 2, 0, &sl) == 2, "send yo");
 	char rings[8];
@@ -144,7 +144,7 @@ static void semantics(void)
 	CHECK(sdp_dconn_pushback(&b, pushed, sizeof pushed) == 8 && memcmp(pushed, "SDPswREQ", 8) == 0, "pushback");
 	CHECK(sdp_dconn_drain(&b, sv[1]) == 2, "drain after quiet");
 	sdp_dconn_quiet(&a);
-	CHECK(sdp_dconn_arm(&b, POLLIN) == 0, "arm again");
+	CHECK(sdp_dconn_arm(&b, POLLIN, 0) == 0, "arm again");
 	CHECK(sdp_dconn_send(&a, "q", 1, 0, &sl) == 1, "send after quiet");
 	CHECK(recv(sv[1], rings, sizeof rings, MSG_DONTWAIT) < 0 && errno == EAGAIN, "a ring after quiet");
 	CHECK(sdp_dconn_recv(&b, buf, sizeof buf, 0, &sl) == 1, "q");

@@ -1,0 +1,198 @@
+package shim
+
+import (
+	"sync"
+
+	"github.com/sdpshim/sdpshim/core/direct"
+)
+
+// Bells: how a direct connection's peer wakes a sleeper of this process
+// in epoll without a fd per connection (preload/c/direct.h). Each
+// emulated epoll set's kick eventfd is a bell, numbered within the
+// process (1..direct.MaxBells-1, never reused); a peer process gets
+// copies of this process's bells in the rendezvous (the offer's files
+// after the area, the answer's files), once per process pair, and keeps
+// them in one table for all its connections to this process. A sleeping
+// set arms its connections with its bell's number: the peer writes the
+// bell (an eventfd write, the cheapest wake) when it holds it, else it
+// rings the socket (a byte on the TCP connection, which the set watches
+// too). A process keeps one fd per bell of each peer process it has
+// connections to, not one per connection.
+
+// ownBells numbers this process's bells.
+type ownBells struct {
+	mu   sync.Mutex
+	fds  [direct.MaxBells]int // by number: the set's kick eventfd, or 0 (none: never given, or retired)
+	next int                  // the next number to give (numbers are not reused)
+}
+
+// add numbers fd (a set's kick eventfd) and returns its number, or 0 when
+// they ran out (the set's sleepers are rung on the socket).
+func (b *ownBells) add(fd int) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.next == 0 {
+		b.next = 1
+	}
+	if b.next >= direct.MaxBells {
+		return 0
+	}
+	n := b.next
+	b.next++
+	b.fds[n] = fd + 1
+	return n
+}
+
+// moved notes that bell n's eventfd is at fd now.
+func (b *ownBells) moved(n, fd int) {
+	b.mu.Lock()
+	if n > 0 && b.fds[n] != 0 {
+		b.fds[n] = fd + 1
+	}
+	b.mu.Unlock()
+}
+
+// retire forgets bell n (its set closed).
+func (b *ownBells) retire(n int) {
+	b.mu.Lock()
+	b.fds[n] = 0
+	b.mu.Unlock()
+}
+
+// unsent returns the live bells not in sent (a mask by number): numbers
+// and fds, and the mask with them.
+func (b *ownBells) unsent(sent uint64) (ns []int, fds []int, mask uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for n := 1; n < b.next && n < direct.MaxBells; n++ {
+		if b.fds[n] != 0 && sent&(1<<n) == 0 {
+			ns = append(ns, n)
+			fds = append(fds, b.fds[n]-1)
+			mask |= 1 << n
+		}
+	}
+	return ns, fds, mask
+}
+
+// keepFD keeps a duplicate of a received fd, protected and high.
+func (p *Process) keepFD(fd int) (int, error) {
+	d, err := dupHigh(fd)
+	if err != nil {
+		return -1, err
+	}
+	p.protect(d)
+	return d, nil
+}
+
+// peerBells is what this process keeps per peer process: the peer's
+// bells it holds (shared by every direct connection to that process) and
+// which of its own it gave.
+type peerBells struct {
+	id    procID
+	table *direct.Bells
+	refs  int    // direct connections using table; +checklocks:Process.bellMu
+	sent  uint64 // our bells the peer was given; +checklocks:Process.bellMu
+}
+
+// peerBellsFor returns the record of peer process id, counted (release
+// with unrefBells), creating it on first use; nil without memory. A
+// record of another process that had the same pid is let go (it lives on
+// for the connections using it).
+func (p *Process) peerBellsFor(id procID) *peerBells {
+	p.bellMu.Lock()
+	defer p.bellMu.Unlock()
+	if p.peers == nil {
+		p.peers = map[int]*peerBells{}
+	}
+	pb := p.peers[id.pid]
+	if pb != nil && id.start != 0 && pb.id.start != 0 && pb.id.start != id.start {
+		delete(p.peers, id.pid)
+		pb = nil
+	}
+	if pb == nil {
+		t := direct.NewBells()
+		if t == nil {
+			return nil
+		}
+		pb = &peerBells{id: id, table: t}
+		p.peers[id.pid] = pb
+	}
+	if pb.id.start == 0 {
+		pb.id.start = id.start
+	}
+	pb.refs++
+	return pb
+}
+
+// unrefBells ends one connection's use of pb: the last closes its bells.
+func (p *Process) unrefBells(pb *peerBells) {
+	p.bellMu.Lock()
+	pb.refs--
+	last := pb.refs == 0
+	if last && p.peers[pb.id.pid] == pb {
+		delete(p.peers, pb.id.pid)
+	}
+	p.bellMu.Unlock()
+	if last {
+		pb.table.Close(p.closeFD)
+	}
+}
+
+// bellsToGive returns at most max of this process's bells pb's peer was
+// not given yet: the files for an offer or an answer (which stay ours),
+// and their mask (gaveBells notes them given once they went).
+func (p *Process) bellsToGive(pb *peerBells, max int) ([]int, uint64) {
+	if pb == nil {
+		return nil, 0
+	}
+	p.bellMu.Lock()
+	defer p.bellMu.Unlock()
+	ns, fds, _ := p.bells.unsent(pb.sent)
+	var mask uint64
+	for i := range min(len(ns), max) {
+		mask |= 1 << ns[i]
+	}
+	return fds[:min(len(fds), max)], mask
+}
+
+// gaveBells notes the bells of mask as given to pb's peer.
+func (p *Process) gaveBells(pb *peerBells, mask uint64) {
+	if pb == nil {
+		return
+	}
+	p.bellMu.Lock()
+	pb.sent |= mask
+	p.bellMu.Unlock()
+}
+
+// startOf notes the start time of pb's process (learnt from its answer).
+func (p *Process) startOf(pb *peerBells, start uint64) {
+	p.bellMu.Lock()
+	if pb.id.start == 0 {
+		pb.id.start = start
+	}
+	p.bellMu.Unlock()
+}
+
+// takeBells keeps the peer's bells that came with an offer or an answer
+// (files, by mask in increasing number; they stay the caller's: copies
+// are kept).
+func (p *Process) takeBells(pb *peerBells, mask uint64, files []int) {
+	if pb == nil {
+		return
+	}
+	i := 0
+	for n := 1; n < direct.MaxBells && i < len(files); n++ {
+		if mask&(1<<n) == 0 {
+			continue
+		}
+		fd := files[i]
+		i++
+		if pb.table.Has(n) {
+			continue
+		}
+		if k, err := p.keepFD(fd); err == nil && !pb.table.Set(n, k) {
+			p.closeFD(k)
+		}
+	}
+}

@@ -269,30 +269,22 @@ func (s *Socket) readREQ(fd int, deadline time.Time) error {
 func skipRings(fd int, deadline time.Time) error {
 	var buf [512]byte
 	for {
-		n, _, err := unix.Recvfrom(fd, buf[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		n, err := tcpRecv(fd, buf[:], unix.MSG_PEEK, deadline)
+		if err != nil {
+			return err
+		}
 		z := 0
 		for z < n && buf[z] == 0 {
 			z++
 		}
-		switch {
-		case z > 0:
-			if _, _, err := unix.Recvfrom(fd, buf[:z], unix.MSG_DONTWAIT); err != nil {
-				return err
-			}
-			if z < n {
-				return nil
-			}
-		case n > 0:
+		if z == 0 {
 			return nil
-		case err == nil:
-			return io.ErrUnexpectedEOF
-		case err == unix.EINTR:
-		case err == unix.EAGAIN:
-			if err := tcpWait(fd, unix.POLLIN, deadline); err != nil {
-				return err
-			}
-		default:
+		}
+		if _, _, err := unix.Recvfrom(fd, buf[:z], unix.MSG_DONTWAIT); err != nil {
 			return err
+		}
+		if z < n {
+			return nil
 		}
 	}
 }
@@ -664,22 +656,35 @@ func tcpReadFull(fd int, b []byte, deadline time.Time) error {
 	// right after the switch, which Nagle would hold for that ACK.
 	defer unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_QUICKACK, 1)
 	for off := 0; off < len(b); {
-		n, _, err := unix.Recvfrom(fd, b[off:], unix.MSG_DONTWAIT)
+		n, err := tcpRecv(fd, b[off:], 0, deadline)
+		if err != nil {
+			return err
+		}
+		off += n
+	}
+	return nil
+}
+
+// tcpRecv receives (flags: 0 or MSG_PEEK) what is there of b, waiting
+// until something is; n > 0, or an error (io.ErrUnexpectedEOF at the
+// end of the stream).
+func tcpRecv(fd int, b []byte, flags int, deadline time.Time) (int, error) {
+	for {
+		n, _, err := unix.Recvfrom(fd, b, flags|unix.MSG_DONTWAIT)
 		switch {
 		case n > 0:
-			off += n
+			return n, nil
 		case err == nil:
-			return io.ErrUnexpectedEOF
+			return 0, io.ErrUnexpectedEOF
 		case err == unix.EINTR:
 		case err == unix.EAGAIN:
 			if err := tcpWait(fd, unix.POLLIN, deadline); err != nil {
-				return err
+				return 0, err
 			}
 		default:
-			return err
+			return 0, err
 		}
 	}
-	return nil
 }
 
 // tcpWriteSome writes b until done, an error or deadline; it returns how

@@ -13,10 +13,18 @@ import (
 // and 400 clients' connections waiting in its backlog, it accepts until
 // accept fails, and fails with EMFILE as on kernel TCP, after as many
 // connections (an accelerated connection costs the program one fd, its
-// socket; the shim's own are a few per process). Its connections all
-// echo; `sdpshim stats` answers it while it is at the limit; and once it
+// socket; the shim's own are a few per process, and one per epoll set of
+// each peer process: its bells). Its connections all echo, waited for
+// with poll, or with epoll (then the peers ring each other's bells);
+// `sdpshim stats` answers it while it is at the limit; and once it
 // closed them, new connections to it are accelerated again.
 func TestServerAtFDLimit(t *testing.T) {
+	for _, mode := range []string{"poll", "epoll"} {
+		t.Run(mode, func(t *testing.T) { serverAtFDLimit(t, mode) })
+	}
+}
+
+func serverAtFDLimit(t *testing.T, mode string) {
 	a := build(t)
 	bin := cbuildShared(t, "testdata/fdlimit.c")
 	const limit, clients = 256, 400
@@ -24,10 +32,10 @@ func TestServerAtFDLimit(t *testing.T) {
 	for _, shim := range []bool{false, true} {
 		rd := runDir(t)
 		srvLog := filepath.Join(t.TempDir(), "server.log")
-		srv := startPiped(t, a.environ(t, side{shim: shim, log: srvLog}, rd), 2*time.Minute, bin, "server", fmt.Sprint(limit))
+		srv := startPiped(t, a.environ(t, side{shim: shim, log: srvLog}, rd), 2*time.Minute, bin, "server", fmt.Sprint(limit), mode)
 		var port struct{ Port int }
 		waitJSON(t, srv, "port", &port)
-		cli := startPiped(t, a.environ(t, side{shim: shim}, rd), 2*time.Minute, bin, "client", fmt.Sprint(port.Port), fmt.Sprint(clients))
+		cli := startPiped(t, a.environ(t, side{shim: shim}, rd), 2*time.Minute, bin, "client", fmt.Sprint(port.Port), fmt.Sprint(clients), mode)
 		waitJSON(t, cli, "connected", nil)
 
 		io.WriteString(srv.in, "accept\n")
@@ -64,7 +72,7 @@ func TestServerAtFDLimit(t *testing.T) {
 			io.WriteString(srv.in, "close 100000\naccept\nclose 100000\n")
 			waitLines(t, srv, `"closed":`, 2)
 			cliLog := filepath.Join(t.TempDir(), "client.log")
-			late := startPiped(t, a.environ(t, side{shim: true, log: cliLog}, rd), time.Minute, bin, "client", fmt.Sprint(port.Port), "4")
+			late := startPiped(t, a.environ(t, side{shim: true, log: cliLog}, rd), time.Minute, bin, "client", fmt.Sprint(port.Port), "4", mode)
 			waitJSON(t, late, "connected", nil)
 			io.WriteString(srv.in, "accept\n")
 			waitLines(t, srv, `"accepted":`, 3)
@@ -87,8 +95,9 @@ func TestServerAtFDLimit(t *testing.T) {
 	// connections (9 here): the Go runtime's poller (an epoll fd and an
 	// eventfd), the switch watcher's epoll fd, the rendezvous and stats
 	// sockets, the spare (fdhook.AtLimit), the core's copy for fork
-	// children, the debug log, and one pipe.
-	if accepted[true] < accepted[false]-10 {
+	// children, the debug log, and one pipe; with epoll, the client's bell
+	// (its set's eventfd).
+	if accepted[true] < accepted[false]-11 {
 		t.Errorf("under the shim the server accepted %d connections before EMFILE, over kernel TCP %d", accepted[true], accepted[false])
 	}
 }

@@ -1,6 +1,8 @@
-/* A server at its fd limit (RLIMIT_NOFILE), and its clients.
+/* A server at its fd limit (RLIMIT_NOFILE), and its clients. Both wait
+ * with poll, or with MODE "epoll" with an epoll set made before their
+ * first connection (as event loops do).
  *
- *   fdlimit server LIMIT
+ *   fdlimit server LIMIT [MODE]
  *       Sets its soft RLIMIT_NOFILE to LIMIT, listens on 127.0.0.1:0
  *       (backlog 4096) and prints {"port":N}. Then, for each line on
  *       stdin:
@@ -12,7 +14,7 @@
  *         "close N"  closes the first N accepted connections still open;
  *                    prints {"closed":N}.
  *       It exits at the end of its input.
- *   fdlimit client PORT N
+ *   fdlimit client PORT N [MODE]
  *       Opens N connections (one every so often, as a client pool
  *       grows), prints {"connected":N}, then waits for a line on stdin;
  *       then sends one byte on each and counts the echoes that come
@@ -23,9 +25,11 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -44,8 +48,45 @@ static long long now_ms(void)
 	return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
+static int ep = -1; /* MODE epoll: the process's set */
+
+static int echo_epoll(int *fds, int n, int serve)
+{
+	char *done = calloc((size_t)n, 1);
+	int left = 0, got = 0;
+	for (int i = 0; i < n; i++)
+		if (fds[i] >= 0) {
+			struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
+			if (epoll_ctl(ep, EPOLL_CTL_ADD, fds[i], &ev))
+				die("epoll_ctl");
+			left++;
+		}
+	long long end = now_ms() + 3000;
+	while (got < left && now_ms() < end) {
+		struct epoll_event evs[64];
+		int k = epoll_wait(ep, evs, 64, 100);
+		if (k < 0 && errno != EINTR)
+			die("epoll_wait");
+		for (int j = 0; j < k; j++) {
+			int i = (int)evs[j].data.u32;
+			char b;
+			if (!done[i] && read(fds[i], &b, 1) == 1 && (!serve || write(fds[i], &b, 1) == 1))
+				got++;
+			done[i] = 1;
+			epoll_ctl(ep, EPOLL_CTL_DEL, fds[i], NULL);
+		}
+	}
+	for (int i = 0; i < n; i++)
+		if (fds[i] >= 0 && !done[i])
+			epoll_ctl(ep, EPOLL_CTL_DEL, fds[i], NULL);
+	free(done);
+	return got;
+}
+
 static int echo_round(int *fds, int n, int serve)
 {
+	if (ep >= 0)
+		return echo_epoll(fds, n, serve);
 	char *done = calloc((size_t)n, 1);
 	struct pollfd *p = calloc((size_t)n, sizeof *p);
 	int left = 0;
@@ -74,7 +115,7 @@ static int echo_round(int *fds, int n, int serve)
 	return got;
 }
 
-static void server(int limit)
+static void server(int limit, const char *mode)
 {
 	struct rlimit rl;
 	getrlimit(RLIMIT_NOFILE, &rl);
@@ -87,6 +128,8 @@ static void server(int limit)
 	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 4096) ||
 	    getsockname(l, (struct sockaddr *)&a, &al))
 		die("listen");
+	if (!strcmp(mode, "epoll") && (ep = epoll_create1(EPOLL_CLOEXEC)) < 0)
+		die("epoll_create1");
 	printf("{\"port\":%d}\n", ntohs(a.sin_port));
 	fflush(stdout);
 	int *fds = calloc(65536, sizeof(int)), n = 0, first = 0;
@@ -118,8 +161,10 @@ static void server(int limit)
 	exit(0);
 }
 
-static void client(int port, int n)
+static void client(int port, int n, const char *mode)
 {
+	if (!strcmp(mode, "epoll") && (ep = epoll_create1(EPOLL_CLOEXEC)) < 0)
+		die("epoll_create1");
 	struct rlimit rl;
 	getrlimit(RLIMIT_NOFILE, &rl);
 	if (rl.rlim_cur < (rlim_t)n + 64) {
@@ -151,10 +196,10 @@ static void client(int port, int n)
 
 int main(int argc, char **argv)
 {
-	if (argc == 3 && !strcmp(argv[1], "server"))
-		server(atoi(argv[2]));
-	if (argc == 4 && !strcmp(argv[1], "client"))
-		client(atoi(argv[2]), atoi(argv[3]));
-	fprintf(stderr, "usage: fdlimit server LIMIT | client PORT N\n");
+	if ((argc == 3 || argc == 4) && !strcmp(argv[1], "server"))
+		server(atoi(argv[2]), argc == 4 ? argv[3] : "poll");
+	if ((argc == 4 || argc == 5) && !strcmp(argv[1], "client"))
+		client(atoi(argv[2]), atoi(argv[3]), argc == 5 ? argv[4] : "poll");
+	fprintf(stderr, "usage: fdlimit server LIMIT [MODE] | client PORT N [MODE]\n");
 	return 2;
 }

@@ -14,6 +14,8 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -134,9 +136,12 @@ void sdp_dconn_set_ring(struct sdp_dconn *c, int fd)
 
 /* Arms since the last drain after which the rings are read: at most one
  * byte per arm waits in the socket's buffer meanwhile, each in a segment
- * of its own (about 1 KiB of the socket's receive buffer: many more, and
- * the kernel spends its receive path collapsing them). */
-#define DRAIN_EVERY 32
+ * of its own, which the kernel acknowledges late (a delayed ACK, 40 ms)
+ * while the program reads nothing: the peer's congestion window (10
+ * segments at first) would fill with rings, and its next ring wait for
+ * that ACK. So rings are read (and acknowledged at once: TCP_QUICKACK)
+ * every few arms. */
+#define DRAIN_EVERY 4
 
 int sdp_dconn_drain_due(const struct sdp_dconn *c)
 {
@@ -155,12 +160,14 @@ int sdp_dconn_drain(struct sdp_dconn *c, int fd)
 		r = 1;
 	} else {
 		uint32_t arms = LOADR(&c->arms);
+		long got = 0;
 		uint8_t b[256];
 		for (int round = 0; round < 64; round++) {
 			long k = syscall(SYS_recvfrom, fd, b, sizeof b, MSG_DONTWAIT, NULL, NULL);
 			if (k <= 0)
 				break; /* empty, the peer's end (the watcher's), an error */
 			long i = 0;
+			got += k;
 			while (i < k && b[i] == 0)
 				i++;
 			if (i < k) {
@@ -177,6 +184,12 @@ int sdp_dconn_drain(struct sdp_dconn *c, int fd)
 				break;
 		}
 		STORER(&c->drained_at, arms);
+		if (got > 0) {
+			/* The peer's rings acknowledged now (their ACK would wait
+			 * for the delayed-ACK timer). */
+			int one = 1;
+			(void)syscall(SYS_setsockopt, fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
+		}
 	}
 	__atomic_store_n(&c->drain_lock, 0, __ATOMIC_RELEASE);
 	return r;

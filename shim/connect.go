@@ -58,7 +58,7 @@ const verdictTakeTimeout = 2 * time.Second
 // and the kernel connect run in a goroutine (connectAsync) while the
 // socket is connecting with an offer pending (pendingConnect.answer nil):
 // neither readable nor writable, a second connect -EALREADY; the
-// goroutine's end rings the socket's wakeup (futex and eventfd), and the
+// goroutine's end rings the socket's wakeup (its word and its sleepers' kicks), and the
 // connection goes on as a blocking connect's would, or falls back to a
 // plain kernel connect.
 func (p *Process) Connect(fd int, raw []byte) int64 {

@@ -19,7 +19,7 @@ import (
 // which process will use the connection. The connector writes a record
 // (Node.Defer), makes the real connect and waits, deferred: writes go to
 // the early buffer (early.go), reads wait or get EAGAIN, poll and epoll
-// see a connecting socket (its wake word and eventfd ring when it moves
+// see a connecting socket (its wake word and its sleepers' kicks ring when it moves
 // on). The process that first uses the accepted fd PULLs (handlePull):
 // the connector then makes a normal offer to that process and commits it,
 // and the connection goes on as any connecting socket whose verdict is
@@ -308,7 +308,7 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 
 // settleDeferredLocked moves a deferred connection on without blocking:
 // its kernel connect must complete; then it waits for the decision (its
-// wake word and eventfd ring).
+// wake word and its sleepers' kicks ring).
 //
 // +checklocks:s.mu
 func (s *Socket) settleDeferredLocked(pc *pendingConnect) settleResult {

@@ -418,7 +418,7 @@ func (ds *directStream) Attend()   {}
 func (ds *directStream) Unattend() {}
 
 // SetNotify does nothing: the peer's thread wakes this side's sleepers
-// through the area (and the eventfd), not through the core.
+// through the area (and the socket or the set's bell), not through the core.
 func (ds *directStream) SetNotify(func()) {}
 
 // SetNonblock(false) makes the core's own Writes wait for room (the

@@ -45,6 +45,8 @@
 // (mux.Stream.SetNotify) and wakes registered sleepers; while a thread
 // sleeps, the stream is attended (mux.Stream.Attend), which keeps the
 // channel's progress goroutines pumping for it. Deadlines (SO_RCVTIMEO,
-// SO_SNDTIMEO) are Go timers that ring the word. poll/select/epoll sleep
-// on an eventfd per socket that the same events write.
+// SO_SNDTIMEO) are Go timers that ring the word. poll/select sleep with
+// an eventfd of their thread and epoll with the set's kick eventfd, which
+// the same events write (wake.go); a direct socket's peer rings the
+// socket itself or the set's bell (direct.go, bells.go).
 package shim

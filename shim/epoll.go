@@ -15,10 +15,11 @@ import (
 // epoll over accelerated sockets with the kernel's semantics. An epoll fd
 // that holds an accelerated (or connecting) socket is MANAGED: its
 // interest list entries for such sockets live here, while the kernel's
-// epoll holds, under a token of ours, what to wake on: the socket's
-// eventfd (accelerated; registered edge-triggered, so every ring wakes
-// every set holding the socket and no set's wait consumes another's) or
-// the descriptors a connecting socket waits for. Kernel fds in the same
+// epoll holds, under a token of ours, what to wake on: a direct socket
+// itself, for its peer's rings (registered edge-triggered, so every ring
+// wakes every set holding the socket and no set's wait consumes
+// another's), the set's kick eventfd (its bell, and what this process's
+// events write), or the descriptors a connecting socket waits for. Kernel fds in the same
 // set stay in the kernel's list, untouched. A socket in an emulated set
 // stays attended (its progress goroutines awake) while it is there.
 //
@@ -73,7 +74,7 @@ type epollSet struct {
 
 	// Arming (wake.go, wakeup.ringWanted): armed counts the threads
 	// between their last readiness check before a kernel sleep on the set
-	// and their return; kicked says an event wrote an eventfd of the set
+	// and their return; kicked says an event wrote the set's kick
 	// since the (only) armed thread armed or woke, so that further events
 	// need not (it will scan every entry when it wakes); watched is set
 	// for good once the kernel may watch the set with nobody in EpollWait
@@ -95,7 +96,7 @@ type epollSet struct {
 	pubDirty  atomic.Bool
 	pubBarred atomic.Bool // not publishable until the set changes
 	// pubSeen: a snapshot was installed once. The interposer's waits
-	// take the rings of the sockets' eventfds, which spend the arms the
+	// take the rings of the sockets and bells, which spend the arms the
 	// core's scans made, without the core seeing them: from then on the
 	// core trusts no entry's rest (quiet, collectAt) and evaluates and
 	// arms every entry at each of its scans.
@@ -254,7 +255,7 @@ func (set *epollSet) ctl(op, fd int, s *Socket, events uint32, data uint64) int6
 		}
 		if set.dormant > 0 {
 			// The socket's entry under another number (a dup) holds its
-			// eventfd's registration: it goes, the new one registers.
+			// registration: it goes, the new one registers.
 			for _, d := range set.list {
 				if d.dormant && d.sock == s {
 					set.dropLocked(d)
@@ -657,7 +658,7 @@ func (set *epollSet) disarm() {
 }
 
 // ringWanted reports whether an event of a socket of the set (its only
-// set) must write the socket's eventfd: the set is watched, several
+// set) must write the set's kick: the set is watched, several
 // threads are armed, or one is and no event wrote since it armed or woke
 // (a sleeping thread scans every entry when it wakes, so one write per
 // sleep is enough).

@@ -594,7 +594,7 @@ func (s *Socket) switchPoll(fd int, events int16) (revents int16, waitFD int, wa
 	sw := s.sw.Load()
 	st := s.stream.Load()
 	if sw == swBusy || st == nil {
-		return 0, -1, 0 // the eventfd: every transition writes it
+		return 0, -1, 0 // the kicks: every transition writes them (wake.go)
 	}
 	var one [1]byte
 	n, err := st.Peek(one[:])

@@ -180,8 +180,9 @@ func (p *Process) Poll(fds, wait []unix.PollFd) (ready, nwait int) {
 		}
 	}
 	// An emulated epoll fd polls readable in the kernel when its kernel
-	// list has an event (its sockets' eventfds, written for every event
-	// once the set is polled, and its kernel fds): the sleep includes it.
+	// list has an event (its sockets' rings and its kick, written for
+	// every event once the set is polled, and its kernel fds): the sleep
+	// includes it.
 	addSets := func(nwait int) int {
 		for _, fd := range sets {
 			if nwait < len(wait) {

@@ -2,7 +2,11 @@
  * direct.pml - a SPIN (Promela) model of the wait/wake protocol of the
  * direct data path (preload/c/direct.c): one direction of an area, its
  * sender and its receiver, the receiver's waits for data and the sender's
- * waits for space, as futex sleeps or as armed event (eventfd) waits.
+ * waits for space, as futex sleeps or as armed event waits. An armed
+ * wait's ring is modelled as an eventfd write; the C code makes it as a
+ * write of the sleeper's bell or as a byte on the TCP socket the sleeper
+ * waits on (docs/direct.md): either leaves the sleeper's wait readable
+ * until it looks, which is all the model relies on.
  * model_test.go runs it; doc.go says what it shows and what it leaves out.
  *
  * Memory model. Every shared access below is one atomic step and steps

@@ -165,13 +165,16 @@ func (p *Process) gaveBells(pb *peerBells, mask uint64) {
 	p.bellMu.Unlock()
 }
 
-// startOf notes the start time of pb's process (learnt from its answer).
-func (p *Process) startOf(pb *peerBells, start uint64) {
+// startOf notes the start time of pb's process (learnt from its
+// answer); false when pb is of another process (the same pid, another
+// start).
+func (p *Process) startOf(pb *peerBells, start uint64) bool {
 	p.bellMu.Lock()
+	defer p.bellMu.Unlock()
 	if pb.id.start == 0 {
 		pb.id.start = start
 	}
-	p.bellMu.Unlock()
+	return pb.id.start == start
 }
 
 // takeBells keeps the peer's bells that came with an offer or an answer

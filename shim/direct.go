@@ -115,15 +115,13 @@ func (ds *directStream) offered(bells uint64, ans answerMsg, answerFiles []int) 
 	if len(answerFiles) != bits.OnesCount64(ans.bells) {
 		return errBadOffer
 	}
-	if ds.peer != nil && ds.peer.id.start != 0 && ds.peer.id.start != ans.start {
+	if ds.peer != nil && !ds.p.startOf(ds.peer, ans.start) {
 		// A record of another process that had the acceptor's pid (its
 		// bells would ring nobody): this connection takes a new one.
 		old := ds.peer
 		ds.bindBells(procID{pid: ds.peerPID, start: ans.start})
 		ds.p.unrefBells(old)
 		bells = 0
-	} else if ds.peer != nil {
-		ds.p.startOf(ds.peer, ans.start)
 	}
 	ds.p.gaveBells(ds.peer, bells)
 	ds.p.takeBells(ds.peer, ans.bells, answerFiles)

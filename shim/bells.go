@@ -59,19 +59,18 @@ func (b *ownBells) retire(n int) {
 	b.mu.Unlock()
 }
 
-// unsent returns the live bells not in sent (a mask by number): numbers
-// and fds, and the mask with them.
-func (b *ownBells) unsent(sent uint64) (ns []int, fds []int, mask uint64) {
+// unsent returns at most max of the live bells not in sent (a mask by
+// number): their fds, and their mask.
+func (b *ownBells) unsent(sent uint64, max int) (fds []int, mask uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for n := 1; n < b.next && n < direct.MaxBells; n++ {
+	for n := 1; n < b.next && n < direct.MaxBells && len(fds) < max; n++ {
 		if b.fds[n] != 0 && sent&(1<<n) == 0 {
-			ns = append(ns, n)
 			fds = append(fds, b.fds[n]-1)
 			mask |= 1 << n
 		}
 	}
-	return ns, fds, mask
+	return fds, mask
 }
 
 // keepFD keeps a duplicate of a received fd, protected and high.
@@ -147,12 +146,7 @@ func (p *Process) bellsToGive(pb *peerBells, max int) ([]int, uint64) {
 	}
 	p.bellMu.Lock()
 	defer p.bellMu.Unlock()
-	ns, fds, _ := p.bells.unsent(pb.sent)
-	var mask uint64
-	for i := range min(len(ns), max) {
-		mask |= 1 << ns[i]
-	}
-	return fds[:min(len(fds), max)], mask
+	return p.bells.unsent(pb.sent, max)
 }
 
 // gaveBells notes the bells of mask as given to pb's peer.

@@ -83,8 +83,8 @@ func (o *tcpOpts) set(name, v int) bool {
 	case !o.held:
 		return false
 	case name == unix.TCP_NODELAY:
-		o.noDelay = min(max(v, 0), 1)
-		if v < 0 {
+		o.noDelay = 0
+		if v != 0 {
 			o.noDelay = 1
 		}
 		return true

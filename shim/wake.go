@@ -127,7 +127,7 @@ func (w *wakeup) wakeEverything() {
 }
 
 // highFD moves fd, a descriptor the shim keeps, to a number at or above
-// highBase: the program's own descriptors stay as low as without the shim
+// fdhook.HighBase: the program's own descriptors stay as low as without the shim
 // (programs size tables by them: wrk's event loop, select's FD_SETSIZE).
 // It returns the new number, or fd when it cannot move it.
 func highFD(fd int) int {
@@ -139,14 +139,11 @@ func highFD(fd int) int {
 	return nfd
 }
 
-// dupHigh duplicates fd (close-on-exec) to a number at or above highBase,
+// dupHigh duplicates fd (close-on-exec) to a number at or above fdhook.HighBase,
 // for a descriptor the shim keeps or polls on its own.
 func dupHigh(fd int) (int, error) {
-	return unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, highBase())
+	return unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, fdhook.HighBase())
 }
-
-// highBase is where the shim's own descriptors go (fdhook.HighBase).
-func highBase() int { return fdhook.HighBase() }
 
 // release gives the word back to the slab (once).
 func (w *wakeup) release(p *Process) {

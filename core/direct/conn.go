@@ -638,16 +638,6 @@ func (c *Conn) DrainDue() bool {
 	return C.sdp_dconn_drain_due(h) != 0
 }
 
-// Pushed reports whether a drain read a byte that is no ring.
-func (c *Conn) Pushed() bool {
-	h := c.hold()
-	if h == nil {
-		return false
-	}
-	defer c.done()
-	return C.ld32(&h.npush) != 0
-}
-
 // Quiet gives the socket to the switch to kernel TCP: once it returns no
 // ring goes out and no drain reads. It returns what drains read that was
 // no ring (the start of the peer's record).

@@ -18,16 +18,13 @@ var spare struct {
 	fd int // 0: none (not opened, or given up just now)
 }
 
-// OpenSpare opens the spare (once; later calls do nothing). It reports
-// whether one is open.
-func OpenSpare() bool {
+// OpenSpare opens the spare (once; later calls do nothing).
+func OpenSpare() {
 	spare.mu.Lock()
 	defer spare.mu.Unlock()
-	if spare.fd > 0 {
-		return true
+	if spare.fd <= 0 {
+		spare.fd = openSpare()
 	}
-	spare.fd = openSpare()
-	return spare.fd > 0
 }
 
 // openSpare opens /dev/null among the core's high numbers (HighBase), or

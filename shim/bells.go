@@ -7,9 +7,12 @@ import (
 )
 
 // Bells: how a direct connection's peer wakes a sleeper of this process
-// in epoll without a fd per connection (preload/c/direct.h). Each
-// emulated epoll set's kick eventfd is a bell, numbered within the
-// process (1..direct.MaxBells-1, never reused); a peer process gets
+// in epoll, poll or select without a fd per connection
+// (preload/c/direct.h). Each emulated epoll set's kick eventfd is a bell,
+// numbered within the process (1..direct.FirstPollBell-1, never reused),
+// and so are the kick eventfds of the interposer's first threads in poll
+// and select (the numbers from direct.FirstPollBell, by the thread's slot
+// in preload/c/pollkick.c; a slot keeps its eventfd for good); a peer process gets
 // copies of this process's bells in the rendezvous (the offer's files
 // after the area, the answer's files), once per process pair, and keeps
 // them in one table for all its connections to this process. A sleeping
@@ -34,7 +37,7 @@ func (b *ownBells) add(fd int) int {
 	if b.next == 0 {
 		b.next = 1
 	}
-	if b.next >= direct.MaxBells {
+	if b.next >= direct.FirstPollBell {
 		return 0
 	}
 	n := b.next
@@ -60,17 +63,34 @@ func (b *ownBells) retire(n int) {
 }
 
 // unsent returns at most max of the live bells not in sent (a mask by
-// number): their fds, and their mask.
-func (b *ownBells) unsent(sent uint64, max int) (fds []int, mask uint64) {
+// number), with the poll threads' (poll, by slot; -1: none): their fds,
+// in increasing number, and their mask.
+func (b *ownBells) unsent(sent uint64, max int, poll []int) (fds []int, mask uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for n := 1; n < b.next && n < direct.MaxBells && len(fds) < max; n++ {
+	for n := 1; n < b.next && n < direct.FirstPollBell && len(fds) < max; n++ {
 		if b.fds[n] != 0 && sent&(1<<n) == 0 {
 			fds = append(fds, b.fds[n]-1)
 			mask |= 1 << n
 		}
 	}
+	for i, fd := range poll {
+		n := direct.FirstPollBell + i
+		if n < direct.MaxBells && fd >= 0 && sent&(1<<n) == 0 && len(fds) < max {
+			fds = append(fds, fd)
+			mask |= 1 << n
+		}
+	}
 	return fds, mask
+}
+
+// pollBellHost is a Host whose interposer's threads in poll and select
+// have bells.
+type pollBellHost interface {
+	// PollBells returns the kick eventfds of the interposer's threads in
+	// poll and select that are bells, by slot (bell direct.FirstPollBell
+	// + i; -1: not made yet). They stay open for the life of the process.
+	PollBells() []int
 }
 
 // keepFD keeps a duplicate of a received fd, protected and high.
@@ -144,9 +164,13 @@ func (p *Process) bellsToGive(pb *peerBells, max int) ([]int, uint64) {
 	if pb == nil {
 		return nil, 0
 	}
+	var poll []int
+	if h, ok := p.host.(pollBellHost); ok {
+		poll = h.PollBells()
+	}
 	p.bellMu.Lock()
 	defer p.bellMu.Unlock()
-	return p.bells.unsent(pb.sent, max)
+	return p.bells.unsent(pb.sent, max, poll)
 }
 
 // gaveBells notes the bells of mask as given to pb's peer.

@@ -301,6 +301,14 @@ type Bells struct {
 // MaxBells bounds a process's bell numbers (1..MaxBells-1).
 const MaxBells = C.SDP_DBELLS
 
+// The last PollBells numbers are the bells of the interposer's threads
+// in poll and select (by slot, from FirstPollBell); the core numbers its
+// epoll sets' bells below FirstPollBell.
+const (
+	PollBells     = C.SDP_DBELLS_POLL
+	FirstPollBell = C.SDP_DBELL_POLL
+)
+
 // NewBells returns an empty table, or nil when out of memory.
 func NewBells() *Bells {
 	t := (*C.struct_sdp_dbells)(C.calloc(1, C.size_t(unsafe.Sizeof(C.struct_sdp_dbells{}))))

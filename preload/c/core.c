@@ -99,6 +99,7 @@ static struct sdpshim_host sdp_host = {
 	.fork_keep = sdp_fork_keep,
 	.fork_ready = sdp_core_prepare_fork,
 	.poll_kick = sdp_pollkick_all,
+	.poll_bells = sdp_pollkick_bells,
 };
 
 /* ---- where we are, where the core is ------------------------------------------ */

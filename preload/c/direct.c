@@ -389,7 +389,7 @@ void sdp_dconn_woke(struct sdp_dconn *c, const struct sdp_dsleep *sl)
  * process's threads write the count; readers load it atomically. */
 static inline void count_nospace(struct sdp_dconn *c)
 {
-	__atomic_store_n(&c->nospace, __atomic_load_n(&c->nospace, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->nospace, __atomic_load_n(&c->nospace, __ATOMIC_RELAXED) + 1, __ATOMIC_SEQ_CST);
 }
 
 /* ---- adaptive polling (seed 002's feedback rules, per handle) ----------- */
@@ -746,10 +746,15 @@ long sdp_dconn_sendv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size
 			return r;
 		if (flags & SDP_D_NONBLOCK) {
 			/* As the kernel's SOCK_NOSPACE: counted (EPOLLET's
-			 * writable edge), and the room the peer makes next rings
-			 * this side's socket for a poll or epoll sleeper. */
+			 * writable edge), and, for an edge-triggered epoll
+			 * sleeper that does not arm the room itself, the room
+			 * the peer makes next is armed (counted, then looked
+			 * at: Dekker with sdp_dconn_want_nospace). Poll, select
+			 * and level-triggered sleepers arm for themselves. */
 			count_nospace(c);
-			arm_word(c, &d->space_armed, 0);
+			uint32_t nb = __atomic_load_n(&c->nospace_arm, __ATOMIC_SEQ_CST);
+			if (nb != 0)
+				arm_word(c, &d->space_armed, nb - 1);
 			return -EAGAIN;
 		}
 		if (round == 0) {
@@ -1066,6 +1071,16 @@ void sdp_dconn_peer_gone(struct sdp_dconn *c)
 uint64_t sdp_dconn_arrived(const struct sdp_dconn *c) { return LOADR(&c->a->dir[1 - c->side].tx_bytes); }
 
 uint64_t sdp_dconn_nospace(const struct sdp_dconn *c) { return __atomic_load_n(&c->nospace, __ATOMIC_RELAXED); }
+
+uint64_t sdp_dconn_want_nospace(struct sdp_dconn *c, uint32_t bell)
+{
+	uint32_t want = bell < SDP_DBELLS ? 1 + bell : 1, old = __atomic_load_n(&c->nospace_arm, __ATOMIC_RELAXED);
+	if (old != want && old != 1)
+		__atomic_store_n(&c->nospace_arm, old == 0 ? want : 1, __ATOMIC_SEQ_CST);
+	else
+		FENCE();
+	return __atomic_load_n(&c->nospace, __ATOMIC_SEQ_CST);
+}
 
 void sdp_dconn_mark_switched(struct sdp_dconn *c) { STORE(&c->a->dir[c->side].switched, 1); }
 

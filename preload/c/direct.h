@@ -147,12 +147,16 @@ size_t sdp_darea_size(uint32_t n, uint32_t s);
 int sdp_darea_init(void *mem, size_t size, uint32_t n, uint32_t s, uint32_t stream);
 
 /* Bells: the eventfds of a process's sleepers (its epoll sets' kick
- * eventfds), numbered 1..SDP_DBELLS-1 within the process, of which each
- * peer process holds copies (passed in the rendezvous, one table per
- * peer process, not per connection). A sleeper arms with its bell's
- * number, and the peer writes the bell (an eventfd write) rather than
- * ringing the socket, when it holds that bell. */
+ * eventfds, numbered 1..SDP_DBELL_POLL-1 by the core; the kick eventfds
+ * of its threads in poll and select, the last SDP_DBELLS_POLL numbers, by
+ * their slot in the interposer), of which each peer process holds copies
+ * (passed in the rendezvous, one table per peer process, not per
+ * connection). A sleeper arms with its bell's number, and the peer
+ * writes the bell (an eventfd write) rather than ringing the socket,
+ * when it holds that bell. */
 #define SDP_DBELLS 64
+#define SDP_DBELLS_POLL 16
+#define SDP_DBELL_POLL (SDP_DBELLS - SDP_DBELLS_POLL) /* the first poll thread's number */
 struct sdp_dbells {
 	int32_t fd[SDP_DBELLS]; /* this process's copy of the peer's bell n, or -1 */
 };
@@ -186,6 +190,8 @@ struct sdp_dconn {
 	uint64_t polls_hit, sleeps, wakes_sent, evwakes_sent, violations;
 	uint64_t sent, received;       /* bytes the program moved */
 	uint64_t nospace;              /* sends that found no room (EPOLLET's writable edge) */
+	uint32_t nospace_arm;          /* 1 + the bell a nonblocking send that finds no room arms the room with
+					* (sdp_dconn_want_nospace); 0: none asked, nothing armed */
 	uint64_t send_calls, recv_calls;
 	uint64_t moves;                /* waits that moved their thread off the peer's CPU (spreading) */
 	uint32_t shared_cpu;           /* consecutive yields that found the peer on this thread's CPU */
@@ -296,6 +302,13 @@ uint64_t sdp_dconn_arrived(const struct sdp_dconn *c);
 /* Writes asked for and not possible so far: nonblocking sends that found
  * no room, and revents asked POLLOUT in vain (EPOLLET's writable edge). */
 uint64_t sdp_dconn_nospace(const struct sdp_dconn *c);
+/* An edge-triggered epoll sleeper of bell (0: none) that found c
+ * writable does not arm the room (its next writable edge needs a write
+ * that finds none first): from now on such a nonblocking send arms it,
+ * as the kernel's SOCK_NOSPACE (two sleepers with different bells: the
+ * socket ring). Sticky; returns sdp_dconn_nospace after the mark (a
+ * count that moved since the sleeper's evaluation: arm the room now). */
+uint64_t sdp_dconn_want_nospace(struct sdp_dconn *c, uint32_t bell);
 
 /* shutdown(SHUT_WR): a FIN after the blocks published so far. Wakes the peer. */
 void sdp_dconn_fin(struct sdp_dconn *c);

@@ -181,8 +181,10 @@ static int sdp_es_scan(struct sdpshim_eset *t, struct epoll_event *ev, int max)
  * when a drain met a switch record.
  * An edge-triggered entry found writable is not armed for room: its next
  * writable edge needs a write that finds none first, and that write arms
- * the room itself (sdp_dconn_send). So the peer's reads, which make room,
- * ring no sleeper whose socket never filled. */
+ * the room itself (sdp_dconn_send, once sdp_dconn_want_nospace asked it
+ * to; a write that found none since the evaluation: armed here). So the
+ * peer's reads, which make room, ring no sleeper whose socket never
+ * filled. */
 static int sdp_es_arm(struct sdpshim_eset *t)
 {
 	for (uint32_t i = 0; i < t->n; i++) {
@@ -195,7 +197,8 @@ static int sdp_es_arm(struct sdpshim_eset *t)
 			return -1;
 		}
 		uint32_t want = __atomic_load_n(&e->events, __ATOMIC_RELAXED);
-		if ((want & EPOLLET) && (__atomic_load_n(&e->last_mask, __ATOMIC_RELAXED) & POLLOUT))
+		if ((want & EPOLLET) && (__atomic_load_n(&e->last_mask, __ATOMIC_RELAXED) & POLLOUT) &&
+		    e->ns_base + (uint32_t)sdp_dconn_want_nospace(c, t->bell) == __atomic_load_n(&e->last_ns, __ATOMIC_RELAXED))
 			want &= ~(uint32_t)(EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
 		sdp_dconn_arm(c,
 			      ((want & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP)) ? POLLIN : 0) |

@@ -138,11 +138,14 @@ static void sdp_direct_release(struct sdp_dconn **h, nfds_t n)
  * entry each is; -1 when the set is the core's to answer after all (a
  * drain met a switch record). lead keeps the budget. woke[i]: the last
  * sleep was ended by entry i's socket, whose rings are read here (the
- * kernel's poll reports them until then). */
+ * kernel's poll reports them until then); *kicked: by the thread's
+ * eventfd (a peer's bell, or the core's kick). */
 static int sdp_direct_round(struct pollfd *fds, struct sdp_dconn **h, nfds_t n, struct sdp_dconn *lead, int *polled,
-			    unsigned char *woke, struct pollfd *wait, unsigned int *at, nfds_t cap, nfds_t *nwait)
+			    unsigned char *woke, int *kicked, struct pollfd *wait, unsigned int *at, nfds_t cap,
+			    nfds_t *nwait)
 {
-	int any = 0;
+	int any = *kicked;
+	*kicked = 0;
 	for (nfds_t i = 0; i < n; i++)
 		if (woke[i]) {
 			woke[i] = 0;
@@ -168,7 +171,7 @@ static int sdp_direct_round(struct pollfd *fds, struct sdp_dconn **h, nfds_t n, 
 		return ready;
 	for (nfds_t i = 0; i < n; i++)
 		if (h[i] != NULL)
-			sdp_dconn_arm(h[i], sdp_direct_arm_events(fds[i].events), 0);
+			sdp_dconn_arm(h[i], sdp_direct_arm_events(fds[i].events), sdp_pollkick_bell());
 	if ((ready = sdp_direct_scan(fds, h, n)) > 0)
 		return ready;
 	for (nfds_t i = 0; i < n && *nwait < cap; i++)
@@ -204,7 +207,7 @@ static int sdp_poll_engine(struct pollfd *fds, nfds_t n, nfds_t managed, const s
 	struct sdp_dconn **h = sdp_scratch_get(&hs, hstack, sizeof hstack, n * sizeof(struct sdp_dconn *));
 	unsigned int *at = sdp_scratch_get(&as, astack, sizeof astack, n * sizeof(unsigned int));
 	unsigned char *woke = sdp_scratch_get(&ws, wstack, sizeof wstack, n);
-	int result, polled = 0;
+	int result, polled = 0, kicked = 0;
 	/* The core's wakes for what only this process knows (pollkick.c);
 	 * without an eventfd the sleep goes in slices. */
 	int kick = sdp_pollkick_begin();
@@ -239,7 +242,7 @@ static int sdp_poll_engine(struct pollfd *fds, nfds_t n, nfds_t managed, const s
 		if (managed_here)
 			sdp_direct_release(h, n); /* the core answers for every MANAGED entry */
 		if (!managed_here && lead != NULL) {
-			int r = sdp_direct_round(fds, h, n, lead, &polled, woke, k + u, at, wcap, &nwait);
+			int r = sdp_direct_round(fds, h, n, lead, &polled, woke, &kicked, k + u, at, wcap, &nwait);
 			sdp_direct_release(h, n);
 			if (r < 0) {
 				managed_here = 1; /* a switch begins: the core answers */
@@ -293,6 +296,7 @@ static int sdp_poll_engine(struct pollfd *fds, nfds_t n, nfds_t managed, const s
 		int kr = sdp_real.ppoll(k, nk, ready > 0 || timeout || sliced ? &left : NULL, sigmask);
 		if (kr > 0 && kick >= 0 && k[nk - 1].revents != 0) {
 			sdp_pollkick_woke();
+			kicked = 1;
 			kr--;
 		}
 		if (kr < 0 && ready == 0) {

@@ -225,6 +225,12 @@ struct sdpshim_host {
 	 * change only this process knows of (a shutdown, a switch to kernel
 	 * TCP, a verdict); each looks again. */
 	void (*poll_kick)(void);
+	/* Writes into fds the kick eventfds of the threads in poll and
+	 * select that are bells (number SDP_DBELL_POLL + i for fds[i],
+	 * preload/c/direct.h; -1: not made yet), at most max; returns how
+	 * many it wrote. They stay open for the life of the process: the
+	 * core gives copies to peer processes in the rendezvous. */
+	int (*poll_bells)(int *fds, int max);
 };
 
 /* A snapshot of an emulated epoll set whose socket entries are all

@@ -500,6 +500,14 @@ SDP_HIDDEN void sdp_pollkick_woke(void);
 SDP_HIDDEN void sdp_pollkick_end(void);
 /* host->poll_kick: writes the eventfd of every thread in the engine. */
 SDP_HIDDEN void sdp_pollkick_all(void);
+/* The calling thread's bell number (its slot's eventfd among the
+ * process's bells, direct.h; the slot is taken at first use), or 0: it
+ * has none (peers ring its sockets). */
+SDP_HIDDEN uint32_t sdp_pollkick_bell(void);
+/* host->poll_bells: the eventfds of the first max bell slots (-1: not
+ * made yet); returns how many it wrote. They stay open for the life of
+ * the process (a fork child closes its copies). */
+SDP_HIDDEN int sdp_pollkick_bells(int *fds, int max);
 /* Fork child (async-signal-safe): the parent's eventfds are closed. */
 SDP_HIDDEN void sdp_pollkick_forget_all(void);
 /* Where the shim's own fds go (core.c). */

@@ -50,6 +50,12 @@ static void host_poll_kick(struct sdpshim_host *h)
 	if (h->size >= offsetof(struct sdpshim_host, poll_kick) + sizeof h->poll_kick && h->poll_kick != NULL)
 		h->poll_kick();
 }
+static int host_poll_bells(struct sdpshim_host *h, int *fds, int max)
+{
+	if (h->size < offsetof(struct sdpshim_host, poll_bells) + sizeof h->poll_bells || h->poll_bells == NULL)
+		return 0;
+	return h->poll_bells(fds, max);
+}
 static int host_child_cores(struct sdpshim_host *h)
 {
 	if (h->size < offsetof(struct sdpshim_host, child_cores) + sizeof h->child_cores || h->child_cores == NULL)
@@ -64,6 +70,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sdpshim/sdpshim/core/direct"
 	"github.com/sdpshim/sdpshim/shim"
 )
 
@@ -160,6 +167,19 @@ func (c cHost) ForkKeep(fd, mine int) { C.host_fork_keep(c.h, C.int(fd), C.int(m
 // PollKick wakes every thread asleep in the interposer's poll engine
 // over managed sockets (they look again).
 func (c cHost) PollKick() { C.host_poll_kick(c.h) }
+
+// PollBells returns the kick eventfds of the interposer's poll and select
+// threads that are bells, by slot (-1: not made yet); they stay open for
+// the life of the process (shim's pollBellHost).
+func (c cHost) PollBells() []int {
+	var fds [direct.PollBells]C.int
+	n := int(C.host_poll_bells(c.h, &fds[0], C.int(len(fds))))
+	out := make([]int, n)
+	for i := range out {
+		out[i] = int(fds[i])
+	}
+	return out
+}
 
 // ForkReady makes what the process's first fork would make (the core
 // copy for its children), now (shim's forkReadyHost).

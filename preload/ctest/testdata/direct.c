@@ -106,6 +106,19 @@ static void semantics(void)
 	CHECK(r == (long)(4 * room), "fill: %ld", r);
 	CHECK(sdp_dconn_send(&a, out, 1, SDP_D_NONBLOCK, &sl) == -EAGAIN, "full");
 	CHECK(!(sdp_dconn_poll(&a) & POLLOUT), "full is not writable");
+	/* No edge-triggered sleeper asked: a send that found no room counts
+	 * and arms nothing; once one asked (bell 5), such a send arms the
+	 * room with its bell, and a second bell makes it the socket ring. */
+	uint32_t *room_arm = &((struct sdp_darea *)m)->dir[0].space_armed;
+	CHECK(*room_arm == 0 && sdp_dconn_nospace(&a) == 1, "EAGAIN armed %u (nospace %lu)", *room_arm,
+	      (unsigned long)sdp_dconn_nospace(&a));
+	CHECK(sdp_dconn_want_nospace(&a, 5) == 1, "want_nospace returns the count");
+	CHECK(sdp_dconn_send(&a, out, 1, SDP_D_NONBLOCK, &sl) == -EAGAIN && *room_arm == 6, "EAGAIN arm %u",
+	      *room_arm);
+	*room_arm = 0;
+	sdp_dconn_want_nospace(&a, 9);
+	CHECK(sdp_dconn_send(&a, out, 1, SDP_D_NONBLOCK, &sl) == -EAGAIN && *room_arm == 1, "two bells: %u", *room_arm);
+	*room_arm = 0;
 	/* A blocking send announces and asks to sleep; a read frees a block
 	 * and (since the sender announced) bumps the word it sleeps on. */
 	a.budget = a.poll_min = a.poll_max = 0;

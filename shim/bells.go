@@ -12,7 +12,8 @@ import (
 // numbered within the process (1..direct.FirstPollBell-1, never reused),
 // and so are the kick eventfds of the interposer's first threads in poll
 // and select (the numbers from direct.FirstPollBell, by the thread's slot
-// in preload/c/pollkick.c; a slot keeps its eventfd for good); a peer process gets
+// in preload/c/pollkick.c; a slot keeps its eventfd for good), and the
+// switch watcher's eventfd is bell 0 (switchwatch.go); a peer process gets
 // copies of this process's bells in the rendezvous (the offer's files
 // after the area, the answer's files), once per process pair, and keeps
 // them in one table for all its connections to this process. A sleeping
@@ -27,6 +28,13 @@ type ownBells struct {
 	mu   sync.Mutex
 	fds  [direct.MaxBells]int // by number: the set's kick eventfd, or 0 (none: never given, or retired)
 	next int                  // the next number to give (numbers are not reused)
+}
+
+// setWatcher makes fd (the switch watcher's eventfd) bell 0.
+func (b *ownBells) setWatcher(fd int) {
+	b.mu.Lock()
+	b.fds[direct.WatcherBell] = fd + 1
+	b.mu.Unlock()
 }
 
 // add numbers fd (a set's kick eventfd) and returns its number, or 0 when
@@ -62,13 +70,13 @@ func (b *ownBells) retire(n int) {
 	b.mu.Unlock()
 }
 
-// unsent returns at most max of the live bells not in sent (a mask by
+// unsent returns at most limit of the live bells not in sent (a mask by
 // number), with the poll threads' (poll, by slot; -1: none): their fds,
 // in increasing number, and their mask.
-func (b *ownBells) unsent(sent uint64, max int, poll []int) (fds []int, mask uint64) {
+func (b *ownBells) unsent(sent uint64, limit int, poll []int) (fds []int, mask uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for n := 1; n < b.next && n < direct.FirstPollBell && len(fds) < max; n++ {
+	for n := 0; n < direct.FirstPollBell && len(fds) < limit; n++ {
 		if b.fds[n] != 0 && sent&(1<<n) == 0 {
 			fds = append(fds, b.fds[n]-1)
 			mask |= 1 << n
@@ -76,7 +84,7 @@ func (b *ownBells) unsent(sent uint64, max int, poll []int) (fds []int, mask uin
 	}
 	for i, fd := range poll {
 		n := direct.FirstPollBell + i
-		if n < direct.MaxBells && fd >= 0 && sent&(1<<n) == 0 && len(fds) < max {
+		if n < direct.MaxBells && fd >= 0 && sent&(1<<n) == 0 && len(fds) < limit {
 			fds = append(fds, fd)
 			mask |= 1 << n
 		}
@@ -164,6 +172,7 @@ func (p *Process) bellsToGive(pb *peerBells, max int) ([]int, uint64) {
 	if pb == nil {
 		return nil, 0
 	}
+	p.swatch.epoll(p) // its bell goes first
 	var poll []int
 	if h, ok := p.host.(pollBellHost); ok {
 		poll = h.PollBells()
@@ -195,6 +204,14 @@ func (p *Process) startOf(pb *peerBells, start uint64) bool {
 	return pb.id.start == start
 }
 
+// startKnown reports whether pb's process start time is known (an
+// answer of it came): a record of a pid alone may be of a process gone.
+func (p *Process) startKnown(pb *peerBells) bool {
+	p.bellMu.Lock()
+	defer p.bellMu.Unlock()
+	return pb.id.start != 0
+}
+
 // takeBells keeps the peer's bells that came with an offer or an answer
 // (files, by mask in increasing number; they stay the caller's: copies
 // are kept).
@@ -203,7 +220,7 @@ func (p *Process) takeBells(pb *peerBells, mask uint64, files []int) {
 		return
 	}
 	i := 0
-	for n := 1; n < direct.MaxBells && i < len(files); n++ {
+	for n := 0; n < direct.MaxBells && i < len(files); n++ {
 		if mask&(1<<n) == 0 {
 			continue
 		}

@@ -101,6 +101,9 @@ func (p *Process) offerDirect(peerPID int) (ds *directStream, files []int, bells
 	ds = &directStream{p: p, conn: c, peerPID: peerPID}
 	ds.setPolicy()
 	ds.bindBells(procID{pid: peerPID})
+	if ds.peer != nil && ds.p.startKnown(ds.peer) {
+		ds.holdWatcher() // before the acceptor can watch the connection
+	}
 	give, bells := p.bellsToGive(ds.peer, rendezvous.MaxFiles-1)
 	return ds, append([]int{a.FD()}, give...), bells, nil
 }
@@ -125,7 +128,17 @@ func (ds *directStream) offered(bells uint64, ans answerMsg, answerFiles []int) 
 	}
 	ds.p.gaveBells(ds.peer, bells)
 	ds.p.takeBells(ds.peer, ans.bells, answerFiles)
+	ds.holdWatcher()
 	return nil
+}
+
+// holdWatcher tells the peer (in the area) that this process holds its
+// watcher's bell, when it does, and rings it if the peer's watcher asked
+// for that (it waits for the urgent byte until then: switchwatch.go).
+func (ds *directStream) holdWatcher() {
+	if ds.peer != nil && ds.peer.table.Has(direct.WatcherBell) && ds.conn.WatchHolds() {
+		ds.conn.RingWatcher()
+	}
 }
 
 // bindBells gives ds the record of its peer process id (its bells).
@@ -159,6 +172,7 @@ func (p *Process) acceptDirect(o offerMsg, files []int) (*directStream, answerMs
 	ds.setPolicy()
 	ds.bindBells(o.from)
 	p.takeBells(ds.peer, o.bells, files[1:])
+	ds.holdWatcher()
 	give, bells := p.bellsToGive(ds.peer, rendezvous.MaxFiles)
 	p.gaveBells(ds.peer, bells) // the answer's send failing ends the connection's offer (the record goes with it)
 	return ds, answerMsg{id: 1, start: p.self.start, bells: bells}, give, nil

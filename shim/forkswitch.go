@@ -34,13 +34,14 @@ import (
 // The protocol, the same for both ends except who starts (the forker,
 // or both when both fork at once); "write"/"read" are on the TCP socket:
 //
-//  1. write REQ (8 bytes, then one urgent byte: once per connection),
-//     read the peer's REQ. A responder's watcher (switchwatch.go) sees
-//     the urgent byte arrive (EPOLLPRI: the watcher does not wake for the
-//     rings of a direct connection, zero bytes the peer sends on the
-//     socket before its REQ, direct.go), marks the socket busy (the
-//     program's calls wait), then writes its own REQ. The rings before a
-//     REQ are skipped; none comes after it (direct.Conn.Quiet).
+//  1. write REQ (8 bytes, then one urgent byte: once per connection; a
+//     direct connection's request is marked in the area first and rings
+//     the peer's watcher bell after), read the peer's REQ. A responder's
+//     watcher (switchwatch.go) is rung, or sees the urgent byte arrive
+//     (EPOLLPRI), marks the socket busy (the program's calls wait), then
+//     writes its own REQ. The rings of a direct connection (zero bytes
+//     the peer sends on the socket, direct.go) before a REQ are skipped;
+//     none comes after it (direct.Conn.Quiet).
 //  2. CloseWrite the stream: everything this end sent before the switch
 //     is on the stream, ahead of its FIN; everything after goes on TCP.
 //  3. A forker drains the stream to the peer's FIN: P, the bytes the peer
@@ -215,10 +216,16 @@ func noDelay(fd int) func() {
 }
 
 // sendREQ writes this end's REQ, once per connection: the record, then
-// one urgent byte (MSG_OOB), which the peer's watcher waits for.
+// one urgent byte (MSG_OOB), which the peer's watcher waits for unless
+// it is a direct connection's whose peer holds the watcher's bell: the
+// request is marked in the area first, and the bell rung after.
 func (s *Socket) sendREQ(fd int, deadline time.Time) error {
 	if s.reqSent.Swap(true) {
 		return nil
+	}
+	ds := s.direct()
+	if ds != nil {
+		ds.conn.RequestSwitch()
 	}
 	if err := tcpWriteAll(fd, switchREQ[:], deadline); err != nil {
 		return err
@@ -227,6 +234,9 @@ func (s *Socket) sendREQ(fd int, deadline time.Time) error {
 		_, err := unix.SendmsgN(fd, []byte{'!'}, nil, nil, unix.MSG_OOB|unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
 		switch err {
 		case nil:
+			if ds != nil {
+				ds.conn.RingWatcher()
+			}
 			return nil
 		case unix.EINTR:
 		case unix.EAGAIN:

@@ -19,7 +19,8 @@ import (
 //	14..17  connector pid
 //	18..25  connector start time (/proc/PID/stat field 22)
 //	26..33  direct: the numbers of the connector's bells that follow the
-//	        memfd, as a mask (bit n: bell n; bells.go), else zero
+//	        memfd, as a mask (bit n: bell n, bit 0 the switch watcher's;
+//	        bells.go), else zero
 //
 // Answer, acceptor to connector, 25 bytes: magic "SDPa", version, the id
 // of the stream the acceptor opened (4 bytes), the acceptor's start time
@@ -28,7 +29,7 @@ import (
 const (
 	offerMagic   = "SDPo"
 	answerMagic  = "SDPa"
-	offerVersion = 2
+	offerVersion = 3
 	offerLen     = 34
 	answerLen    = 25
 
@@ -85,7 +86,7 @@ func decodeOffer(b []byte) (offerMsg, error) {
 		dialer:     b[5]&offerDialer != 0,
 		token:      binary.LittleEndian.Uint64(b[6:]),
 		from:       procID{pid: int(binary.LittleEndian.Uint32(b[14:])), start: binary.LittleEndian.Uint64(b[18:])},
-		bells:      binary.LittleEndian.Uint64(b[26:]) &^ 1, // bell 0 is none
+		bells:      binary.LittleEndian.Uint64(b[26:]),
 	}, nil
 }
 
@@ -104,7 +105,7 @@ func decodeAnswer(b []byte) (answerMsg, error) {
 		return answerMsg{}, errBadOffer
 	}
 	a := answerMsg{id: binary.LittleEndian.Uint32(b[5:]), start: binary.LittleEndian.Uint64(b[9:]),
-		bells: binary.LittleEndian.Uint64(b[17:]) &^ 1}
+		bells: binary.LittleEndian.Uint64(b[17:])}
 	if a.id == 0 {
 		return answerMsg{}, errBadOffer
 	}

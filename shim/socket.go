@@ -58,17 +58,18 @@ type Socket struct {
 	pendShut   atomic.Int32  // shutdown(how) while the verdict was pending: how+1 or-ed (1 read, 2 write)
 	peerFin    atomic.Bool   // the peer's FIN was seen (EOF read or polled)
 
-	stream  streamSlot   // accelerated: the stream
-	wake    wakeup       // accelerated: how blocked threads sleep
-	rdWait  *wait.Waiter // spin policy of blocking reads
-	wrWait  *wait.Waiter // and writes
-	attend  attendance
-	obs     atomic.Pointer[connObs] // accelerated: the connection's counters (observe.go)
-	sw      atomic.Uint32           // switch to kernel TCP at a fork (forkswitch.go): swNone...
-	reqSent atomic.Bool             // this end wrote its switch REQ
-	swPre   []byte                  // the start of the peer's REQ a drain read (direct.Conn.Quiet); the switch run's
-	tcpOpts tcpOpts                 // the program's TCP_NODELAY and TCP_CORK while direct (tcpopts.go)
-	swFork  atomic.Bool             // a fork waits for the switch: this end returns its unread bytes
+	stream      streamSlot   // accelerated: the stream
+	wake        wakeup       // accelerated: how blocked threads sleep
+	rdWait      *wait.Waiter // spin policy of blocking reads
+	wrWait      *wait.Waiter // and writes
+	attend      attendance
+	obs         atomic.Pointer[connObs] // accelerated: the connection's counters (observe.go)
+	sw          atomic.Uint32           // switch to kernel TCP at a fork (forkswitch.go): swNone...
+	reqSent     atomic.Bool             // this end wrote its switch REQ
+	watchUrgent atomic.Bool             // the switch watcher waits for a REQ's urgent byte (switchwatch.go)
+	swPre       []byte                  // the start of the peer's REQ a drain read (direct.Conn.Quiet); the switch run's
+	tcpOpts     tcpOpts                 // the program's TCP_NODELAY and TCP_CORK while direct (tcpopts.go)
+	swFork      atomic.Bool             // a fork waits for the switch: this end returns its unread bytes
 
 	mu         sync.Mutex
 	fds        []int                        // +checklocks:mu; fds naming the socket

@@ -12,13 +12,19 @@ import (
 // every accelerated connection, one-shot, and one goroutine waits on it.
 // The same set holds the request ends of forks that kept connections
 // (forkkeep.go).
-// It waits for the urgent byte of a REQ (EPOLLPRI) and the connection's
-// end (EPOLLRDHUP, a reset), not for bytes: a direct connection's peer
-// rings the socket with zero bytes (direct.go), and the goroutine does
-// not wake for those.
+// It waits for the connection's end (EPOLLRDHUP, a reset), not for
+// bytes: a direct connection's peer rings the socket with zero bytes
+// (direct.go). A switch request of a direct connection's peer marks the
+// area and rings the watcher's bell (an eventfd, bell 0 of the bells
+// every peer process is given, bells.go); only while the peer does not
+// hold that bell does the watcher wait for the request's urgent byte
+// (EPOLLPRI), which wakes its thread for every ring as well (the kernel
+// wakes a socket's waiters for new bytes with EPOLLPRI in the mask):
+// one context switch per ring.
 type switchWatch struct {
 	once  sync.Once
 	epfd  int
+	bell  int // the watcher's bell (registered under bellID), or -1
 	mu    sync.Mutex
 	next  int32
 	socks map[int32]*Socket   // +checklocks:mu
@@ -29,6 +35,10 @@ type switchWatch struct {
 // switchFDMin is the lowest number the watcher's epoll fd takes when the
 // fd limit allows it.
 const switchFDMin = 512
+
+// bellID is the watcher's bell's id in its set (sockets and forks count
+// from 1).
+const bellID = 0
 
 // watchSwitch adds the accelerated socket s (or arms it again).
 func (p *Process) watchSwitch(s *Socket) {
@@ -61,6 +71,18 @@ func (w *switchWatch) epoll(p *Process) int {
 		}
 		p.protect(fd)
 		w.epfd = fd
+		w.bell = -1
+		if b, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
+			b = highFD(b)
+			p.protect(b)
+			ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: bellID}
+			if unix.EpollCtl(fd, unix.EPOLL_CTL_ADD, b, &ev) == nil {
+				w.bell = b
+				p.bells.setWatcher(b)
+			} else {
+				p.closeFD(b)
+			}
+		}
 		go p.switchLoop()
 	})
 	return w.epfd
@@ -81,9 +103,23 @@ func (p *Process) watchSwitchFD(s *Socket, fd int) {
 		w.socks[id] = s
 	}
 	w.mu.Unlock()
-	ev := unix.EpollEvent{Events: unix.EPOLLPRI | unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: id}
+	ev := unix.EpollEvent{Events: unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: id}
+	urgent := true
+	ds := s.direct()
+	if ds != nil {
+		urgent = ds.conn.WatchUrgent()
+	}
+	if urgent {
+		ev.Events |= unix.EPOLLPRI
+	}
+	s.watchUrgent.Store(urgent)
 	if unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, fd, &ev) != nil {
 		unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, fd, &ev)
+	}
+	if ds != nil && ds.conn.SwitchRequested() && s.getState() == sockAccelerated {
+		// The peer's bell rang before s was accelerated (watcherRung
+		// passed it by): the mark in the area stays.
+		go s.switchAsResponder()
 	}
 }
 
@@ -143,6 +179,10 @@ func (p *Process) switchLoop() {
 			return
 		}
 		for _, ev := range evs[:n] {
+			if ev.Fd == bellID {
+				p.watcherRung()
+				continue
+			}
 			w.mu.Lock()
 			s, f := w.socks[ev.Fd], w.forks[ev.Fd]
 			w.mu.Unlock()
@@ -152,6 +192,34 @@ func (p *Process) switchLoop() {
 			case f != nil:
 				p.keptEvent(f)
 			}
+		}
+	}
+}
+
+// watcherRung answers the watcher's bell: a peer marked a switch request
+// in a direct connection's area, or now holds the bell of a connection
+// whose watch waits for the urgent byte (it is watched without it from
+// now on). Rare (forks, a process pair's first connection): every
+// connection is looked at.
+func (p *Process) watcherRung() {
+	w := &p.swatch
+	var b [8]byte
+	unix.Read(w.bell, b[:])
+	w.mu.Lock()
+	socks := make([]*Socket, 0, len(w.socks))
+	for _, s := range w.socks {
+		socks = append(socks, s)
+	}
+	w.mu.Unlock()
+	for _, s := range socks {
+		ds := s.direct()
+		if ds == nil || s.getState() != sockAccelerated || s.sw.Load() != swNone {
+			continue
+		}
+		if ds.conn.SwitchRequested() {
+			go s.switchAsResponder()
+		} else if s.watchUrgent.Load() && !ds.conn.WatchUrgent() {
+			p.watchSwitch(s)
 		}
 	}
 }

@@ -83,13 +83,14 @@ type server struct {
 	errb  bytes.Buffer
 	ready chan struct{}
 	done  chan error
+	stall time.Duration
 }
 
 // startServer starts `soak server port stall` with environ and waits
 // until it listens.
 func startServer(prog string, environ []string, port int, stall time.Duration) (*server, error) {
 	s := &server{cmd: exec.Command(prog, "server", fmt.Sprint(port), fmt.Sprint(stall.Seconds())),
-		ready: make(chan struct{}), done: make(chan error, 1)}
+		ready: make(chan struct{}), done: make(chan error, 1), stall: stall}
 	s.cmd.Env = environ
 	s.cmd.Stderr = &lockedWriter{mu: &s.mu, w: &s.errb}
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -141,7 +142,9 @@ func (s *server) stderr() string {
 }
 
 // finish ends the server (its standard input closes) and returns its
-// report; a server that does not exit in 10 s is killed.
+// report once its connections ended; a server that does not exit in 10 s
+// more than its own wait for them (twice the stall limit, and 1 s) is
+// killed.
 func (s *server) finish() (report, error) {
 	s.stdin.Close()
 	select {
@@ -150,9 +153,9 @@ func (s *server) finish() (report, error) {
 		if err != nil {
 			return report{}, fmt.Errorf("soak server: %v: %s", err, s.stderr())
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(2*s.stall + 11*time.Second):
 		s.kill()
-		return report{}, errors.New("soak server: did not exit within 10 s of the end")
+		return report{}, errors.New("soak server: did not exit within 10 s of its wait for its connections")
 	}
 	s.mu.Lock()
 	out := strings.Join(s.out, "\n")

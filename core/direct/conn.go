@@ -301,6 +301,9 @@ type Bells struct {
 // MaxBells bounds a process's bell numbers (1..MaxBells-1).
 const MaxBells = C.SDP_DBELLS
 
+// WatcherBell is the switch watcher's bell number.
+const WatcherBell = C.SDP_DBELL_WATCHER
+
 // The last PollBells numbers are the bells of the interposer's threads
 // in poll and select (by slot, from FirstPollBell); the core numbers its
 // epoll sets' bells below FirstPollBell.
@@ -321,15 +324,15 @@ func NewBells() *Bells {
 	return &Bells{t: t}
 }
 
-// Has reports whether the table holds bell n.
+// Has reports whether the table holds bell n (0: the watcher's).
 func (b *Bells) Has(n int) bool {
-	return n > 0 && n < MaxBells && atomic.LoadInt32(b.slot(n)) >= 0
+	return n >= 0 && n < MaxBells && atomic.LoadInt32(b.slot(n)) >= 0
 }
 
 // Set stores fd as bell n and reports whether it did (n valid, not held
 // yet); the table owns fd then.
 func (b *Bells) Set(n, fd int) bool {
-	return n > 0 && n < MaxBells && atomic.CompareAndSwapInt32(b.slot(n), -1, int32(fd))
+	return n >= 0 && n < MaxBells && atomic.CompareAndSwapInt32(b.slot(n), -1, int32(fd))
 }
 
 func (b *Bells) slot(n int) *int32 { return (*int32)(unsafe.Pointer(&b.t.fd[n])) }
@@ -583,6 +586,51 @@ func (c *Conn) MarkSwitched() {
 		C.sdp_dconn_mark_switched(h)
 		c.done()
 	}
+}
+
+// The switch watcher's bell (bell 0, preload/c/direct.h): a switch
+// request rings the peer's watcher rather than only sending the urgent
+// byte, which the watcher would have to wait for on the socket, where
+// every ring of a sleeper wakes it too.
+
+// WatchHolds marks that this process holds the peer's watcher bell; true
+// when the peer's watcher asked to be rung once it does.
+func (c *Conn) WatchHolds() bool {
+	return c.call(func(h *C.struct_sdp_dconn) bool { return C.sdp_dconn_watch_holds(h) != 0 })
+}
+
+// WatchUrgent reports whether this side's watcher must wait for the
+// urgent byte of a switch request (the peer does not hold its bell yet:
+// it asks to be rung once the peer does).
+func (c *Conn) WatchUrgent() bool {
+	return c.call(func(h *C.struct_sdp_dconn) bool { return C.sdp_dconn_watch_urgent(h) != 0 })
+}
+
+// RingWatcher writes the peer's watcher bell; false when this process
+// does not hold it.
+func (c *Conn) RingWatcher() bool {
+	return c.call(func(h *C.struct_sdp_dconn) bool { return C.sdp_dconn_ring_watcher(h) != 0 })
+}
+
+// RequestSwitch marks this side's switch request in the area (before its
+// REQ goes out); SwitchRequested reports the peer's.
+func (c *Conn) RequestSwitch() {
+	c.call(func(h *C.struct_sdp_dconn) bool { C.sdp_dconn_request_switch(h); return true })
+}
+
+// SwitchRequested reports whether the peer marked a switch request.
+func (c *Conn) SwitchRequested() bool {
+	return c.call(func(h *C.struct_sdp_dconn) bool { return C.sdp_dconn_switch_requested(h) != 0 })
+}
+
+// call runs f on the held handle; false when it was freed.
+func (c *Conn) call(f func(*C.struct_sdp_dconn) bool) bool {
+	h := c.hold()
+	if h == nil {
+		return false
+	}
+	defer c.done()
+	return f(h)
 }
 
 // PeerGone ends the connection from outside: the peer process is gone.

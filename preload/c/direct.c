@@ -1086,6 +1086,37 @@ void sdp_dconn_mark_switched(struct sdp_dconn *c) { STORE(&c->a->dir[c->side].sw
 
 int sdp_dconn_switched(const struct sdp_dconn *c) { return LOAD(&c->a->dir[c->side].switched) == 1; }
 
+int sdp_dconn_watch_holds(struct sdp_dconn *c)
+{
+	STORE(&c->a->dir[c->side].watch_holds, 1);
+	FENCE();
+	return LOAD(&c->a->dir[1 - c->side].watch_wants) == 1;
+}
+
+int sdp_dconn_watch_urgent(struct sdp_dconn *c)
+{
+	if (LOAD(&c->a->dir[1 - c->side].watch_holds) == 1)
+		return 0;
+	STORE(&c->a->dir[c->side].watch_wants, 1);
+	FENCE();
+	return LOAD(&c->a->dir[1 - c->side].watch_holds) != 1;
+}
+
+int sdp_dconn_ring_watcher(struct sdp_dconn *c)
+{
+	struct sdp_dbells *b = __atomic_load_n(&c->bells, __ATOMIC_ACQUIRE);
+	int efd = b != NULL ? __atomic_load_n(&b->fd[SDP_DBELL_WATCHER], __ATOMIC_ACQUIRE) : -1;
+	if (efd < 0)
+		return 0;
+	uint64_t one = 1;
+	(void)syscall(SYS_write, efd, &one, sizeof one); /* EAGAIN at the counter's limit: readable already */
+	return 1;
+}
+
+void sdp_dconn_request_switch(struct sdp_dconn *c) { STORE(&c->a->dir[c->side].switch_req, 1); }
+
+int sdp_dconn_switch_requested(const struct sdp_dconn *c) { return LOAD(&c->a->dir[1 - c->side].switch_req) == 1; }
+
 void sdp_dconn_set_window(struct sdp_dconn *c, uint32_t bytes)
 {
 	struct sdp_ddir *in = &c->a->dir[1 - c->side];

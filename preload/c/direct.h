@@ -110,6 +110,9 @@ struct sdp_ddir {
 	uint64_t tx_bytes;                    /* bytes published, for stats */
 	uint32_t cpu;                         /* 1 + the CPU this side's last waiting thread ran on; 0: not known (direct.c, spreading) */
 	uint32_t switched;                    /* 1: this side went to kernel TCP (shim/forkswitch.go); a fork child sharing it goes too */
+	uint32_t switch_req;                  /* 1: this side asks for a switch to kernel TCP (its REQ follows on the socket) */
+	uint32_t watch_holds;                 /* 1: this side holds the peer process's watcher bell (bell 0) */
+	uint32_t watch_wants;                 /* 1: this side's watcher waits for the urgent byte until the peer holds its bell */
 	/* Written by the receiver. */
 	_Alignas(SDP_DLINE) uint32_t rx_next; /* next block index to read (free-running) */
 	uint32_t rx_seq;                      /* seq expected there */
@@ -149,13 +152,17 @@ int sdp_darea_init(void *mem, size_t size, uint32_t n, uint32_t s, uint32_t stre
 /* Bells: the eventfds of a process's sleepers (its epoll sets' kick
  * eventfds, numbered 1..SDP_DBELL_POLL-1 by the core; the kick eventfds
  * of its threads in poll and select, the last SDP_DBELLS_POLL numbers, by
- * their slot in the interposer), of which each peer process holds copies
- * (passed in the rendezvous, one table per peer process, not per
- * connection). A sleeper arms with its bell's number, and the peer
- * writes the bell (an eventfd write) rather than ringing the socket,
- * when it holds that bell. */
+ * their slot in the interposer) and of its switch watcher (number 0),
+ * of which each peer process holds copies (passed in the rendezvous, one
+ * table per peer process, not per connection). A sleeper arms with its
+ * bell's number, and the peer writes the bell (an eventfd write) rather
+ * than ringing the socket, when it holds that bell. */
 #define SDP_DBELLS 64
 #define SDP_DBELLS_POLL 16
+/* Bell 0 is the switch watcher's (shim/switchwatch.go): a peer that asks
+ * for a switch to kernel TCP writes it (sdp_dconn_ring_watcher); no sleeper
+ * arms with it. */
+#define SDP_DBELL_WATCHER 0
 #define SDP_DBELL_POLL (SDP_DBELLS - SDP_DBELLS_POLL) /* the first poll thread's number */
 struct sdp_dbells {
 	int32_t fd[SDP_DBELLS]; /* this process's copy of the peer's bell n, or -1 */
@@ -324,6 +331,28 @@ void sdp_dconn_close_rx(struct sdp_dconn *c);
  * kernel socket from now on. sdp_dconn_switched reports it. */
 void sdp_dconn_mark_switched(struct sdp_dconn *c);
 int sdp_dconn_switched(const struct sdp_dconn *c);
+
+/* The switch watcher's bell. Each process's watcher waits for the end of
+ * its connections' TCP sockets (EPOLLRDHUP); a peer's switch request
+ * also rings its watcher bell (bell 0 of the table), after marking the
+ * area, so the watcher need not wait for the request's urgent byte
+ * (EPOLLPRI), which the kernel's wake of a socket with new bytes wakes too:
+ * every ring on the socket would wake the watcher's thread. Only while
+ * the peer does not hold that bell does the watcher wait for EPOLLPRI.
+ *
+ * sdp_dconn_watch_holds: this side holds the peer's watcher bell now;
+ * marks it, then looks: 1 when the peer's watcher asked to be rung once
+ * it does (ring it). sdp_dconn_watch_urgent: whether this side's
+ * watcher must wait for the urgent byte: 0 when the peer holds its bell;
+ * else it asks to be rung, then looks again (Dekker with watch_holds). */
+int sdp_dconn_watch_holds(struct sdp_dconn *c);
+int sdp_dconn_watch_urgent(struct sdp_dconn *c);
+/* Writes the peer's watcher bell; 0 when this process does not hold it. */
+int sdp_dconn_ring_watcher(struct sdp_dconn *c);
+/* Marks this side's switch request (before its REQ goes out), and whether
+ * the peer marked one. */
+void sdp_dconn_request_switch(struct sdp_dconn *c);
+int sdp_dconn_switch_requested(const struct sdp_dconn *c);
 /* The receiver's buffer limit (SO_RCVBUF): the peer keeps at most bytes
  * unread here (0: the whole area). Wakes the peer's sleeping senders. */
 void sdp_dconn_set_window(struct sdp_dconn *c, uint32_t bytes);

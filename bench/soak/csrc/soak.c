@@ -651,13 +651,26 @@ static void *watchdog(void *arg)
 	return arg;
 }
 
-/* untilstdin reports and exits when the standard input ends. */
+/* untilstdin reports and exits when the standard input ends, once the
+ * connections it served have ended: a client counts a duplex connection
+ * completed when it read the server's end, while the last bytes it wrote
+ * may still be on their way to the server's reader (a hung one ends
+ * within STALL, by the watchdog; the wait is bounded by twice that). */
 static void *untilstdin(void *arg)
 {
 	(void)arg;
 	char b[64];
 	while (read(0, b, sizeof b) > 0 || errno == EINTR)
 		;
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	int64_t ns = until.tv_nsec + 2 * stall_ns + 1000000000LL;
+	until.tv_sec += ns / 1000000000LL;
+	until.tv_nsec = ns % 1000000000LL;
+	pthread_mutex_lock(&mu);
+	while (watched.next != &watched && pthread_cond_timedwait(&ended, &mu, &until) == 0)
+		;
+	pthread_mutex_unlock(&mu);
 	report();
 	exit(0);
 }

@@ -133,6 +133,20 @@ static void semantics(void)
 	CHECK(sdp_dconn_recv(&b, buf, sizeof buf, 0, &sl) == (long)(3 * room), "drain");
 	CHECK(((struct sdp_darea *)m)->dir[0].space_word == w, "a wake word written while nobody sleeps");
 
+	/* The switch watcher's bell: a watcher that looks before the peer
+	 * holds its bell waits for the urgent byte and asks to be rung; the
+	 * peer that marks its hold afterwards learns it must ring (Dekker
+	 * both ways); once held, a watcher needs no urgent byte. A switch
+	 * request is seen by the other side only. */
+	CHECK(sdp_dconn_watch_urgent(&b) == 1, "urgent before the hold");
+	CHECK(sdp_dconn_watch_holds(&a) == 1, "the hold after a wish: ring");
+	CHECK(sdp_dconn_watch_urgent(&b) == 0, "urgent after the hold");
+	CHECK(sdp_dconn_watch_holds(&b) == 0 && sdp_dconn_watch_urgent(&a) == 0, "a hold before the look");
+	CHECK(sdp_dconn_ring_watcher(&a) == 0, "rang a bell it does not hold");
+	CHECK(!sdp_dconn_switch_requested(&a) && !sdp_dconn_switch_requested(&b), "a request before any");
+	sdp_dconn_request_switch(&a);
+	CHECK(sdp_dconn_switch_requested(&b) && !sdp_dconn_switch_requested(&a), "the request seen by the peer only");
+
 	/* Event arming: the publish after an arm rings once (a zero byte on
 	 * the sender's socket, which the receiver's reads: a socketpair
 	 * stands for the TCP connection beside the area). */

@@ -99,6 +99,9 @@ type pollBellHost interface {
 	// poll and select that are bells, by slot (bell direct.FirstPollBell
 	// + i; -1: not made yet). They stay open for the life of the process.
 	PollBells() []int
+	// PollBell returns the calling thread's bell in poll and select (its
+	// slot's), or 0: it has none.
+	PollBell() int
 }
 
 // keepFD keeps a duplicate of a received fd, protected and high.

@@ -219,6 +219,11 @@ func (set *epollSet) ctl(op, fd int, s *Socket, events uint32, data uint64) int6
 	set.mu.Lock()
 	defer set.mu.Unlock()
 	defer set.syncSelfLocked()
+	if op == unix.EPOLL_CTL_ADD {
+		// The set's bell exists before the socket's rendezvous (a
+		// listener's accepts, a connect): peers learn bells only there.
+		set.kickLocked()
+	}
 	e := set.entries[fd]
 	if op != unix.EPOLL_CTL_DEL && events&epollExclusive != 0 {
 		if op == unix.EPOLL_CTL_MOD || events&^epollExclusiveOK != 0 {

@@ -225,6 +225,10 @@ func (p *Process) Poll(fds, wait []unix.PollFd) (ready, nwait int) {
 		// A direct socket's rings are read (the kernel's poll reports
 		// them until then), then it is armed: the peer rings it once.
 		var attend, watch []*Socket
+		bell := 0 // the thread's (bells.go)
+		if h, ok := p.host.(pollBellHost); ok {
+			bell = h.PollBell()
+		}
 		for k := range managed {
 			e := &managed[k]
 			e.connecting = false
@@ -241,7 +245,7 @@ func (p *Process) Poll(fds, wait []unix.PollFd) (ready, nwait int) {
 				if ds.conn.Drain(fd) {
 					e.s.switchRequested()
 				}
-				e.s.armDirect(ds, fd, fds[e.i].Events, 0)
+				e.s.armDirect(ds, fd, fds[e.i].Events, bell)
 			}
 		}
 		p.tids.begin(tid, attend, watch)

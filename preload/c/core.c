@@ -100,6 +100,7 @@ static struct sdpshim_host sdp_host = {
 	.fork_ready = sdp_core_prepare_fork,
 	.poll_kick = sdp_pollkick_all,
 	.poll_bells = sdp_pollkick_bells,
+	.poll_bell = sdp_pollkick_bell,
 };
 
 /* ---- where we are, where the core is ------------------------------------------ */

@@ -231,6 +231,9 @@ struct sdpshim_host {
 	 * many it wrote. They stay open for the life of the process: the
 	 * core gives copies to peer processes in the rendezvous. */
 	int (*poll_bells)(int *fds, int max);
+	/* The calling thread's bell number in poll and select (taking its
+	 * slot if it has none), or 0: it has none. */
+	uint32_t (*poll_bell)(void);
 };
 
 /* A snapshot of an emulated epoll set whose socket entries are all

@@ -56,6 +56,12 @@ static int host_poll_bells(struct sdpshim_host *h, int *fds, int max)
 		return 0;
 	return h->poll_bells(fds, max);
 }
+static uint32_t host_poll_bell(struct sdpshim_host *h)
+{
+	if (h->size < offsetof(struct sdpshim_host, poll_bell) + sizeof h->poll_bell || h->poll_bell == NULL)
+		return 0;
+	return h->poll_bell();
+}
 static int host_child_cores(struct sdpshim_host *h)
 {
 	if (h->size < offsetof(struct sdpshim_host, child_cores) + sizeof h->child_cores || h->child_cores == NULL)
@@ -180,6 +186,10 @@ func (c cHost) PollBells() []int {
 	}
 	return out
 }
+
+// PollBell returns the calling thread's bell in poll and select, or 0
+// (shim's pollBellHost).
+func (c cHost) PollBell() int { return int(C.host_poll_bell(c.h)) }
 
 // ForkReady makes what the process's first fork would make (the core
 // copy for its children), now (shim's forkReadyHost).

@@ -217,6 +217,10 @@ func (p *Process) Poll(fds, wait []unix.PollFd) (ready, nwait int) {
 	if p.pollWaiter().Wait(check, kernelBell{}, zeroTime) != errKernelSleep {
 		return ready, 0
 	}
+	bell := 0 // the thread's, which direct sockets arm with (bells.go)
+	if h, ok := p.host.(pollBellHost); ok {
+		bell = h.PollBell()
+	}
 	for {
 		// Attend the accelerated sockets, and the connecting ones, which
 		// their offer's end and their settling (which another thread may
@@ -225,10 +229,6 @@ func (p *Process) Poll(fds, wait []unix.PollFd) (ready, nwait int) {
 		// A direct socket's rings are read (the kernel's poll reports
 		// them until then), then it is armed: the peer rings it once.
 		var attend, watch []*Socket
-		bell := 0 // the thread's (bells.go)
-		if h, ok := p.host.(pollBellHost); ok {
-			bell = h.PollBell()
-		}
 		for k := range managed {
 			e := &managed[k]
 			e.connecting = false

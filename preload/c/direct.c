@@ -107,16 +107,24 @@ static void futex_wake(uint32_t *w, int n) { syscall(SYS_futex, w, FUTEX_WAKE, n
  * the old fd (announce, then look; Dekker with set_ring's store, then
  * look). A full socket buffer (EAGAIN) cannot happen while the peer
  * drains (sdp_dconn_drain_due); a closed connection has no sleeper. */
+/* Writes bell n of the peer's that this process holds (an eventfd); 0
+ * when it holds none by that number. */
+static int write_bell(struct sdp_dconn *c, uint32_t n)
+{
+	struct sdp_dbells *b = __atomic_load_n(&c->bells, __ATOMIC_ACQUIRE);
+	int efd = b != NULL && n < SDP_DBELLS ? __atomic_load_n(&b->fd[n], __ATOMIC_ACQUIRE) : -1;
+	if (efd < 0)
+		return 0;
+	uint64_t one = 1;
+	(void)syscall(SYS_write, efd, &one, sizeof one); /* EAGAIN at the counter's limit: readable already */
+	return 1;
+}
+
 static void ring_peer(struct sdp_dconn *c, uint32_t armed)
 {
 	__atomic_fetch_add(&c->ringers, 1, __ATOMIC_SEQ_CST);
-	uint32_t bell = armed - 1; /* the peer wrote it: checked */
-	struct sdp_dbells *b = __atomic_load_n(&c->bells, __ATOMIC_ACQUIRE);
-	int efd = b != NULL && bell > 0 && bell < SDP_DBELLS ? __atomic_load_n(&b->fd[bell], __ATOMIC_ACQUIRE) : -1;
-	if (efd >= 0) {
-		uint64_t one = 1;
-		(void)syscall(SYS_write, efd, &one, sizeof one); /* EAGAIN at the counter's limit: readable already */
-	} else {
+	uint32_t bell = armed - 1; /* the peer wrote it: checked by write_bell */
+	if (bell == SDP_DBELL_WATCHER || !write_bell(c, bell)) {
 		int fd = __atomic_load_n(&c->ring_fd, __ATOMIC_SEQ_CST);
 		if (fd >= 0) {
 			static const char zero;
@@ -315,17 +323,25 @@ static long violation(struct sdp_dconn *c)
 /* ---- wakes: publish, then look, then wake (one system call per sleeper
  * kind that announced itself; nothing when nobody sleeps) ---------------- */
 
-/* Arms one word with bell (1 + its number; 1: the socket ring, which
- * every sleeper on the socket hears, also when two armed with different
- * bells); a word that was not armed may bring one ring, which arms counts
- * (sdp_dconn_drain_due). */
-static void arm_word(struct sdp_dconn *c, uint32_t *armed, uint32_t bell)
+/* Merges bell into a word of bells (1 + its number; 1: the socket ring,
+ * which every sleeper on the socket hears, also when two asked with
+ * different bells) and returns what the word held. A sequentially
+ * consistent read-modify-write: what the caller loads next is ordered
+ * after it. */
+static uint32_t merge_bell(uint32_t *w, uint32_t bell)
 {
-	uint32_t want = bell < SDP_DBELLS ? 1 + bell : 1, old = __atomic_load_n(armed, __ATOMIC_SEQ_CST), v;
+	uint32_t want = bell < SDP_DBELLS ? 1 + bell : 1, old = __atomic_load_n(w, __ATOMIC_SEQ_CST), v;
 	do
 		v = old == 0 || old == want ? want : 1;
-	while (!__atomic_compare_exchange_n(armed, &old, v, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
-	if (old == 0)
+	while (!__atomic_compare_exchange_n(w, &old, v, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+	return old;
+}
+
+/* Arms one word with bell (merge_bell); a word that was not armed may
+ * bring one ring, which arms counts (sdp_dconn_drain_due). */
+static void arm_word(struct sdp_dconn *c, uint32_t *armed, uint32_t bell)
+{
+	if (merge_bell(armed, bell) == 0)
 		__atomic_store_n(&c->arms, LOADR(&c->arms) + 1, __ATOMIC_RELAXED);
 }
 
@@ -1074,11 +1090,7 @@ uint64_t sdp_dconn_nospace(const struct sdp_dconn *c) { return __atomic_load_n(&
 
 uint64_t sdp_dconn_want_nospace(struct sdp_dconn *c, uint32_t bell)
 {
-	uint32_t want = bell < SDP_DBELLS ? 1 + bell : 1, old = __atomic_load_n(&c->nospace_arm, __ATOMIC_RELAXED);
-	if (old != want && old != 1)
-		__atomic_store_n(&c->nospace_arm, old == 0 ? want : 1, __ATOMIC_SEQ_CST);
-	else
-		FENCE();
+	merge_bell(&c->nospace_arm, bell); /* two sets' threads at once: both bells, merged */
 	return __atomic_load_n(&c->nospace, __ATOMIC_SEQ_CST);
 }
 
@@ -1102,16 +1114,7 @@ int sdp_dconn_watch_urgent(struct sdp_dconn *c)
 	return LOAD(&c->a->dir[1 - c->side].watch_holds) != 1;
 }
 
-int sdp_dconn_ring_watcher(struct sdp_dconn *c)
-{
-	struct sdp_dbells *b = __atomic_load_n(&c->bells, __ATOMIC_ACQUIRE);
-	int efd = b != NULL ? __atomic_load_n(&b->fd[SDP_DBELL_WATCHER], __ATOMIC_ACQUIRE) : -1;
-	if (efd < 0)
-		return 0;
-	uint64_t one = 1;
-	(void)syscall(SYS_write, efd, &one, sizeof one); /* EAGAIN at the counter's limit: readable already */
-	return 1;
-}
+int sdp_dconn_ring_watcher(struct sdp_dconn *c) { return write_bell(c, SDP_DBELL_WATCHER); }
 
 void sdp_dconn_request_switch(struct sdp_dconn *c) { STORE(&c->a->dir[c->side].switch_req, 1); }
 

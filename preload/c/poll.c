@@ -169,9 +169,10 @@ static int sdp_direct_round(struct pollfd *fds, struct sdp_dconn **h, nfds_t n, 
 	}
 	if (ready > 0)
 		return ready;
+	uint32_t bell = sdp_pollkick_bell();
 	for (nfds_t i = 0; i < n; i++)
 		if (h[i] != NULL)
-			sdp_dconn_arm(h[i], sdp_direct_arm_events(fds[i].events), sdp_pollkick_bell());
+			sdp_dconn_arm(h[i], sdp_direct_arm_events(fds[i].events), bell);
 	if ((ready = sdp_direct_scan(fds, h, n)) > 0)
 		return ready;
 	for (nfds_t i = 0; i < n && *nwait < cap; i++)

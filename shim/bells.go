@@ -22,12 +22,22 @@ import (
 // rings the socket (a byte on the TCP connection, which the set watches
 // too). A process keeps one fd per bell of each peer process it has
 // connections to, not one per connection.
+//
+// A set made after a rendezvous would have a bell that peer has not got
+// (a postgres backend claims its connection in its first epoll_ctl, before
+// the set it adds it to exists; a client makes its set after connecting),
+// and its sleepers would be rung on the socket: a TCP send per wake. So a
+// rendezvous of a process without a set first makes a spare bell, which
+// goes with the others, and the next set takes it as its own. (A process
+// with a set has its bell already, and a peer process holds each bell it
+// is given for good: a spare there would cost each peer a fd for nothing.)
 
 // ownBells numbers this process's bells.
 type ownBells struct {
-	mu   sync.Mutex
-	fds  [direct.MaxBells]int // by number: the set's kick eventfd, or 0 (none: never given, or retired)
-	next int                  // the next number to give (numbers are not reused)
+	mu    sync.Mutex
+	fds   [direct.MaxBells]int // by number: the set's kick eventfd, or 0 (none: never given, or retired)
+	next  int                  // the next number to give (numbers are not reused)
+	spare int                  // a bell no set took yet (given ahead), or 0
 }
 
 // setWatcher makes fd (the switch watcher's eventfd) bell 0.
@@ -52,6 +62,42 @@ func (b *ownBells) add(fd int) int {
 	b.next++
 	b.fds[n] = fd + 1
 	return n
+}
+
+// takeSpare returns the spare bell (its eventfd and number) for a new
+// set, or -1, 0: none.
+func (b *ownBells) takeSpare() (int, int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := b.spare
+	if n == 0 {
+		return -1, 0
+	}
+	b.spare = 0
+	return b.fds[n] - 1, n
+}
+
+// needsSpare reports whether a spare bell would get a number.
+func (b *ownBells) needsSpare() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.spare == 0 && b.next < direct.FirstPollBell
+}
+
+// addSpare numbers fd as the spare bell; false when there is one already
+// or numbers ran out (the caller closes fd).
+func (b *ownBells) addSpare(fd int) bool {
+	if !b.needsSpare() {
+		return false
+	}
+	n := b.add(fd)
+	if n == 0 {
+		return false
+	}
+	b.mu.Lock()
+	b.spare = n
+	b.mu.Unlock()
+	return true
 }
 
 // moved notes that bell n's eventfd is at fd now.
@@ -176,6 +222,7 @@ func (p *Process) bellsToGive(pb *peerBells, max int) ([]int, uint64) {
 		return nil, 0
 	}
 	p.swatch.epoll(p) // its bell goes first
+	p.makeSpareBell()
 	var poll []int
 	if h, ok := p.host.(pollBellHost); ok {
 		poll = h.PollBells()
@@ -183,6 +230,24 @@ func (p *Process) bellsToGive(pb *peerBells, max int) ([]int, uint64) {
 	p.bellMu.Lock()
 	defer p.bellMu.Unlock()
 	return p.bells.unsent(pb.sent, max, poll)
+}
+
+// makeSpareBell makes the spare bell if there is none and the process
+// has no epoll set.
+func (p *Process) makeSpareBell() {
+	p.mu.Lock()
+	sets := len(p.epolls)
+	p.mu.Unlock()
+	if sets > 0 || !p.bells.needsSpare() {
+		return
+	}
+	fd, err := p.newDirectEventFD()
+	if err != nil {
+		return
+	}
+	if !p.bells.addSpare(fd) {
+		p.closeFD(fd) // another rendezvous made one meanwhile
+	}
 }
 
 // gaveBells notes the bells of mask as given to pb's peer.

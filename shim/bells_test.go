@@ -38,3 +38,36 @@ func TestOwnBellsUnsent(t *testing.T) {
 		t.Fatalf("a set's bell past the sets' numbers: %d", n)
 	}
 }
+
+// A spare bell is numbered like a set's, given with the others, and
+// taken by the next set; one at a time, none once numbers ran out.
+func TestOwnBellsSpare(t *testing.T) {
+	var b ownBells
+	if fd, n := b.takeSpare(); fd != -1 || n != 0 {
+		t.Fatalf("no spare yet: %d %d", fd, n)
+	}
+	if !b.addSpare(101) {
+		t.Fatal("first spare refused")
+	}
+	if b.needsSpare() || b.addSpare(102) {
+		t.Fatal("a second spare while one waits")
+	}
+	if fds, mask := b.unsent(0, 16, nil); mask != 1<<1 || len(fds) != 1 || fds[0] != 101 {
+		t.Fatalf("spare not given: fds %v mask %#x", fds, mask)
+	}
+	if fd, n := b.takeSpare(); fd != 101 || n != 1 {
+		t.Fatalf("taken: fd %d bell %d, want 101 1", fd, n)
+	}
+	if fd, n := b.takeSpare(); fd != -1 || n != 0 {
+		t.Fatalf("taken twice: %d %d", fd, n)
+	}
+	if n := b.add(103); n != 2 {
+		t.Fatalf("a set's own bell after the spare: %d", n)
+	}
+	for i := 3; i < direct.FirstPollBell; i++ {
+		b.add(100 + i)
+	}
+	if b.needsSpare() || b.addSpare(999) {
+		t.Fatal("a spare past the sets' numbers")
+	}
+}

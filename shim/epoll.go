@@ -396,19 +396,28 @@ func (set *epollSet) kickLocked() {
 	if set.kickFD >= 0 {
 		return
 	}
-	fd, err := set.p.newDirectEventFD()
-	if err != nil {
-		return
+	fd, bell := set.p.bells.takeSpare() // given in the last rendezvous (bells.go)
+	if bell == 0 {
+		var err error
+		if fd, err = set.p.newDirectEventFD(); err != nil {
+			return
+		}
 	}
 	set.kickToken = newToken()
 	if set.add(fd, unix.EPOLLIN|unix.EPOLLET, set.kickToken) != nil {
+		if bell != 0 {
+			set.p.bells.retire(bell)
+		}
 		set.p.closeFD(fd)
 		return
 	}
 	set.kickMu.Lock()
 	set.kickFD = fd
 	set.kickMu.Unlock()
-	set.bell = set.p.bells.add(fd) // the set's sleepers' bell (bells.go)
+	if bell == 0 {
+		bell = set.p.bells.add(fd)
+	}
+	set.bell = bell // the set's sleepers' bell
 }
 
 // kick wakes a thread asleep on the set (it scans every entry). Any

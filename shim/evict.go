@@ -26,6 +26,9 @@ func (p *Process) Evict(fd int) int64 {
 			return 0
 		}
 	}
+	if p.moveSpareBell(fd) {
+		return 0
+	}
 	return negErrno(unix.EBUSY)
 }
 
@@ -67,6 +70,23 @@ func (set *epollSet) moveKick(old int) bool {
 	}
 	set.p.unprotect(old) // the program's dup2 closes it
 	eventfdAdd(nfd)      // a sleeper looks again
+	return true
+}
+
+// moveSpareBell moves the spare bell (bells.go) off old.
+func (p *Process) moveSpareBell(old int) bool {
+	b := &p.bells
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.spare == 0 || b.fds[b.spare]-1 != old {
+		return false
+	}
+	nfd := p.moveFD(old)
+	if nfd < 0 {
+		return false
+	}
+	b.fds[b.spare] = nfd + 1 // the peers' copies are of the same eventfd
+	p.unprotect(old)
 	return true
 }
 

@@ -26,6 +26,9 @@ type EsetEntry struct {
 	LastMask       uint32
 	LastArr        uint64
 	LastNS, NSBase uint32
+	// Token is the socket's token in the kernel's set: its peer's rings
+	// come under it (the interposer wakes a parked entry for them).
+	Token uint64
 }
 
 // epollFastHost is a Host whose interposer answers waits on published
@@ -161,7 +164,7 @@ func (set *epollSet) eligibleLocked() (ents []EsetEntry, barred bool) {
 			return nil, false
 		}
 		ents = append(ents, EsetEntry{FD: int32(e.fd), Events: e.events, Data: e.data,
-			LastMask: uint32(uint16(e.lastMask)), LastArr: e.lastArr, LastNS: e.nospace, NSBase: s.nospace.Load()})
+			LastMask: uint32(uint16(e.lastMask)), LastArr: e.lastArr, LastNS: e.nospace, NSBase: s.nospace.Load(), Token: e.token})
 	}
 	return ents, false
 }

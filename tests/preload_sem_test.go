@@ -21,10 +21,12 @@ import (
 // request, sleepers and writers racing, two sleepers in one set, nested
 // and polled sets): the shim writes a set's eventfds only while a thread
 // is armed for a kernel sleep (shim/epoll.go), so a lost wakeup shows as
-// a timeout line in its transcript.
+// a timeout line in its transcript. sem_park covers the entries an
+// interposer's wait parks (preload/c/epollfast.c): one busy connection at
+// a time among 64, level- and edge-triggered, replies that wait for room.
 func TestSemantics(t *testing.T) {
 	a := build(t)
-	for _, prog := range []string{"sem_epoll", "sem_sock", "sem_signal", "sem_wake"} {
+	for _, prog := range []string{"sem_epoll", "sem_sock", "sem_signal", "sem_wake", "sem_park"} {
 		t.Run(prog, func(t *testing.T) {
 			t.Parallel()
 			bin := semBuild(t, prog)

@@ -93,13 +93,16 @@ static struct sdpshim_eset *sdp_es_get(int epfd)
 
 static void sdp_es_put(struct sdpshim_eset *t) { __atomic_fetch_sub(&t->users, 1, __ATOMIC_SEQ_CST); }
 
+static void sdp_es_unpark(struct sdpshim_eset *t, uint32_t i);
+
 int sdp_epoll_update(int epfd, int fd, uint32_t events, uint64_t data)
 {
 	struct sdpshim_eset *t = sdp_es_get(epfd);
 	if (t == NULL)
 		return 0;
 	struct sdpshim_eset_entry *e = NULL;
-	for (uint32_t i = 0; i < t->n; i++)
+	uint32_t i;
+	for (i = 0; i < t->n; i++)
 		if (t->ent[i].fd == fd) {
 			e = &t->ent[i];
 			break;
@@ -109,6 +112,7 @@ int sdp_epoll_update(int epfd, int fd, uint32_t events, uint64_t data)
 		return 0;
 	}
 	uint32_t old = __atomic_exchange_n(&e->events, events, __ATOMIC_SEQ_CST);
+	sdp_es_unpark(t, i); /* its arm was for the old events */
 	if (events & ~old) {
 		/* Changed, then look for sleepers; a thread that scanned before
 		 * the change sees the generation move when it counts itself a
@@ -132,7 +136,7 @@ static struct sdp_dconn *sdp_es_conn(const struct sdpshim_eset_entry *e) { retur
  * core's evaluate in shim/epoll.go). Arrivals are read before the
  * readiness: bytes that come between the two are reported again next time
  * rather than lost. */
-static int sdp_es_eval(struct sdpshim_eset_entry *e, struct sdp_dconn *c)
+static int sdp_es_eval(struct sdpshim_eset_entry *e, struct sdp_dconn *c, int commit)
 {
 	uint32_t events = __atomic_load_n(&e->events, __ATOMIC_RELAXED);
 	if (!(events & EPOLLET))
@@ -144,78 +148,182 @@ static int sdp_es_eval(struct sdpshim_eset_entry *e, struct sdp_dconn *c)
 	int edge = ((uint32_t)rev & ~last) != 0 ||
 		   ((rev & POLLIN) && arr > __atomic_load_n(&e->last_arr, __ATOMIC_RELAXED)) ||
 		   ((rev & POLLOUT) && ns != __atomic_load_n(&e->last_ns, __ATOMIC_RELAXED));
-	__atomic_store_n(&e->last_mask, (uint32_t)rev, __ATOMIC_RELAXED);
-	__atomic_store_n(&e->last_arr, arr, __ATOMIC_RELAXED);
-	if (rev & POLLOUT)
-		__atomic_store_n(&e->last_ns, ns, __ATOMIC_RELAXED);
+	if (commit) {
+		__atomic_store_n(&e->last_mask, (uint32_t)rev, __ATOMIC_RELAXED);
+		__atomic_store_n(&e->last_arr, arr, __ATOMIC_RELAXED);
+		if (rev & POLLOUT)
+			__atomic_store_n(&e->last_ns, ns, __ATOMIC_RELAXED);
+	}
 	return edge ? rev : 0;
 }
 
-/* Writes the ready entries' events into ev (up to max), from the rotating
- * start; -1 when an entry is not the interposer's to answer. */
-static int sdp_es_scan(struct sdpshim_eset *t, struct epoll_event *ev, int max)
+/* ---- parking: a wait costs O(ready entries), not O(entries) ----------------
+ *
+ * An entry found not ready in SDP_ES_PARK_AFTER waits in a row, over at
+ * least SDP_ES_PARK_NS, is parked (a connection with a request in flight
+ * among many busy ones is not ready in many waits in a row too, but comes
+ * back within a round trip: it stays scanned, and its peer's publishes
+ * ring nothing while the set is busy):
+ * armed to ring its socket (which the core registered in the kernel's set
+ * under the entry's token), then left out of the scans and of the arms
+ * before a sleep. Its peer's next publish rings the socket, and the wait
+ * that gets the token from the kernel (after a sleep, or in the looks at
+ * the kernel's set while busy) unparks it. The order: mark parked, arm,
+ * look again (an edge or readiness found there unparks it at once);
+ * a publish is either seen by that look or rings after the arm (Dekker,
+ * as every arm). An unpark only ever makes an entry scanned again, which
+ * is always safe; a parked entry whose arm a ring spent has its token on
+ * its way. A fresh snapshot starts with every entry unparked: the core's
+ * own waits read the kernel's set, tokens included. */
+#define SDP_ES_PARK_AFTER 16
+#define SDP_ES_PARK_NS 2000000
+
+static int sdp_es_parked(const struct sdpshim_eset *t, uint32_t i)
+{
+	return (__atomic_load_n(&t->parked[i / 64], __ATOMIC_SEQ_CST) >> (i % 64)) & 1;
+}
+
+static void sdp_es_unpark(struct sdpshim_eset *t, uint32_t i)
+{
+	__atomic_store_n(&t->ent[i].idle, 0, __ATOMIC_RELAXED);
+	if (sdp_es_parked(t, i))
+		__atomic_fetch_and(&t->parked[i / 64], ~(1ULL << (i % 64)), __ATOMIC_SEQ_CST);
+}
+
+/* The events entry e arms for: what it asks, less room for an
+ * edge-triggered entry found writable, whose next writable edge needs a
+ * write that finds none first; that write arms the room itself
+ * (sdp_dconn_send, once sdp_dconn_want_nospace asked it to, with bell; a
+ * write that found none since the evaluation: armed here). So the peer's
+ * reads, which make room, ring no sleeper whose socket never filled. */
+static int sdp_es_want(const struct sdpshim_eset_entry *e, struct sdp_dconn *c, uint32_t bell)
+{
+	uint32_t want = __atomic_load_n(&e->events, __ATOMIC_RELAXED);
+	if ((want & EPOLLET) && (__atomic_load_n(&e->last_mask, __ATOMIC_RELAXED) & POLLOUT) &&
+	    e->ns_base + (uint32_t)sdp_dconn_want_nospace(c, bell) == __atomic_load_n(&e->last_ns, __ATOMIC_RELAXED))
+		want &= ~(uint32_t)(EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
+	return ((want & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP)) ? POLLIN : 0) |
+	       ((want & (EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND)) ? POLLOUT : 0);
+}
+
+/* Parks entry i (handle c), found not ready; -1 when a drain of its
+ * rings met a switch record. */
+static int sdp_es_park(struct sdpshim_eset *t, uint32_t i, struct sdp_dconn *c)
+{
+	struct sdpshim_eset_entry *e = &t->ent[i];
+	int want = sdp_es_want(e, c, 0);
+	if (want == 0)
+		return 0; /* only its errors and hang-ups: stays scanned */
+	if (sdp_dconn_drain_due(c) && sdp_dconn_drain(c, e->fd) != 0)
+		return -1;
+	__atomic_fetch_or(&t->parked[i / 64], 1ULL << (i % 64), __ATOMIC_SEQ_CST);
+	sdp_dconn_arm(c, want, 0); /* bell 0: a ring on the socket */
+	if (sdp_es_eval(e, c, 0) != 0)
+		sdp_es_unpark(t, i);
+	return 0;
+}
+
+/* Runs body with i the index of each unparked entry, in increasing order
+ * from start, then from 0 up to start: a word of the bitmap per 64
+ * entries, so a scan costs O(unparked) plus n / 64. */
+#define SDP_ES_EACH_ACTIVE(t, start, i, body)                                                                   \
+	do {                                                                                                     \
+		uint32_t n_ = (t)->n, s_ = (start);                                                              \
+		for (int pass_ = 0; pass_ < 2; pass_++) {                                                        \
+			uint32_t lo_ = pass_ == 0 ? s_ : 0, hi_ = pass_ == 0 ? n_ : s_;                          \
+			for (uint32_t w_ = lo_ / 64; lo_ < hi_ && w_ <= (hi_ - 1) / 64; w_++) {                  \
+				uint64_t bits_ = ~__atomic_load_n(&(t)->parked[w_], __ATOMIC_SEQ_CST);           \
+				if (w_ == lo_ / 64)                                                             \
+					bits_ &= ~0ULL << (lo_ % 64);                                           \
+				if (w_ == (hi_ - 1) / 64 && hi_ % 64 != 0)                                      \
+					bits_ &= ~(~0ULL << (hi_ % 64));                                        \
+				while (bits_ != 0) {                                                            \
+					uint32_t i = w_ * 64 + (uint32_t)__builtin_ctzll(bits_);                 \
+					bits_ &= bits_ - 1;                                                     \
+					body                                                                    \
+				}                                                                               \
+			}                                                                                       \
+		}                                                                                               \
+	} while (0)
+
+/* Writes the ready unparked entries' events into ev (up to max), from the
+ * rotating start; -1 when an entry is not the interposer's to answer.
+ * count: this scan is a wait's first look, or its look after a sleep
+ * (not a poll of its budget): entries found not ready count it, and park
+ * after SDP_ES_PARK_AFTER in a row. */
+static int sdp_es_scan(struct sdpshim_eset *t, struct epoll_event *ev, int max, int count)
 {
 	uint32_t n = t->n, start = n ? __atomic_load_n(&t->rot, __ATOMIC_RELAXED) % n : 0;
-	int got = 0;
-	for (uint32_t i = 0; i < n && got < max; i++) {
-		uint32_t j = start + i < n ? start + i : start + i - n;
+	int got = 0, bad = 0;
+	int64_t now = count ? sdp_now_ns() : 0;
+	SDP_ES_EACH_ACTIVE(t, start, j, {
+		if (got >= max || bad)
+			goto out;
 		struct sdpshim_eset_entry *e = &t->ent[j];
 		struct sdp_dconn *c = sdp_es_conn(e);
-		if (c == NULL)
-			return -1;
-		int rev = sdp_es_eval(e, c);
-		sdp_direct_put(c);
-		if (rev == 0)
+		if (c == NULL) {
+			bad = 1;
+			goto out;
+		}
+		int rev = sdp_es_eval(e, c, 1);
+		if (rev == 0) {
+			uint32_t idle = count ? __atomic_add_fetch(&e->idle, 1, __ATOMIC_RELAXED) : 0;
+			if (idle == 1)
+				__atomic_store_n(&e->idle_since, now, __ATOMIC_RELAXED);
+			else if (idle >= SDP_ES_PARK_AFTER &&
+				 now - __atomic_load_n(&e->idle_since, __ATOMIC_RELAXED) >= SDP_ES_PARK_NS &&
+				 sdp_es_park(t, j, c) != 0)
+				bad = 1;
+			sdp_direct_put(c);
 			continue;
+		}
+		sdp_direct_put(c);
+		__atomic_store_n(&e->idle, 0, __ATOMIC_RELAXED);
 		ev[got].events = (uint32_t)(uint16_t)rev;
 		ev[got].data.u64 = e->data;
 		if (++got == max)
 			__atomic_store_n(&t->rot, (j + 1) % n, __ATOMIC_RELAXED);
-	}
-	return got;
+	});
+out:
+	return bad ? -1 : got;
 }
 
-/* Arms every entry (the peer rings its socket once, which the core
- * registered edge-triggered under the entry's token: the rings are read
- * only every so many arms, sdp_dconn_drain_due); -1 as sdp_es_scan, or
- * when a drain met a switch record.
- * An edge-triggered entry found writable is not armed for room: its next
- * writable edge needs a write that finds none first, and that write arms
- * the room itself (sdp_dconn_send, once sdp_dconn_want_nospace asked it
- * to; a write that found none since the evaluation: armed here). So the
- * peer's reads, which make room, ring no sleeper whose socket never
- * filled. */
+/* Arms every unparked entry with the set's bell (parked ones are armed
+ * already: their sockets ring; a socket rings once per arm, and the core
+ * registered it edge-triggered under the entry's token: the rings are
+ * read only every so many arms, sdp_dconn_drain_due); -1 as sdp_es_scan,
+ * or when a drain met a switch record. */
 static int sdp_es_arm(struct sdpshim_eset *t)
 {
-	for (uint32_t i = 0; i < t->n; i++) {
+	int bad = 0;
+	SDP_ES_EACH_ACTIVE(t, 0, i, {
 		const struct sdpshim_eset_entry *e = &t->ent[i];
 		struct sdp_dconn *c = sdp_es_conn(e);
 		if (c == NULL)
 			return -1;
-		if (sdp_dconn_drain_due(c) && sdp_dconn_drain(c, e->fd) != 0) {
-			sdp_direct_put(c);
-			return -1;
-		}
-		uint32_t want = __atomic_load_n(&e->events, __ATOMIC_RELAXED);
-		if ((want & EPOLLET) && (__atomic_load_n(&e->last_mask, __ATOMIC_RELAXED) & POLLOUT) &&
-		    e->ns_base + (uint32_t)sdp_dconn_want_nospace(c, t->bell) == __atomic_load_n(&e->last_ns, __ATOMIC_RELAXED))
-			want &= ~(uint32_t)(EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND);
-		sdp_dconn_arm(c,
-			      ((want & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP)) ? POLLIN : 0) |
-				      ((want & (EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND)) ? POLLOUT : 0),
-			      t->bell);
+		if (sdp_dconn_drain_due(c) && sdp_dconn_drain(c, e->fd) != 0)
+			bad = 1;
+		else
+			sdp_dconn_arm(c, sdp_es_want(e, c, t->bell), t->bell);
 		sdp_direct_put(c);
-	}
+		if (bad)
+			return -1;
+	});
 	return 0;
 }
 
-static int sdp_es_token(const struct sdpshim_eset *t, uint64_t v)
+/* Whether v is one of the core's tokens; one of an entry's unparks it. */
+static int sdp_es_token(struct sdpshim_eset *t, uint64_t v)
 {
 	uint32_t lo = 0, hi = t->ntok;
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
-		if (t->tok[mid] == v)
+		if (t->tok[mid] == v) {
+			uint32_t k = t->tokent[mid];
+			if (k != 0 && k <= t->n)
+				sdp_es_unpark(t, k - 1);
 			return 1;
+		}
 		if (t->tok[mid] < v)
 			lo = mid + 1;
 		else
@@ -224,9 +332,9 @@ static int sdp_es_token(const struct sdpshim_eset *t, uint64_t v)
 	return 0;
 }
 
-/* Drops the tokens' events from the kernel's ev[:k]; returns how many are
- * left (at the front). */
-static int sdp_es_filter(const struct sdpshim_eset *t, struct epoll_event *ev, int k)
+/* Drops the tokens' events from the kernel's ev[:k], unparking their
+ * entries; returns how many are left (at the front). */
+static int sdp_es_filter(struct sdpshim_eset *t, struct epoll_event *ev, int k)
 {
 	int n = 0;
 	for (int i = 0; i < k; i++)
@@ -236,7 +344,7 @@ static int sdp_es_filter(const struct sdpshim_eset *t, struct epoll_event *ev, i
 }
 
 /* The program's kernel fds ready now, after ev[:n] (sockets ready). */
-static int sdp_es_kernel_now(int epfd, const struct sdpshim_eset *t, struct epoll_event *ev, int n, int max)
+static int sdp_es_kernel_now(int epfd, struct sdpshim_eset *t, struct epoll_event *ev, int n, int max)
 {
 	if (n >= max)
 		return n;
@@ -250,7 +358,7 @@ int sdp_epoll_fast_look(int epfd, struct epoll_event *ev, int max, int spin, uin
 	if (t == NULL)
 		return SDPSHIM_PASS;
 	*gen = __atomic_load_n(&t->gen, __ATOMIC_SEQ_CST);
-	int n = sdp_es_scan(t, ev, max);
+	int n = sdp_es_scan(t, ev, max, 1);
 	if (n == 0 && spin && t->n > 0) {
 		struct sdp_dconn *lead = sdp_es_conn(&t->ent[0]);
 		if (lead == NULL) {
@@ -262,14 +370,14 @@ int sdp_epoll_fast_look(int epfd, struct epoll_event *ev, int max, int spin, uin
 				if ((k & 63) == 0)
 					n = sdp_es_kernel_now(epfd, t, ev, 0, max);
 				if (n == 0)
-					n = sdp_es_scan(t, ev, max);
+					n = sdp_es_scan(t, ev, max, 0);
 			}
 			sdp_dconn_polled(lead, n > 0 ? k - 1 : 0);
 			sdp_direct_put(lead);
 		}
 	}
 	if (n == 0 && (n = sdp_es_arm(t)) == 0)
-		n = sdp_es_scan(t, ev, max);
+		n = sdp_es_scan(t, ev, max, 0);
 	if (n > 0)
 		n = sdp_es_kernel_now(epfd, t, ev, n, max);
 	sdp_es_put(t);
@@ -285,7 +393,7 @@ int sdp_epoll_fast_after(int epfd, struct epoll_event *ev, int max, int k, int *
 	*gen = __atomic_load_n(&t->gen, __ATOMIC_SEQ_CST);
 	int n = sdp_es_filter(t, ev, k), woke = n < k;
 	if (n < max) {
-		int s = sdp_es_scan(t, ev + n, max - n);
+		int s = sdp_es_scan(t, ev + n, max - n, 1);
 		if (s < 0) {
 			sdp_es_put(t);
 			*left = 0; /* only the tokens' events were dropped */
@@ -294,7 +402,7 @@ int sdp_epoll_fast_after(int epfd, struct epoll_event *ev, int max, int k, int *
 		n += s;
 	}
 	if (n == 0 && sdp_es_arm(t) == 0) /* woken for nothing: arms again */
-		n = sdp_es_scan(t, ev, max);
+		n = sdp_es_scan(t, ev, max, 0);
 	if (woke && t->n > 0) {
 		struct sdp_dconn *lead = sdp_es_conn(&t->ent[0]);
 		if (lead != NULL) {

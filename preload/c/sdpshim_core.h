@@ -259,6 +259,11 @@ struct sdpshim_eset_entry {
 	uint64_t last_arr;  /* bytes arrived at the last evaluation */
 	uint32_t last_ns;   /* writes that found no room, at the last writable evaluation */
 	uint32_t ns_base;   /* such writes the core counted before the socket was direct */
+	uint64_t token;      /* the core's token for the socket in the kernel's set */
+	int64_t idle_since; /* the interposer's: when the waits that found it not
+			     * ready began (sdp_now_ns), */
+	uint32_t idle;      /* and how many in a row they are */
+	uint32_t pad1;
 };
 
 struct sdpshim_eset {
@@ -277,6 +282,10 @@ struct sdpshim_eset {
 			    * (direct.h; 0: none): the entries arm with it */
 	struct sdpshim_eset_entry *ent;
 	uint64_t *tok;
+	uint32_t *tokent;  /* per token: 1 + the index of its entry, or 0 */
+	uint64_t *parked;  /* the interposer's: a bit per entry, (n + 63) / 64
+			    * words, zero from the core: 1 while the entry is
+			    * parked (epollfast.c) */
 };
 
 /*

@@ -118,7 +118,8 @@ func (c cHost) EpollPublish(epfd int, ents []shim.EsetEntry, toks []uint64, kick
 	if len(ents) > 0 {
 		head := C.size_t(unsafe.Sizeof(C.struct_sdpshim_eset{}))
 		esz := C.size_t(unsafe.Sizeof(C.struct_sdpshim_eset_entry{}))
-		mem := C.calloc(1, head+esz*C.size_t(len(ents))+8*C.size_t(len(toks)))
+		words := (len(ents) + 63) / 64
+		mem := C.calloc(1, head+esz*C.size_t(len(ents))+8*C.size_t(len(toks))+8*C.size_t(words)+4*C.size_t(len(toks)))
 		if mem == nil {
 			ents = nil
 		} else {
@@ -131,12 +132,20 @@ func (c cHost) EpollPublish(epfd int, ents []shim.EsetEntry, toks []uint64, kick
 				dst[i].events, dst[i].data = C.uint32_t(e.Events), C.uint64_t(e.Data)
 				dst[i].last_mask, dst[i].last_arr = C.uint32_t(e.LastMask), C.uint64_t(e.LastArr)
 				dst[i].last_ns, dst[i].ns_base = C.uint32_t(e.LastNS), C.uint32_t(e.NSBase)
+				dst[i].token = C.uint64_t(e.Token)
 			}
+			at := head + esz*C.size_t(len(ents))
+			t.parked = (*C.uint64_t)(unsafe.Add(mem, at+8*C.size_t(len(toks))))
 			if len(toks) > 0 {
-				t.tok = (*C.uint64_t)(unsafe.Add(mem, head+esz*C.size_t(len(ents))))
-				tk := unsafe.Slice(t.tok, len(toks))
+				t.tok = (*C.uint64_t)(unsafe.Add(mem, at))
+				t.tokent = (*C.uint32_t)(unsafe.Add(mem, at+8*C.size_t(len(toks))+8*C.size_t(words)))
+				byToken := make(map[uint64]int, len(ents))
+				for i, e := range ents {
+					byToken[e.Token] = i + 1
+				}
+				tk, te := unsafe.Slice(t.tok, len(toks)), unsafe.Slice(t.tokent, len(toks))
 				for i, v := range toks {
-					tk[i] = C.uint64_t(v)
+					tk[i], te[i] = C.uint64_t(v), C.uint32_t(byToken[v])
 				}
 			}
 		}

@@ -8,11 +8,12 @@
  *               message, until every connection it accepted has closed
  *       forkepoll  the epoll loop run by a fork child of the listening
  *               process (a pre-fork server), which waits for it
- *   costpair client PORT pp|stream|epoll|forkepoll N [CONNS]
+ *   costpair client PORT pp|stream|epoll|forkepoll N [CONNS [IDLE]]
  *       pp      N ping-pong round trips of 64 bytes
  *       stream  N writes of 64 KiB
  *       epoll   CONNS connections, each with one 64-byte request in
- *               flight, N requests in all
+ *               flight, N requests in all, beside IDLE connections
+ *               opened first that carry nothing
  *
  * The server's process is what the cost table counts (under perf stat);
  * the client prints {"msgs":N} when every reply was checked. */
@@ -125,7 +126,7 @@ static int dial(int port)
 	return nodelay(s);
 }
 
-static int client(int port, const char *mode, long n, int conns)
+static int client(int port, const char *mode, long n, int conns, int idle)
 {
 	static char b[BULK], got[BULK];
 	for (int i = 0; i < BULK; i++)
@@ -142,6 +143,9 @@ static int client(int port, const char *mode, long n, int conns)
 	} else {
 		if (strcmp(mode, "pp") == 0)
 			conns = 1; /* the others: one request in flight per connection */
+		int *quiet = calloc((size_t)idle + 1, sizeof *quiet);
+		for (int k = 0; k < idle; k++)
+			quiet[k] = dial(port);
 		int *fd = calloc((size_t)conns, sizeof *fd);
 		for (int k = 0; k < conns; k++)
 			fd[k] = dial(port);
@@ -170,6 +174,8 @@ static int client(int port, const char *mode, long n, int conns)
 		}
 		for (int k = 0; k < conns; k++)
 			close(fd[k]);
+		for (int k = 0; k < idle; k++)
+			close(quiet[k]);
 	}
 	printf("{\"msgs\":%ld}\n", n);
 	return 0;
@@ -180,7 +186,7 @@ int main(int argc, char **argv)
 	if (argc >= 4 && strcmp(argv[1], "server") == 0)
 		return server(atoi(argv[2]), argv[3]);
 	if (argc >= 5 && strcmp(argv[1], "client") == 0)
-		return client(atoi(argv[2]), argv[3], atol(argv[4]), argc > 5 ? atoi(argv[5]) : 1);
-	fprintf(stderr, "usage: costpair server PORT pp|stream|epoll|forkepoll | client PORT MODE N [CONNS]\n");
+		return client(atoi(argv[2]), argv[3], atol(argv[4]), argc > 5 ? atoi(argv[5]) : 1, argc > 6 ? atoi(argv[6]) : 0);
+	fprintf(stderr, "usage: costpair server PORT pp|stream|epoll|forkepoll | client PORT MODE N [CONNS [IDLE]]\n");
 	return 2;
 }

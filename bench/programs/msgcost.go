@@ -23,6 +23,7 @@ type costShape struct {
 	mode       string   // costpair's mode
 	msgs       [2]int   // messages: full run, quick run
 	conns      int      // connections (epoll)
+	idle       int      // connections beside them that carry nothing (epoll)
 	env        []string // extra environment under the shim
 }
 
@@ -31,6 +32,11 @@ var costShapes = []costShape{
 	{key: "ppev", label: "ping-pong 64 B, SDPSHIM_POLL=event", mode: "pp", msgs: [2]int{20000, 2000}, env: []string{"SDPSHIM_POLL=event"}},
 	{key: "stream", label: "stream of 64 KiB writes", mode: "stream", msgs: [2]int{20000, 2000}},
 	{key: "epoll", label: "epoll server, 64 connections, 64 B requests", mode: "epoll", msgs: [2]int{64000, 6400}, conns: 64},
+	// Most connections of a server are idle at any moment (keep-alive
+	// clients, pools): a wait should cost what its ready sockets cost.
+	// Many messages: the 1000 connections' setup, which the difference
+	// of two runs cancels, varies by tens of ms.
+	{key: "epollidle", label: "epoll server, 4 busy connections beside 1000 idle", mode: "epoll", msgs: [2]int{1000000, 100000}, conns: 4, idle: 1000},
 	// One connection: every epoll_wait sleeps (postgres's backends, a
 	// quiet event loop), and the same in a fork child, which runs a core
 	// of its own (pre-fork servers: nginx's workers, postgres).
@@ -118,7 +124,7 @@ func (h *harness) msgCostRun(m mode, prog string, cs costShape, n int) (map[stri
 	if err := srv.waitListen(port); err != nil {
 		return nil, err
 	}
-	res, err := runClient(environ, nil, h.limit(), prog, "client", strconv.Itoa(port), cs.mode, strconv.Itoa(n), strconv.Itoa(max(cs.conns, 1)))
+	res, err := runClient(environ, nil, h.limit(), prog, "client", strconv.Itoa(port), cs.mode, strconv.Itoa(n), strconv.Itoa(max(cs.conns, 1)), strconv.Itoa(cs.idle))
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -183,10 +184,27 @@ static int client(int port, const char *mode, long n, int conns, int idle)
 
 int main(int argc, char **argv)
 {
+	/* Room for a thousand idle connections and more (the hard limit);
+	 * under a hard limit too low for them, the idle ones are fewer (the
+	 * server holds as many, and its process a few of its own). */
+	struct rlimit rl;
+	long room = 1 << 20;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		if (rl.rlim_cur < rl.rlim_max) {
+			rl.rlim_cur = rl.rlim_max;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)room)
+			room = (long)rl.rlim_cur;
+	}
 	if (argc >= 4 && strcmp(argv[1], "server") == 0)
 		return server(atoi(argv[2]), argv[3]);
-	if (argc >= 5 && strcmp(argv[1], "client") == 0)
-		return client(atoi(argv[2]), argv[3], atol(argv[4]), argc > 5 ? atoi(argv[5]) : 1, argc > 6 ? atoi(argv[6]) : 0);
+	if (argc >= 5 && strcmp(argv[1], "client") == 0) {
+		int conns = argc > 5 ? atoi(argv[5]) : 1, idle = argc > 6 ? atoi(argv[6]) : 0;
+		if (idle > room - conns - 128)
+			idle = room - conns - 128 > 0 ? (int)(room - conns - 128) : 0;
+		return client(atoi(argv[2]), argv[3], atol(argv[4]), conns, idle);
+	}
 	fprintf(stderr, "usage: costpair server PORT pp|stream|epoll|forkepoll | client PORT MODE N [CONNS [IDLE]]\n");
 	return 2;
 }

@@ -52,6 +52,13 @@ func (b *ownBells) setWatcher(fd int) {
 func (b *ownBells) add(fd int) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.addLocked(fd)
+}
+
+// addLocked is add with b.mu held.
+//
+// +checklocks:b.mu
+func (b *ownBells) addLocked(fd int) int {
 	if b.next == 0 {
 		b.next = 1
 	}
@@ -81,22 +88,41 @@ func (b *ownBells) takeSpare() (int, int) {
 func (b *ownBells) needsSpare() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.spare == 0 && b.next < direct.FirstPollBell
+	return b.needsSpareLocked()
+}
+
+// needsSpareLocked is needsSpare with b.mu held.
+//
+// +checklocks:b.mu
+func (b *ownBells) needsSpareLocked() bool {
+	return b.spare == 0 && max(b.next, 1) < direct.FirstPollBell
 }
 
 // addSpare numbers fd as the spare bell; false when there is one already
 // or numbers ran out (the caller closes fd).
 func (b *ownBells) addSpare(fd int) bool {
-	if !b.needsSpare() {
-		return false
-	}
-	n := b.add(fd)
-	if n == 0 {
-		return false
-	}
 	b.mu.Lock()
-	b.spare = n
-	b.mu.Unlock()
+	defer b.mu.Unlock()
+	if !b.needsSpareLocked() {
+		return false
+	}
+	b.spare = b.addLocked(fd)
+	return true
+}
+
+// moveSpare moves the spare bell's eventfd off old with move (which
+// returns the new fd, or -1); false when old is not the spare's.
+func (b *ownBells) moveSpare(old int, move func(int) int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.spare == 0 || b.fds[b.spare]-1 != old {
+		return false
+	}
+	nfd := move(old)
+	if nfd < 0 {
+		return false
+	}
+	b.fds[b.spare] = nfd + 1 // the peers' copies are of the same eventfd
 	return true
 }
 

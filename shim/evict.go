@@ -75,18 +75,10 @@ func (set *epollSet) moveKick(old int) bool {
 
 // moveSpareBell moves the spare bell (bells.go) off old.
 func (p *Process) moveSpareBell(old int) bool {
-	b := &p.bells
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.spare == 0 || b.fds[b.spare]-1 != old {
+	if !p.bells.moveSpare(old, p.moveFD) {
 		return false
 	}
-	nfd := p.moveFD(old)
-	if nfd < 0 {
-		return false
-	}
-	b.fds[b.spare] = nfd + 1 // the peers' copies are of the same eventfd
-	p.unprotect(old)
+	p.unprotect(old) // the program's dup2 closes it
 	return true
 }
 

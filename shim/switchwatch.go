@@ -72,9 +72,7 @@ func (w *switchWatch) epoll(p *Process) int {
 		p.protect(fd)
 		w.epfd = fd
 		w.bell = -1
-		if b, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
-			b = highFD(b)
-			p.protect(b)
+		if b, err := p.newDirectEventFD(); err == nil {
 			ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: bellID}
 			if unix.EpollCtl(fd, unix.EPOLL_CTL_ADD, b, &ev) == nil {
 				w.bell = b

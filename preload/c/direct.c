@@ -102,11 +102,6 @@ static long futex_wait(uint32_t *w, uint32_t v, const struct timespec *t)
 
 static void futex_wake(uint32_t *w, int n) { syscall(SYS_futex, w, FUTEX_WAKE, n, NULL, NULL, 0); }
 
-/* A ring: one zero byte on this process's socket, which makes the peer's
- * readable. ringers lets sdp_dconn_set_ring wait for a thread that read
- * the old fd (announce, then look; Dekker with set_ring's store, then
- * look). A full socket buffer (EAGAIN) cannot happen while the peer
- * drains (sdp_dconn_drain_due); a closed connection has no sleeper. */
 /* Writes bell n of the peer's that this process holds (an eventfd); 0
  * when it holds none by that number. */
 static int write_bell(struct sdp_dconn *c, uint32_t n)
@@ -120,6 +115,13 @@ static int write_bell(struct sdp_dconn *c, uint32_t n)
 	return 1;
 }
 
+/* A ring: a write of the bell the peer's sleeper armed with, when this
+ * process holds it, else one zero byte on this process's socket, which
+ * makes the peer's readable (an arm's word of 1, bell 0, is the socket's).
+ * ringers lets sdp_dconn_set_ring wait for a thread that read
+ * the old fd (announce, then look; Dekker with set_ring's store, then
+ * look). A full socket buffer (EAGAIN) cannot happen while the peer
+ * drains (sdp_dconn_drain_due); a closed connection has no sleeper. */
 static void ring_peer(struct sdp_dconn *c, uint32_t armed)
 {
 	__atomic_fetch_add(&c->ringers, 1, __ATOMIC_SEQ_CST);

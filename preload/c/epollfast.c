@@ -223,28 +223,20 @@ static int sdp_es_park(struct sdpshim_eset *t, uint32_t i, struct sdp_dconn *c)
 	return 0;
 }
 
-/* Runs body with i the index of each unparked entry, in increasing order
- * from start, then from 0 up to start: a word of the bitmap per 64
- * entries, so a scan costs O(unparked) plus n / 64. */
-#define SDP_ES_EACH_ACTIVE(t, start, i, body)                                                                   \
-	do {                                                                                                     \
-		uint32_t n_ = (t)->n, s_ = (start);                                                              \
-		for (int pass_ = 0; pass_ < 2; pass_++) {                                                        \
-			uint32_t lo_ = pass_ == 0 ? s_ : 0, hi_ = pass_ == 0 ? n_ : s_;                          \
-			for (uint32_t w_ = lo_ / 64; lo_ < hi_ && w_ <= (hi_ - 1) / 64; w_++) {                  \
-				uint64_t bits_ = ~__atomic_load_n(&(t)->parked[w_], __ATOMIC_SEQ_CST);           \
-				if (w_ == lo_ / 64)                                                             \
-					bits_ &= ~0ULL << (lo_ % 64);                                           \
-				if (w_ == (hi_ - 1) / 64 && hi_ % 64 != 0)                                      \
-					bits_ &= ~(~0ULL << (hi_ % 64));                                        \
-				while (bits_ != 0) {                                                            \
-					uint32_t i = w_ * 64 + (uint32_t)__builtin_ctzll(bits_);                 \
-					bits_ &= bits_ - 1;                                                     \
-					body                                                                    \
-				}                                                                               \
-			}                                                                                       \
-		}                                                                                               \
-	} while (0)
+/* The first unparked entry in [i, end), or end: a word of the bitmap per
+ * 64 entries, so a scan costs O(unparked) plus n / 64. */
+static uint32_t sdp_es_active(const struct sdpshim_eset *t, uint32_t i, uint32_t end)
+{
+	while (i < end) {
+		uint64_t unparked = ~__atomic_load_n(&t->parked[i / 64], __ATOMIC_SEQ_CST) >> (i % 64);
+		if (unparked != 0) {
+			i += (uint32_t)__builtin_ctzll(unparked);
+			return i < end ? i : end;
+		}
+		i = (i / 64 + 1) * 64;
+	}
+	return end;
+}
 
 /* Writes the ready unparked entries' events into ev (up to max), from the
  * rotating start; -1 when an entry is not the interposer's to answer.
@@ -254,38 +246,41 @@ static int sdp_es_park(struct sdpshim_eset *t, uint32_t i, struct sdp_dconn *c)
 static int sdp_es_scan(struct sdpshim_eset *t, struct epoll_event *ev, int max, int count)
 {
 	uint32_t n = t->n, start = n ? __atomic_load_n(&t->rot, __ATOMIC_RELAXED) % n : 0;
-	int got = 0, bad = 0;
-	int64_t now = count ? sdp_now_ns() : 0;
-	SDP_ES_EACH_ACTIVE(t, start, j, {
-		if (got >= max || bad)
-			goto out;
-		struct sdpshim_eset_entry *e = &t->ent[j];
-		struct sdp_dconn *c = sdp_es_conn(e);
-		if (c == NULL) {
-			bad = 1;
-			goto out;
-		}
-		int rev = sdp_es_eval(e, c, 1);
-		if (rev == 0) {
-			uint32_t idle = count ? __atomic_add_fetch(&e->idle, 1, __ATOMIC_RELAXED) : 0;
-			if (idle == 1)
-				__atomic_store_n(&e->idle_since, now, __ATOMIC_RELAXED);
-			else if (idle >= SDP_ES_PARK_AFTER &&
-				 now - __atomic_load_n(&e->idle_since, __ATOMIC_RELAXED) >= SDP_ES_PARK_NS &&
-				 sdp_es_park(t, j, c) != 0)
-				bad = 1;
+	int got = 0;
+	int64_t now = 0; /* read once an entry is found not ready */
+	for (int pass = 0; pass < 2; pass++) {
+		uint32_t hi = pass == 0 ? n : start;
+		for (uint32_t j = sdp_es_active(t, pass == 0 ? start : 0, hi); j < hi && got < max;
+		     j = sdp_es_active(t, j + 1, hi)) {
+			struct sdpshim_eset_entry *e = &t->ent[j];
+			struct sdp_dconn *c = sdp_es_conn(e);
+			if (c == NULL)
+				return -1;
+			int rev = sdp_es_eval(e, c, 1);
+			if (rev == 0) {
+				int bad = 0;
+				uint32_t idle = count ? __atomic_add_fetch(&e->idle, 1, __ATOMIC_RELAXED) : 0;
+				if (idle > 0 && now == 0)
+					now = sdp_now_ns();
+				if (idle == 1)
+					__atomic_store_n(&e->idle_since, now, __ATOMIC_RELAXED);
+				else if (idle >= SDP_ES_PARK_AFTER &&
+					 now - __atomic_load_n(&e->idle_since, __ATOMIC_RELAXED) >= SDP_ES_PARK_NS)
+					bad = sdp_es_park(t, j, c) != 0;
+				sdp_direct_put(c);
+				if (bad)
+					return -1;
+				continue;
+			}
 			sdp_direct_put(c);
-			continue;
+			__atomic_store_n(&e->idle, 0, __ATOMIC_RELAXED);
+			ev[got].events = (uint32_t)(uint16_t)rev;
+			ev[got].data.u64 = e->data;
+			if (++got == max)
+				__atomic_store_n(&t->rot, (j + 1) % n, __ATOMIC_RELAXED);
 		}
-		sdp_direct_put(c);
-		__atomic_store_n(&e->idle, 0, __ATOMIC_RELAXED);
-		ev[got].events = (uint32_t)(uint16_t)rev;
-		ev[got].data.u64 = e->data;
-		if (++got == max)
-			__atomic_store_n(&t->rot, (j + 1) % n, __ATOMIC_RELAXED);
-	});
-out:
-	return bad ? -1 : got;
+	}
+	return got;
 }
 
 /* Arms every unparked entry with the set's bell (parked ones are armed
@@ -295,20 +290,18 @@ out:
  * or when a drain met a switch record. */
 static int sdp_es_arm(struct sdpshim_eset *t)
 {
-	int bad = 0;
-	SDP_ES_EACH_ACTIVE(t, 0, i, {
+	for (uint32_t i = sdp_es_active(t, 0, t->n); i < t->n; i = sdp_es_active(t, i + 1, t->n)) {
 		const struct sdpshim_eset_entry *e = &t->ent[i];
 		struct sdp_dconn *c = sdp_es_conn(e);
 		if (c == NULL)
 			return -1;
-		if (sdp_dconn_drain_due(c) && sdp_dconn_drain(c, e->fd) != 0)
-			bad = 1;
-		else
+		int bad = sdp_dconn_drain_due(c) && sdp_dconn_drain(c, e->fd) != 0;
+		if (!bad)
 			sdp_dconn_arm(c, sdp_es_want(e, c, t->bell), t->bell);
 		sdp_direct_put(c);
 		if (bad)
 			return -1;
-	});
+	}
 	return 0;
 }
 

@@ -215,6 +215,9 @@ func (set *epollSet) ctl(op, fd int, s *Socket, events uint32, data uint64) int6
 	if op == unix.EPOLL_CTL_MOD && set.modInPlace(fd, events, data) {
 		return 0
 	}
+	if op == unix.EPOLL_CTL_ADD && set.addInPlace(fd, s, events, data) {
+		return 0
+	}
 	set.stale() // before the change: the interposer's waits hand over
 	set.mu.Lock()
 	defer set.mu.Unlock()
@@ -268,19 +271,7 @@ func (set *epollSet) ctl(op, fd int, s *Socket, events uint32, data uint64) int6
 				}
 			}
 		}
-		e = &epollEntry{fd: fd, sock: s, events: events, data: data, token: newToken(), answerFD: -1}
-		set.entries[fd] = e
-		set.tokens[e.token] = e
-		e.idx = len(set.list)
-		set.list = append(set.list, e)
-		s.mu.Lock()
-		if s.epolls == nil {
-			s.epolls = map[*epollSet]struct{}{}
-		}
-		s.epolls[set] = struct{}{}
-		s.gateLocked()
-		s.mu.Unlock()
-		set.armLocked(e)
+		set.newEntryLocked(fd, s, events, data)
 		return 0
 	case unix.EPOLL_CTL_MOD:
 		if e == nil {
@@ -315,6 +306,40 @@ func (set *epollSet) ctl(op, fd int, s *Socket, events uint32, data uint64) int6
 	}
 	return negErrno(unix.EINVAL)
 }
+
+// newEntryLocked adds a fresh entry for s under fd and registers what
+// it waits for.
+//
+// +checklocks:set.mu
+func (set *epollSet) newEntryLocked(fd int, s *Socket, events uint32, data uint64) *epollEntry {
+	e := &epollEntry{fd: fd, sock: s, events: events, data: data, token: newEpollToken(), answerFD: -1}
+	set.entries[fd] = e
+	set.tokens[e.token] = e
+	e.idx = len(set.list)
+	set.list = append(set.list, e)
+	s.mu.Lock()
+	if s.epolls == nil {
+		s.epolls = map[*epollSet]struct{}{}
+	}
+	s.epolls[set] = struct{}{}
+	s.gateLocked()
+	s.mu.Unlock()
+	set.armLocked(e)
+	return e
+}
+
+// epollTokens draws the tokens of the core's registrations in the
+// kernel's sets: increasing, from a random start (a program's own
+// epoll_data is as unlikely to equal one as a random token), so that an
+// entry added later has the largest token and goes at the end of a
+// published snapshot's sorted tokens (addInPlace).
+var epollTokens = func() *atomic.Uint64 {
+	var t atomic.Uint64
+	t.Store(newToken()&(1<<62-1) | 1<<62) // odd (newToken), below 1<<63: it never wraps
+	return &t
+}()
+
+func newEpollToken() uint64 { return epollTokens.Add(2) }
 
 // armLocked makes the kernel epoll wake for e. The set's kick eventfd
 // always (every event of this process writes it, wake.go); a direct
@@ -403,7 +428,7 @@ func (set *epollSet) kickLocked() {
 			return
 		}
 	}
-	set.kickToken = newToken()
+	set.kickToken = newEpollToken()
 	if set.add(fd, unix.EPOLLIN|unix.EPOLLET, set.kickToken) != nil {
 		if bell != 0 {
 			set.p.bells.retire(bell)
@@ -1007,7 +1032,7 @@ func (set *epollSet) nest() {
 	}
 	fd = highFD(fd)
 	set.p.protect(fd)
-	set.selfToken = newToken()
+	set.selfToken = newEpollToken()
 	if set.add(fd, unix.EPOLLIN, set.selfToken) != nil {
 		set.p.unprotect(fd)
 		unix.Close(fd)

@@ -24,9 +24,11 @@ import (
 // a timeout line in its transcript. sem_park covers the entries an
 // interposer's wait parks (preload/c/epollfast.c): one busy connection at
 // a time among 64, level- and edge-triggered, replies that wait for room.
+// sem_add covers sockets added to a set while a thread waits in it (the
+// interposer's snapshot grows in place).
 func TestSemantics(t *testing.T) {
 	a := build(t)
-	for _, prog := range []string{"sem_epoll", "sem_sock", "sem_signal", "sem_wake", "sem_park"} {
+	for _, prog := range []string{"sem_epoll", "sem_sock", "sem_signal", "sem_wake", "sem_park", "sem_add"} {
 		t.Run(prog, func(t *testing.T) {
 			t.Parallel()
 			bin := semBuild(t, prog)

@@ -101,6 +101,7 @@ static struct sdpshim_host sdp_host = {
 	.poll_kick = sdp_pollkick_all,
 	.poll_bells = sdp_pollkick_bells,
 	.poll_bell = sdp_pollkick_bell,
+	.epoll_append = sdp_epoll_append,
 };
 
 /* ---- where we are, where the core is ------------------------------------------ */

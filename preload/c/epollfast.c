@@ -94,6 +94,7 @@ static struct sdpshim_eset *sdp_es_get(int epfd)
 static void sdp_es_put(struct sdpshim_eset *t) { __atomic_fetch_sub(&t->users, 1, __ATOMIC_SEQ_CST); }
 
 static void sdp_es_unpark(struct sdpshim_eset *t, uint32_t i);
+static void sdp_es_changed(struct sdpshim_eset *t);
 
 int sdp_epoll_update(int epfd, int fd, uint32_t events, uint64_t data)
 {
@@ -102,7 +103,8 @@ int sdp_epoll_update(int epfd, int fd, uint32_t events, uint64_t data)
 		return 0;
 	struct sdpshim_eset_entry *e = NULL;
 	uint32_t i;
-	for (i = 0; i < t->n; i++)
+	uint32_t n = __atomic_load_n(&t->n, __ATOMIC_SEQ_CST);
+	for (i = 0; i < n; i++)
 		if (t->ent[i].fd == fd) {
 			e = &t->ent[i];
 			break;
@@ -113,17 +115,51 @@ int sdp_epoll_update(int epfd, int fd, uint32_t events, uint64_t data)
 	}
 	uint32_t old = __atomic_exchange_n(&e->events, events, __ATOMIC_SEQ_CST);
 	sdp_es_unpark(t, i); /* its arm was for the old events */
-	if (events & ~old) {
-		/* Changed, then look for sleepers; a thread that scanned before
-		 * the change sees the generation move when it counts itself a
-		 * sleeper (sdp_epoll_sleep_begin), one asleep is kicked: either
-		 * way it looks again with the new events. */
-		__atomic_fetch_add(&t->gen, 1, __ATOMIC_SEQ_CST);
-		if (__atomic_load_n(&t->sleepers, __ATOMIC_SEQ_CST) != 0 && t->kick_efd >= 0) {
-			uint64_t one = 1;
-			syscall(SYS_write, t->kick_efd, &one, sizeof one);
-		}
+	if (events & ~old)
+		sdp_es_changed(t); /* it looks again with the new events */
+	sdp_es_put(t);
+	return 1;
+}
+
+/* A change that may make an entry ready which a thread's last scan did
+ * not know of: the generation moves, then a sleeper is kicked. Changed,
+ * then look for sleepers; a thread that scanned before the change sees
+ * the generation move when it counts itself a sleeper
+ * (sdp_epoll_sleep_begin), one asleep is kicked: either way it looks
+ * again. */
+static void sdp_es_changed(struct sdpshim_eset *t)
+{
+	__atomic_fetch_add(&t->gen, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&t->sleepers, __ATOMIC_SEQ_CST) != 0 && t->kick_efd >= 0) {
+		uint64_t one = 1;
+		syscall(SYS_write, t->kick_efd, &one, sizeof one);
 	}
+}
+
+int sdp_epoll_append(int epfd, const struct sdpshim_eset_entry *entry)
+{
+	struct sdpshim_eset *t = sdp_es_get(epfd);
+	if (t == NULL)
+		return 0;
+	/* The core appends under its set's lock: one writer. Readers load n
+	 * and ntok once per look; what they index below them is written
+	 * before they move (SEQ_CST stores). */
+	uint32_t n = __atomic_load_n(&t->n, __ATOMIC_RELAXED), nt = __atomic_load_n(&t->ntok, __ATOMIC_RELAXED);
+	if (n >= t->cap || nt >= t->captok || (nt > 0 && t->tok[nt - 1] >= entry->token)) {
+		sdp_es_put(t);
+		return 0;
+	}
+	struct sdpshim_eset_entry *e = &t->ent[n];
+	*e = *entry;
+	e->idle_since = 0;
+	e->idle = 0;
+	/* Its parked bit is clear: the table came zeroed, and no entry at n
+	 * was ever parked. */
+	t->tok[nt] = entry->token;
+	t->tokent[nt] = n + 1;
+	__atomic_store_n(&t->ntok, nt + 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&t->n, n + 1, __ATOMIC_SEQ_CST);
+	sdp_es_changed(t);
 	sdp_es_put(t);
 	return 1;
 }
@@ -245,7 +281,7 @@ static uint32_t sdp_es_active(const struct sdpshim_eset *t, uint32_t i, uint32_t
  * after SDP_ES_PARK_AFTER in a row. */
 static int sdp_es_scan(struct sdpshim_eset *t, struct epoll_event *ev, int max, int count)
 {
-	uint32_t n = t->n, start = n ? __atomic_load_n(&t->rot, __ATOMIC_RELAXED) % n : 0;
+	uint32_t n = __atomic_load_n(&t->n, __ATOMIC_SEQ_CST), start = n ? __atomic_load_n(&t->rot, __ATOMIC_RELAXED) % n : 0;
 	int got = 0;
 	int64_t now = 0; /* read once an entry is found not ready */
 	for (int pass = 0; pass < 2; pass++) {
@@ -290,7 +326,8 @@ static int sdp_es_scan(struct sdpshim_eset *t, struct epoll_event *ev, int max, 
  * or when a drain met a switch record. */
 static int sdp_es_arm(struct sdpshim_eset *t)
 {
-	for (uint32_t i = sdp_es_active(t, 0, t->n); i < t->n; i = sdp_es_active(t, i + 1, t->n)) {
+	uint32_t n = __atomic_load_n(&t->n, __ATOMIC_SEQ_CST);
+	for (uint32_t i = sdp_es_active(t, 0, n); i < n; i = sdp_es_active(t, i + 1, n)) {
 		const struct sdpshim_eset_entry *e = &t->ent[i];
 		struct sdp_dconn *c = sdp_es_conn(e);
 		if (c == NULL)
@@ -308,12 +345,12 @@ static int sdp_es_arm(struct sdpshim_eset *t)
 /* Whether v is one of the core's tokens; one of an entry's unparks it. */
 static int sdp_es_token(struct sdpshim_eset *t, uint64_t v)
 {
-	uint32_t lo = 0, hi = t->ntok;
+	uint32_t lo = 0, hi = __atomic_load_n(&t->ntok, __ATOMIC_SEQ_CST);
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
 		if (t->tok[mid] == v) {
 			uint32_t k = t->tokent[mid];
-			if (k != 0 && k <= t->n)
+			if (k != 0 && k <= __atomic_load_n(&t->n, __ATOMIC_SEQ_CST))
 				sdp_es_unpark(t, k - 1);
 			return 1;
 		}
@@ -352,7 +389,7 @@ int sdp_epoll_fast_look(int epfd, struct epoll_event *ev, int max, int spin, uin
 		return SDPSHIM_PASS;
 	*gen = __atomic_load_n(&t->gen, __ATOMIC_SEQ_CST);
 	int n = sdp_es_scan(t, ev, max, 1);
-	if (n == 0 && spin && t->n > 0) {
+	if (n == 0 && spin && __atomic_load_n(&t->n, __ATOMIC_RELAXED) > 0) {
 		struct sdp_dconn *lead = sdp_es_conn(&t->ent[0]);
 		if (lead == NULL) {
 			n = -1;
@@ -396,7 +433,7 @@ int sdp_epoll_fast_after(int epfd, struct epoll_event *ev, int max, int k, int *
 	}
 	if (n == 0 && sdp_es_arm(t) == 0) /* woken for nothing: arms again */
 		n = sdp_es_scan(t, ev, max, 0);
-	if (woke && t->n > 0) {
+	if (woke && __atomic_load_n(&t->n, __ATOMIC_RELAXED) > 0) {
 		struct sdp_dconn *lead = sdp_es_conn(&t->ent[0]);
 		if (lead != NULL) {
 			sdp_dconn_event_woke(lead);

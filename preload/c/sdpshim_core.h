@@ -148,6 +148,9 @@ enum sdpshim_fork_kind {
 	SDPSHIM_SPAWN = 2, /* posix_spawn/posix_spawnp/vfork: the child execs */
 };
 
+struct sdpshim_eset;
+struct sdpshim_eset_entry;
+
 /* What the interposer offers the core; valid for the life of the process. */
 struct sdpshim_host {
 	uint32_t abi;  /* SDPSHIM_CORE_ABI of the interposer */
@@ -234,6 +237,14 @@ struct sdpshim_host {
 	/* The calling thread's bell number in poll and select (taking its
 	 * slot if it has none), or 0: it has none. */
 	uint32_t (*poll_bell)(void);
+	/* An EPOLL_CTL_ADD of a direct socket into a set whose table is
+	 * fresh: appends *entry to epfd's table in place (its token above
+	 * every token there: the core draws them increasing) and wakes the
+	 * set's sleepers, which look again. 1 when done; 0 when there is no
+	 * fresh table, no room is left in it, or the token is not the
+	 * largest (the core marks the table stale instead). Absent in an
+	 * older interposer. */
+	int (*epoll_append)(int epfd, const struct sdpshim_eset_entry *entry);
 };
 
 /* A snapshot of an emulated epoll set whose socket entries are all
@@ -267,8 +278,11 @@ struct sdpshim_eset_entry {
 };
 
 struct sdpshim_eset {
-	uint32_t n;        /* entries (at least one) */
-	uint32_t ntok;     /* tokens */
+	uint32_t n;        /* entries (at least one; grows by epoll_append:
+			    * read it atomically) */
+	uint32_t ntok;     /* tokens (the same) */
+	uint32_t cap;      /* entries ent, parked and tokent have room for */
+	uint32_t captok;   /* tokens tok and tokent have room for */
 	uint32_t users;    /* interposer threads reading the table */
 	uint32_t stale;    /* 1: wait through the core */
 	uint32_t rot;      /* where the next scan starts (fairness; racy is fine) */

@@ -30,6 +30,12 @@ static int host_epoll_update(struct sdpshim_host *h, int epfd, int fd, uint32_t 
 		return 0;
 	return h->epoll_update(epfd, fd, events, data);
 }
+static int host_epoll_append(struct sdpshim_host *h, int epfd, const struct sdpshim_eset_entry *e)
+{
+	if (h->size < offsetof(struct sdpshim_host, epoll_append) + sizeof h->epoll_append || h->epoll_append == NULL)
+		return 0;
+	return h->epoll_append(epfd, e);
+}
 static void host_fork_work(struct sdpshim_host *h, int need)
 {
 	if (h->size >= offsetof(struct sdpshim_host, fork_work) + sizeof h->fork_work && h->fork_work != NULL)
@@ -116,37 +122,36 @@ func (c cHost) EpollPublish(epfd int, ents []shim.EsetEntry, toks []uint64, kick
 	}
 	var t *C.struct_sdpshim_eset
 	if len(ents) > 0 {
+		// Room for as many entries again (at least 64 more), each with
+		// its token: EpollAppend fills it in place.
+		capEnt := max(2*len(ents), len(ents)+64)
+		capTok := len(toks) + capEnt - len(ents)
 		head := C.size_t(unsafe.Sizeof(C.struct_sdpshim_eset{}))
 		esz := C.size_t(unsafe.Sizeof(C.struct_sdpshim_eset_entry{}))
-		words := (len(ents) + 63) / 64
-		mem := C.calloc(1, head+esz*C.size_t(len(ents))+8*C.size_t(len(toks))+8*C.size_t(words)+4*C.size_t(len(toks)))
+		words := (capEnt + 63) / 64
+		mem := C.calloc(1, head+esz*C.size_t(capEnt)+8*C.size_t(capTok)+8*C.size_t(words)+4*C.size_t(capTok))
 		if mem == nil {
 			ents = nil
 		} else {
 			t = (*C.struct_sdpshim_eset)(mem)
 			t.n, t.ntok, t.kick_efd, t.bell = C.uint32_t(len(ents)), C.uint32_t(len(toks)), C.int32_t(kickFD), C.uint32_t(bell)
+			t.cap, t.captok = C.uint32_t(capEnt), C.uint32_t(capTok)
 			t.ent = (*C.struct_sdpshim_eset_entry)(unsafe.Add(mem, head))
 			dst := unsafe.Slice(t.ent, len(ents))
 			for i, e := range ents {
-				dst[i].fd = C.int32_t(e.FD)
-				dst[i].events, dst[i].data = C.uint32_t(e.Events), C.uint64_t(e.Data)
-				dst[i].last_mask, dst[i].last_arr = C.uint32_t(e.LastMask), C.uint64_t(e.LastArr)
-				dst[i].last_ns, dst[i].ns_base = C.uint32_t(e.LastNS), C.uint32_t(e.NSBase)
-				dst[i].token = C.uint64_t(e.Token)
+				fillEsetEntry(&dst[i], e)
 			}
-			at := head + esz*C.size_t(len(ents))
-			t.parked = (*C.uint64_t)(unsafe.Add(mem, at+8*C.size_t(len(toks))))
-			if len(toks) > 0 {
-				t.tok = (*C.uint64_t)(unsafe.Add(mem, at))
-				t.tokent = (*C.uint32_t)(unsafe.Add(mem, at+8*C.size_t(len(toks))+8*C.size_t(words)))
-				byToken := make(map[uint64]int, len(ents))
-				for i, e := range ents {
-					byToken[e.Token] = i + 1
-				}
-				tk, te := unsafe.Slice(t.tok, len(toks)), unsafe.Slice(t.tokent, len(toks))
-				for i, v := range toks {
-					tk[i], te[i] = C.uint64_t(v), C.uint32_t(byToken[v])
-				}
+			at := head + esz*C.size_t(capEnt)
+			t.tok = (*C.uint64_t)(unsafe.Add(mem, at))
+			t.parked = (*C.uint64_t)(unsafe.Add(mem, at+8*C.size_t(capTok)))
+			t.tokent = (*C.uint32_t)(unsafe.Add(mem, at+8*C.size_t(capTok)+8*C.size_t(words)))
+			byToken := make(map[uint64]int, len(ents))
+			for i, e := range ents {
+				byToken[e.Token] = i + 1
+			}
+			tk, te := unsafe.Slice(t.tok, len(toks)), unsafe.Slice(t.tokent, len(toks))
+			for i, v := range toks {
+				tk[i], te[i] = C.uint64_t(v), C.uint32_t(byToken[v])
 			}
 		}
 	}
@@ -208,6 +213,26 @@ func (c cHost) ForkReady() { C.host_fork_ready(c.h) }
 // (shim.epollFastHost); false when it did nothing.
 func (c cHost) EpollUpdate(epfd, fd int, events uint32, data uint64) bool {
 	return C.host_has_epoll_fast(c.h) != 0 && C.host_epoll_update(c.h, C.int(epfd), C.int(fd), C.uint32_t(events), C.uint64_t(data)) != 0
+}
+
+// fillEsetEntry writes e into the C entry d.
+func fillEsetEntry(d *C.struct_sdpshim_eset_entry, e shim.EsetEntry) {
+	d.fd = C.int32_t(e.FD)
+	d.events, d.data = C.uint32_t(e.Events), C.uint64_t(e.Data)
+	d.last_mask, d.last_arr = C.uint32_t(e.LastMask), C.uint64_t(e.LastArr)
+	d.last_ns, d.ns_base = C.uint32_t(e.LastNS), C.uint32_t(e.NSBase)
+	d.token = C.uint64_t(e.Token)
+}
+
+// EpollAppend appends e to epfd's fresh snapshot (shim.epollFastHost);
+// false when it did nothing.
+func (c cHost) EpollAppend(epfd int, e shim.EsetEntry) bool {
+	if C.host_has_epoll_fast(c.h) == 0 {
+		return false
+	}
+	var d C.struct_sdpshim_eset_entry
+	fillEsetEntry(&d, e)
+	return C.host_epoll_append(c.h, C.int(epfd), &d) != 0
 }
 
 // EpollStale marks epfd's installed snapshot stale.

@@ -1,0 +1,115 @@
+/*
+ * sem_add - sockets added to an epoll set while a thread waits in it: a
+ * server thread waits in one set (level- or edge-triggered), and the
+ * main thread opens connections one by one, adds each accepted end to
+ * the set (at once, or after a pause in which the server's thread goes to
+ * sleep; and with the request written before or after the add) and waits
+ * for the reply. Under the shim, an add to a set the interposer answers
+ * for goes into the set's snapshot in place (shim/epoll_fast.go,
+ * addInPlace), and the set grows past the room its snapshot had. A reply
+ * that does not come within 5 s prints a timeout line (a lost wakeup).
+ *
+ *   sem_add [N]      (default 200)
+ */
+#include "sem.h"
+
+#include <pthread.h>
+
+static int edge, stop_fd[2], ep;
+
+static void *server(void *arg)
+{
+	(void)arg;
+	struct epoll_event evs[8];
+	for (;;) {
+		int k = epoll_wait(ep, evs, 8, -1);
+		if (k < 0 && errno == EINTR)
+			continue;
+		CHECK(k > 0, "epoll_wait");
+		for (int i = 0; i < k; i++) {
+			int fd = evs[i].data.fd;
+			if (fd < 0)
+				return NULL; /* the stop pipe */
+			if (!(evs[i].events & EPOLLIN))
+				continue;
+			uint32_t v;
+			ssize_t r;
+			while ((r = read(fd, &v, sizeof v)) == (ssize_t)sizeof v) {
+				v = ~v;
+				CHECK(write(fd, &v, sizeof v) == (ssize_t)sizeof v, "server write");
+				if (!edge)
+					break;
+			}
+			CHECK(r == (ssize_t)sizeof v || (r < 0 && errno == EAGAIN), "server read %zd", r);
+		}
+	}
+}
+
+static void run(int et, int n)
+{
+	edge = et;
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	CHECK(ep >= 0 && pipe(stop_fd) == 0, "epoll, pipe");
+	struct epoll_event sev = {.events = EPOLLIN, .data.fd = -1};
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, stop_fd[0], &sev) == 0, "add pipe");
+	int *cli = calloc((size_t)n, sizeof *cli), *srv = calloc((size_t)n, sizeof *srv);
+	pthread_t th;
+	int answered = 0;
+	for (int i = 0; i < n; i++) {
+		pair(&cli[i], &srv[i]);
+		set_nb(srv[i], 1);
+		uint32_t v = (uint32_t)i * 2654435761u;
+		int early = i % 3 == 2; /* the request before the add */
+		if (early)
+			CHECK(write(cli[i], &v, sizeof v) == (ssize_t)sizeof v, "client write");
+		if (i % 2 == 1)
+			usleep(300); /* the server's thread goes to sleep */
+		struct epoll_event ev = {.events = EPOLLIN | (et ? EPOLLET : 0), .data.fd = srv[i]};
+		CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, srv[i], &ev) == 0, "add");
+		if (i == 0)
+			CHECK(pthread_create(&th, NULL, server, NULL) == 0, "thread");
+		if (!early)
+			CHECK(write(cli[i], &v, sizeof v) == (ssize_t)sizeof v, "client write");
+		struct pollfd p = {.fd = cli[i], .events = POLLIN};
+		uint32_t got = 0;
+		if (poll(&p, 1, 5000) == 0) {
+			say("%s: connection %d: no reply within 5 s", et ? "edge-triggered" : "level-triggered", i);
+			break;
+		}
+		CHECK(read(cli[i], &got, sizeof got) == (ssize_t)sizeof got && got == ~v, "client read");
+		answered++;
+	}
+	/* Every connection once more, now that all are in the set. */
+	for (int i = 0; i < answered; i++) {
+		uint32_t v = (uint32_t)i, got = 0;
+		CHECK(write(cli[i], &v, sizeof v) == (ssize_t)sizeof v, "client write");
+		struct pollfd p = {.fd = cli[i], .events = POLLIN};
+		if (poll(&p, 1, 5000) == 0) {
+			say("%s: connection %d, second request: no reply within 5 s", et ? "edge-triggered" : "level-triggered", i);
+			break;
+		}
+		CHECK(read(cli[i], &got, sizeof got) == (ssize_t)sizeof got && got == ~v, "client read");
+	}
+	say("%s: %d of %d connections added while the server waited answered", et ? "edge-triggered" : "level-triggered", answered, n);
+	CHECK(write(stop_fd[1], "x", 1) == 1, "stop");
+	pthread_join(th, NULL);
+	for (int i = 0; i < n; i++) {
+		close(cli[i]);
+		close(srv[i]);
+	}
+	close(stop_fd[0]);
+	close(stop_fd[1]);
+	close(ep);
+	free(cli);
+	free(srv);
+}
+
+int main(int argc, char **argv)
+{
+	int n = argc > 1 ? atoi(argv[1]) : 200;
+	signal(SIGPIPE, SIG_IGN);
+	run(0, n);
+	run(1, n);
+	sem_end();
+	return 0;
+}

@@ -328,18 +328,22 @@ func (set *epollSet) newEntryLocked(fd int, s *Socket, events uint32, data uint6
 	return e
 }
 
-// epollTokens draws the tokens of the core's registrations in the
-// kernel's sets: increasing, from a random start (a program's own
-// epoll_data is as unlikely to equal one as a random token), so that an
-// entry added later has the largest token and goes at the end of a
-// published snapshot's sorted tokens (addInPlace).
-var epollTokens = func() *atomic.Uint64 {
-	var t atomic.Uint64
-	t.Store(newToken()&(1<<62-1) | 1<<62) // odd (newToken), below 1<<63: it never wraps
-	return &t
-}()
+// epollTokens is the last token drawn for the core's registrations in
+// the kernel's sets (0: none yet). newEpollToken draws them increasing,
+// from a random start (a program's own epoll_data is as unlikely to equal
+// one as a random token), so that an entry added later has the largest
+// token and goes at the end of a published snapshot's sorted tokens
+// (addInPlace). The start is drawn at the first use, not when the
+// package initialises: reading the random source then started the
+// runtime's poller before protectRuntime looked for its descriptors.
+var epollTokens atomic.Uint64
 
-func newEpollToken() uint64 { return epollTokens.Add(2) }
+func newEpollToken() uint64 {
+	if epollTokens.Load() == 0 {
+		epollTokens.CompareAndSwap(0, newToken()&(1<<62-1)|1<<62) // odd (newToken), below 1<<63: it never wraps
+	}
+	return epollTokens.Add(2)
+}
 
 // armLocked makes the kernel epoll wake for e. The set's kick eventfd
 // always (every event of this process writes it, wake.go); a direct

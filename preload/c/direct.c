@@ -1202,6 +1202,12 @@ void sdp_dconn_polled(struct sdp_dconn *c, uint32_t k)
 
 void sdp_dconn_event_woke(struct sdp_dconn *c) { budget_woken(c); }
 
+int sdp_dconn_unread(const struct sdp_dconn *c)
+{
+	const struct sdp_ddir *d = &c->a->dir[1 - c->side];
+	return LOAD(&d->tx_bytes) != LOAD(&d->rx_bytes);
+}
+
 size_t sdp_dconn_inq(const struct sdp_dconn *c)
 {
 	int from = 1 - c->side;

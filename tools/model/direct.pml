@@ -46,6 +46,14 @@
  *            later scans skip it (without arming) while the generation
  *            (what was published, the FIN, the reset) stays and no ring
  *            of the eventfd came
+ *            3: two threads of one epoll set the interposer answers
+ *            (preload/c/epollfast.c), both reading the connection, with
+ *            parking: a scan may park the entry it finds not ready (mark
+ *            parked, arm it to ring the socket, look again: unpark if
+ *            ready); parked entries are left out of scans and of the arms
+ *            before a sleep; a thread woken by the socket's ring (its
+ *            token in the kernel's answer, one thread per ring: an edge)
+ *            unparks it; either thread may take any ring
  *   TX_EVENT the same for the sender's waits for space (space_armed)
  *   ENDS     1 (default): the sender may also reset (RST) between calls and
  *            the receiver may close its reading end early (EPIPE, a wake of
@@ -66,6 +74,15 @@
  *               unarmed
  *            7  a budget poll that finds nothing leaves the entry quiet
  *               without arming it (needs RX_EVENT=2)
+ *            8  parking arms and looks before it marks the entry parked
+ *               (needs RX_EVENT=3): the other thread can take the ring's
+ *               token in between, and the mark then outlives the spent arm
+ *            9  the socket's ring does not unpark the entry (needs
+ *               RX_EVENT=3)
+ *            10 parking's last look reads the read cursor alone (needs
+ *               RX_EVENT=3): the other thread, inside a recv, has freed
+ *               the blocks it took and not moved the cursor yet, and a
+ *               block published behind them before the arm is missed
  *
  * Properties:
  *   safety   no invalid end state: every legitimate end of a process is
@@ -121,7 +138,9 @@ bit  reset;
 bit  rx_closed;
 byte data_sleepers;  /* the receiver waiting for data */
 byte data_word;
-bit  data_armed;
+byte data_armed;     /* 0: none; 1: the sleeper's bell (an eventfd); 2: a
+		      * ring on the socket (two arms with different bells
+		      * merge into the socket's, direct.c merge_bell) */
 byte space_sleepers; /* the sender waiting for space */
 byte space_word;
 bit  space_armed;
@@ -130,6 +149,13 @@ bit  space_armed;
 bit  rx_queued;      /* the receiver sleeps in FUTEX_WAIT(data_word) */
 bit  tx_queued;      /* the sender sleeps in FUTEX_WAIT(space_word) */
 bit  rx_efd;         /* the receiver's eventfd is readable (my_efd) */
+bit  sock_ring;      /* RX_EVENT=3: a ring on the socket, its token not taken yet */
+bit  parked;         /* RX_EVENT=3: the set's entry for the connection */
+bit  rx_lock;        /* RX_EVENT=3: the receive lock (recv_locked) */
+bit  stop;           /* RX_EVENT=3: a thread saw the end; the other leaves too */
+byte rx_ends;        /* RX_EVENT=3: threads that left */
+byte rx_cons;        /* RX_EVENT=3: blocks consumed, moved at the end of a
+		      * recv (rx_bytes; tx_seq stands for tx_bytes) */
 bit  tx_efd;         /* the sender's eventfd is readable */
 
 /* Observation only. */
@@ -157,9 +183,24 @@ inline wake_word(sleepers, word, queued, armed, efd, t) {
 	if
 	:: armed != 0 ->
 		atomic { t = armed; armed = 0 };
-		if :: t -> efd = 1 :: else -> skip fi
+		if
+		:: t == 1 -> efd = 1
+		:: t == 2 -> sock_ring = 1
+		:: else -> skip
+		fi
 	:: else -> skip
 	fi
+}
+
+/* sdp_dconn_arm(bell): merge_bell, the same bell or none: that bell; a
+ * different one: the socket (2). */
+inline arm_data(b) {
+	atomic {
+		if
+		:: data_armed == 0 || data_armed == b -> data_armed = b
+		:: else -> data_armed = 2
+		fi
+	}
 }
 
 inline wake_data(t)  { wake_word(data_sleepers, data_word, rx_queued, data_armed, rx_efd, t) }
@@ -181,7 +222,8 @@ inline withdraw(sleepers) {
 proctype Sender()
 {
 	byte want, moved, v;
-	bit t, round;
+	byte t;
+	bit round;
 
 call:	/* sdp_dconn_send_all of the next want blocks, or the end */
 	if
@@ -309,10 +351,11 @@ out:
 	tx_end = 1
 }
 
+#if RX_EVENT != 3
 proctype Receiver()
 {
-	byte v, k, g, qgen;
-	bit t, polled, quiet;
+	byte v, k, g, qgen, t;
+	bit polled, quiet;
 
 call:	/* one sdp_dconn_recv call (sdp_dconn_recv_wait without WAITALL) */
 #if ENDS
@@ -466,11 +509,135 @@ econnreset:
 out:
 	rx_end = 1
 }
+#endif
+
+#if RX_EVENT == 3
+/* One thread of an epoll set the interposer answers (epollfast.c): its
+ * waits scan the set's one entry unless parked (parking it when it finds
+ * it not ready: sdp_es_park), arm it before a sleep unless parked
+ * (sdp_es_arm), sleep in the kernel's epoll_wait until the set's bell
+ * (rx_efd) or the socket's ring (sock_ring, whose token unparks the
+ * entry: sdp_es_filter) comes, one thread per edge; it reads what a
+ * ready entry holds (a nonblocking recv under the receive lock). */
+proctype SetThread()
+{
+	byte k, t;
+
+look:	/* a wait's scan */
+	if
+	:: stop -> goto out
+	:: else -> skip
+	fi;
+	if
+	:: !parked ->
+		if
+		:: RX_READY -> goto take
+		:: else -> skip
+		fi;
+		/* Not ready: idle for SDP_ES_PARK_AFTER waits and 2 ms, or not yet. */
+		if
+		:: skip
+		:: true ->
+#if BROKEN == 8
+			arm_data(2);
+			if
+			:: RX_READY -> goto take
+			:: else -> skip
+			fi;
+			parked = 1  /* BUG: marked after the arm and the look */
+#else
+			parked = 1;  /* mark, arm, look again */
+			arm_data(2);
+			if
+#if BROKEN == 10
+			:: RX_READY -> parked = 0  /* BUG: the cursor's look alone */
+#else
+			:: RX_READY || tx_seq != rx_cons -> parked = 0  /* sdp_dconn_unread */
+#endif
+			:: else -> skip
+			fi
+#endif
+		fi
+	:: else -> skip
+	fi;
+	/* Before the sleep: arm the unparked entry with the set's bell, look. */
+	if
+	:: !parked ->
+		arm_data(1);
+		if
+		:: RX_READY -> goto take
+		:: else -> skip
+		fi
+	:: else -> skip
+	fi;
+	/* epoll_wait: one thread per edge. */
+	atomic {
+		(rx_efd == 1 || sock_ring == 1 || stop);
+		if
+		:: sock_ring == 1 ->
+			sock_ring = 0;
+#if BROKEN != 9
+			parked = 0  /* the entry's token unparks it */
+#else
+			skip
+#endif
+		:: sock_ring == 0 && rx_efd == 1 -> rx_efd = 0
+		:: else -> skip
+		fi
+	};
+	goto look;
+
+take:	/* a nonblocking recv: recv_locked under the receive lock */
+	atomic { rx_lock == 0 -> rx_lock = 1 };
+	k = 0;
+	do
+	:: k < N && status[rx_next % N] == DATA ->
+		assert(blkseq[rx_next % N] == rx_seq);  /* in order, none lost or repeated */
+		status[rx_next % N] = EMPTY;
+		rx_next++;
+		rx_seq++;
+		got++;
+		k++
+	:: else -> break
+	od;
+	rx_cons = rx_cons + k;
+	if
+	:: k > 0 -> rx_lock = 0; wake_space(t); goto look
+	:: else -> skip
+	fi;
+	/* recv_end(), here under the lock: the cursor it reads is one the
+	 * C code stores once per recv_locked, not per block as here. */
+	if
+	:: reset -> rx_lock = 0; stop = 1; goto out
+	:: else -> skip
+	fi;
+	if
+	:: fin && status[rx_next % N] != DATA ->
+		assert(fin_seq == rx_seq && got == M);
+		rx_lock = 0;
+		stop = 1;
+		goto out
+	:: else -> skip
+	fi;
+	rx_lock = 0;
+	goto look;  /* the other thread took it */
+out:
+	atomic {
+		rx_ends++;
+		if :: rx_ends == 2 -> rx_end = 1 :: else -> skip fi
+	}
+}
+#endif
 
 init {
 	atomic {
 		run Sender();
+#if RX_EVENT == 3
+		run SetThread();
+		run SetThread()
+#else
 		run Receiver()
+#endif
 	}
 }
 

@@ -17,7 +17,12 @@
 // fence), poll, and sleep until its eventfd is written; or as the core's
 // epoll sets do, whose scans skip a quiet entry (one that an exact scan
 // armed and found idle) without arming it again until its generation
-// moves or its eventfd rings. The other side
+// moves or its eventfd rings; or as two threads of one epoll set the
+// interposer answers (preload/c/epollfast.c), both reading the
+// connection, whose scans may park the entry (mark it parked, arm it to
+// ring the socket, look again) and leave it out of scans and arms until a
+// thread takes the socket's ring from the kernel (one thread per ring).
+// The other side
 // publishes (the status byte last), fences, looks at sleepers and armed,
 // and bumps the word and wakes, or writes the eventfd. Both wait
 // directions are in: the receiver waiting for data (data_sleepers,
@@ -40,21 +45,28 @@
 // (no livelock: every loop of the model is bounded, so no fairness is
 // assumed).
 //
-// That the checker is not vacuous: the test also runs seven broken
-// variants (BROKEN=1..7 in direct.pml: look before announcing, read the
+// That the checker is not vacuous: the test also runs ten broken
+// variants (BROKEN=1..10 in direct.pml: look before announcing, read the
 // futex value after the re-check, look for sleepers before publishing,
 // poll before arming, the space direction's look before announcing, a
 // quiet entry that a ring of its eventfd leaves quiet (a late ring, meant
-// for a block already read, spends the arm of the scan after it), and a
-// budget poll that makes an entry quiet without arming it)
+// for a block already read, spends the arm of the scan after it), a
+// budget poll that makes an entry quiet without arming it, parking that
+// marks the entry after its arm and look (the other thread takes the
+// ring in between), a ring that does not unpark, and parking whose last
+// look reads the read cursor alone, which the other thread's recv leaves
+// stale: the model found that one in the C code, which now also asks the
+// byte counters, sdp_dconn_unread)
 // and requires pan to find the lost wakeup in each as an invalid end
 // state, and in two of them (a futex and an event one) also as a
 // violation of the liveness claim; and for the real protocol it requires
 // that the sleeps and wakes of the configuration are in the model and were
 // executed (pan's list of unreached statements).
 //
-// What it leaves out: several senders or receivers on one side (the side
-// locks, the "room taken by a sibling" retry), appends to a published
+// What it leaves out: several senders on one side, and several receivers
+// but in the parking configuration (the side locks, the "room taken by a
+// sibling" retry), several entries in a set, epoll_update and
+// epoll_append (their generation and kick), appends to a published
 // block and the claims that keep them from a read (an append is a
 // publish here: the same fence and wake), fork children, RETAINED
 // blocks, byte-granular reads (a block is taken whole, although a call

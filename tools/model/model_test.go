@@ -50,6 +50,7 @@ var (
 	futexTx = []string{"tx_queued = 1", "tx_queued = 0", "space_word = (space_word+1)"}
 	eventRx = []string{"data_armed = 1", "rx_efd = 1", "rx_efd = 0"}
 	eventTx = []string{"space_armed = 1", "tx_efd = 1", "tx_efd = 0"}
+	parkRx  = []string{"parked = 1", "parked = 0", "data_armed = 2", "sock_ring = 0", "rx_efd = 0"}
 )
 
 func cat(ls ...[]string) []string {
@@ -76,6 +77,9 @@ func checks() []check {
 		{"tx-event", []string{"TX_EVENT=1"}, cat(futexRx, eventTx), true},
 		{"both-event", []string{"RX_EVENT=1", "TX_EVENT=1"}, cat(eventRx, eventTx), true},
 		{"rx-epoll-quiet", []string{"RX_EVENT=2"}, cat(eventRx, futexTx, []string{"quiet = 0"}), true},
+		// Two threads of one set the interposer answers, with parking:
+		// 6M states, about 4 s for each search.
+		{"rx-epoll-park", []string{"RX_EVENT=3"}, cat(parkRx, futexTx), true},
 	}
 	// Every broken variant must fail the safety search; two (a futex and
 	// an event one) also show that the liveness claim catches a lost wakeup.
@@ -87,6 +91,9 @@ func checks() []check {
 		{"broken5-space-look-before-announce", []string{"BROKEN=5"}, nil, false},
 		{"broken6-ring-keeps-quiet", []string{"BROKEN=6", "RX_EVENT=2"}, nil, true},
 		{"broken7-poll-makes-quiet", []string{"BROKEN=7", "RX_EVENT=2"}, nil, false},
+		{"broken8-park-marks-last", []string{"BROKEN=8", "RX_EVENT=3"}, nil, false},
+		{"broken9-ring-keeps-parked", []string{"BROKEN=9", "RX_EVENT=3"}, nil, false},
+		{"broken10-park-looks-at-cursor", []string{"BROKEN=10", "RX_EVENT=3"}, nil, true},
 	}
 	var cs []check
 	for _, c := range good {

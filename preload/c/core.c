@@ -274,7 +274,10 @@ static void sdp_sig_restore(void)
 		return;
 	for (int sig = 1; sig < NSIG; sig++) {
 		struct sigaction cur;
-		if (!sdp_sig_pre_ok[sig] || sigaction(sig, NULL, &cur) != 0)
+		/* The kernel's action, read without the program's sigaction
+		 * (which blocks every signal around each call: two more system
+		 * calls a signal, in every fork child). */
+		if (!sdp_sig_pre_ok[sig] || sdp_sig_kernel(sig, &cur) != 0)
 			continue;
 		uintptr_t a = (cur.sa_flags & SA_SIGINFO) ? (uintptr_t)cur.sa_sigaction : (uintptr_t)cur.sa_handler;
 		if (a >= lo && a < hi)

@@ -197,6 +197,16 @@ SDP_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction 
 	return r;
 }
 
+int sdp_sig_kernel(int sig, struct sigaction *cur)
+{
+	sigaction_fn *real = real_sigaction();
+	if (real == NULL) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return real(sig, NULL, cur);
+}
+
 /* signal() with the given flags, as glibc builds it. */
 static sighandler_t sdp_signal_with(int sig, sighandler_t h, int flags, int mask_self)
 {

@@ -31,6 +31,11 @@ SDP_HIDDEN void sdp_sig_mark(struct sdp_sigmark *m);
 /* What ran on the calling thread since m. */
 SDP_HIDDEN enum sdp_sigsince sdp_sig_since(const struct sdp_sigmark *m);
 
+/* What the kernel holds for sig (the trampoline where the program's
+ * handler is behind one, unlike the program's sigaction), without the
+ * blocking of signals the program's sigaction needs around its table.
+ * Async-signal-safe once the process called sigaction. */
+SDP_HIDDEN int sdp_sig_kernel(int sig, struct sigaction *cur);
 /* 1 when sa (as the kernel holds it) is the counting trampoline. */
 SDP_HIDDEN int sdp_sig_counted(const struct sigaction *sa);
 /* In a handler of sig (SIGCHLD): when the thread is one of the Go

@@ -846,6 +846,12 @@ static long recv_locked(struct sdp_dconn *c, struct iocur *k, int peek, int *fre
 			if (off < h.len)
 				break; /* the caller's buffer is full */
 		} else {
+			/* The cursors move past the block before it is freed, so
+			 * that a look by another thread (recv_ready) never finds
+			 * the cursor on a freed block with a published one behind
+			 * it: it finds the block being read, or the cursor past. */
+			STORE(&d->rx_seq, seq + 1);
+			STORE(&d->rx_next, idx + 1);
 			STORE(stp, SDP_DBLK_EMPTY); /* after the copy */
 			(*freed)++;
 		}
@@ -862,22 +868,42 @@ static long recv_locked(struct sdp_dconn *c, struct iocur *k, int peek, int *fre
 	return (long)done;
 }
 
+/* How many times a look reads the cursor again when it moved meanwhile
+ * (a sibling thread reading; a peer writing the word can only make the
+ * look give up: its answer then may be stale, as a look without the
+ * retry's would). */
+#define LOOK_TRIES 64
+
 /* 1 when a block waits at the read cursor, past retained ones (what
- * recv_locked would read). */
+ * recv_locked would read). The cursor is read again after the status
+ * bytes, and the look made again if it moved: a sibling thread inside
+ * recv_locked moves it past a block before it frees the block, so a
+ * cursor that stayed put names a block that was not freed under the look
+ * (docs/direct.md; tools/model/direct.pml, BROKEN=10). */
 static int recv_ready(const struct sdp_dconn *c)
 {
 	const struct sdp_ddir *d = &c->a->dir[1 - c->side];
 	const uint8_t *status = status_of(c, 1 - c->side);
-	uint32_t idx = LOADR(&d->rx_next);
-	for (uint32_t k = 0; k < c->n; k++, idx++) {
-		uint8_t st = LOAD(&status[idx & (c->n - 1)]);
-		/* READING: a sibling thread copies out of it now (it may leave
-		 * bytes). FILLING is not ready: the sender's publish when its
-		 * append ends wakes whoever sleeps meanwhile. */
-		if (st != SDP_DBLK_RETAINED)
-			return st == SDP_DBLK_DATA || st == SDP_DBLK_READING;
+	uint32_t at = LOAD(&d->rx_next);
+	for (int tries = 0;; tries++) {
+		int ready = 0;
+		uint32_t idx = at;
+		for (uint32_t k = 0; k < c->n; k++, idx++) {
+			uint8_t st = LOAD(&status[idx & (c->n - 1)]);
+			/* READING: a sibling thread copies out of it now (it may
+			 * leave bytes). FILLING is not ready: the sender's
+			 * publish when its append ends wakes whoever sleeps
+			 * meanwhile. */
+			if (st != SDP_DBLK_RETAINED) {
+				ready = st == SDP_DBLK_DATA || st == SDP_DBLK_READING;
+				break;
+			}
+		}
+		uint32_t now = LOAD(&d->rx_next);
+		if (now == at || tries >= LOOK_TRIES)
+			return ready;
+		at = now;
 	}
-	return 0;
 }
 
 /* What a receiver with nothing to read gets: 0 at EOF, -ECONNRESET after
@@ -888,11 +914,18 @@ static long recv_end(struct sdp_dconn *c)
 	if (c->broken || LOAD(&d->reset))
 		return -ECONNRESET;
 	if (LOAD(&d->fin)) {
-		if (LOADR(&d->fin_seq) == LOADR(&d->rx_seq))
-			return 0; /* everything before the FIN was read */
-		if (recv_ready(c))
-			return 1; /* blocks came before the FIN: read them first */
-		return violation(c); /* a FIN that skips blocks never sent */
+		/* rx_seq read again after the look, as recv_ready's cursor: a
+		 * sibling thread that reads the last blocks meanwhile is no
+		 * FIN that skips blocks. */
+		for (int tries = 0;; tries++) {
+			uint32_t seq = LOAD(&d->rx_seq);
+			if (LOADR(&d->fin_seq) == seq)
+				return 0; /* everything before the FIN was read */
+			if (recv_ready(c))
+				return 1; /* blocks came before the FIN: read them first */
+			if (LOAD(&d->rx_seq) == seq || tries >= LOOK_TRIES)
+				return violation(c); /* a FIN that skips blocks never sent */
+		}
 	}
 	return 1;
 }
@@ -1201,12 +1234,6 @@ void sdp_dconn_polled(struct sdp_dconn *c, uint32_t k)
 }
 
 void sdp_dconn_event_woke(struct sdp_dconn *c) { budget_woken(c); }
-
-int sdp_dconn_unread(const struct sdp_dconn *c)
-{
-	const struct sdp_ddir *d = &c->a->dir[1 - c->side];
-	return LOAD(&d->tx_bytes) != LOAD(&d->rx_bytes);
-}
 
 size_t sdp_dconn_inq(const struct sdp_dconn *c)
 {

@@ -385,15 +385,6 @@ int sdp_dconn_revents(struct sdp_dconn *c, int events);
 uint32_t sdp_dconn_budget(const struct sdp_dconn *c);
 void sdp_dconn_polled(struct sdp_dconn *c, uint32_t k);
 void sdp_dconn_event_woke(struct sdp_dconn *c);
-/* Whether bytes the peer published are not consumed yet, by the
- * direction's byte counters. A look at the read cursor (recv_ready,
- * sdp_dconn_revents) is stale while another thread of this side is
- * inside a recv, which frees the blocks it took before it moves the
- * cursor: a block published behind them reads as not there. This one
- * errs the other way (such a recv adds what it took at its end), and a
- * peer can make it say anything: a caller uses it only to decide not to
- * stop looking (epollfast.c's parking). */
-int sdp_dconn_unread(const struct sdp_dconn *c);
 /* Bytes readable now (FIONREAD), bytes published and not yet consumed by
  * the peer (SIOCOUTQ). */
 size_t sdp_dconn_inq(const struct sdp_dconn *c);

@@ -254,12 +254,7 @@ static int sdp_es_park(struct sdpshim_eset *t, uint32_t i, struct sdp_dconn *c)
 		return -1;
 	__atomic_fetch_or(&t->parked[i / 64], 1ULL << (i % 64), __ATOMIC_SEQ_CST);
 	sdp_dconn_arm(c, want, 0); /* bell 0: a ring on the socket */
-	/* Ready, or bytes not consumed that another thread inside a recv
-	 * may leave behind unseen by that look (sdp_dconn_unread): its
-	 * thread's next wait scans the entry only if it is not parked, and
-	 * a block published before the arm rings nobody
-	 * (tools/model/direct.pml, RX_EVENT=3, found it). */
-	if (sdp_es_eval(e, c, 0) != 0 || ((want & POLLIN) && sdp_dconn_unread(c)))
+	if (sdp_es_eval(e, c, 0) != 0)
 		sdp_es_unpark(t, i);
 	return 0;
 }

@@ -79,10 +79,10 @@
  *               token in between, and the mark then outlives the spent arm
  *            9  the socket's ring does not unpark the entry (needs
  *               RX_EVENT=3)
- *            10 parking's last look reads the read cursor alone (needs
- *               RX_EVENT=3): the other thread, inside a recv, has freed
- *               the blocks it took and not moved the cursor yet, and a
- *               block published behind them before the arm is missed
+ *            10 a reader frees a block before it moves the read cursor
+ *               past it (needs RX_EVENT=3): the other thread's look finds
+ *               the cursor on a freed block and misses one published
+ *               behind it before its arm
  *
  * Properties:
  *   safety   no invalid end state: every legitimate end of a process is
@@ -154,8 +154,6 @@ bit  parked;         /* RX_EVENT=3: the set's entry for the connection */
 bit  rx_lock;        /* RX_EVENT=3: the receive lock (recv_locked) */
 bit  stop;           /* RX_EVENT=3: a thread saw the end; the other leaves too */
 byte rx_ends;        /* RX_EVENT=3: threads that left */
-byte rx_cons;        /* RX_EVENT=3: blocks consumed, moved at the end of a
-		      * recv (rx_bytes; tx_seq stands for tx_bytes) */
 bit  tx_efd;         /* the sender's eventfd is readable */
 
 /* Observation only. */
@@ -549,11 +547,7 @@ look:	/* a wait's scan */
 			parked = 1;  /* mark, arm, look again */
 			arm_data(2);
 			if
-#if BROKEN == 10
-			:: RX_READY -> parked = 0  /* BUG: the cursor's look alone */
-#else
-			:: RX_READY || tx_seq != rx_cons -> parked = 0  /* sdp_dconn_unread */
-#endif
+			:: RX_READY -> parked = 0
 			:: else -> skip
 			fi
 #endif
@@ -593,14 +587,23 @@ take:	/* a nonblocking recv: recv_locked under the receive lock */
 	do
 	:: k < N && status[rx_next % N] == DATA ->
 		assert(blkseq[rx_next % N] == rx_seq);  /* in order, none lost or repeated */
-		status[rx_next % N] = EMPTY;
-		rx_next++;
-		rx_seq++;
 		got++;
-		k++
+		k++;
+#if BROKEN == 10
+		status[rx_next % N] = EMPTY;  /* BUG: freed before the cursor moves */
+		rx_seq++;
+		rx_next++
+#else
+		/* The cursor past the block, then the block freed: a look (one
+		 * atomic step here, a read of the cursor again after the status
+		 * bytes in recv_ready) sees the block being read or the cursor
+		 * past it. */
+		rx_seq++;
+		rx_next++;
+		status[(rx_next - 1) % N] = EMPTY
+#endif
 	:: else -> break
 	od;
-	rx_cons = rx_cons + k;
 	if
 	:: k > 0 -> rx_lock = 0; wake_space(t); goto look
 	:: else -> skip

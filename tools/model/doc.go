@@ -53,10 +53,11 @@
 // for a block already read, spends the arm of the scan after it), a
 // budget poll that makes an entry quiet without arming it, parking that
 // marks the entry after its arm and look (the other thread takes the
-// ring in between), a ring that does not unpark, and parking whose last
-// look reads the read cursor alone, which the other thread's recv leaves
-// stale: the model found that one in the C code, which now also asks the
-// byte counters, sdp_dconn_unread)
+// ring in between), a ring that does not unpark, and a reader that frees
+// a block before it moves the read cursor past it: the model found that
+// one in the C code, where the other thread's look then missed a block
+// published behind the freed ones; the reader now moves the cursor
+// first, and a look reads the cursor again after the status bytes)
 // and requires pan to find the lost wakeup in each as an invalid end
 // state, and in two of them (a futex and an event one) also as a
 // violation of the liveness claim; and for the real protocol it requires

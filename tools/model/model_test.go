@@ -93,7 +93,7 @@ func checks() []check {
 		{"broken7-poll-makes-quiet", []string{"BROKEN=7", "RX_EVENT=2"}, nil, false},
 		{"broken8-park-marks-last", []string{"BROKEN=8", "RX_EVENT=3"}, nil, false},
 		{"broken9-ring-keeps-parked", []string{"BROKEN=9", "RX_EVENT=3"}, nil, false},
-		{"broken10-park-looks-at-cursor", []string{"BROKEN=10", "RX_EVENT=3"}, nil, true},
+		{"broken10-freed-before-cursor", []string{"BROKEN=10", "RX_EVENT=3"}, nil, true},
 	}
 	var cs []check
 	for _, c := range good {

@@ -11,6 +11,12 @@
  *                             this side sends, receives and polls
  *   direct bench SECONDS      ping-pong (polling, event) and a 64 KiB stream,
  *                             with kernel TCP over loopback in the same run
+ *   direct readers ROUNDS     two threads reading one connection while the
+ *                             sender sends a few blocks and its FIN, ROUNDS
+ *                             times: every byte read once, and both readers
+ *                             end with EOF (a look that met the other
+ *                             reader's recv half done took the FIN for one
+ *                             that skipped blocks and reset the connection)
  *   direct spread SECONDS     two polling ping-pong pairs, each started with
  *                             both ends on one CPU (pair 0 on one, pair 1 on
  *                             another), then allowed both CPUs: an end must
@@ -27,6 +33,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -684,6 +691,58 @@ static void spread_test(double secs)
 	printf("ok spread\n");
 }
 
+/* ---- two readers on one connection ---------------------------------------- */
+
+struct reader {
+	struct sdp_dconn *c;
+	size_t got;
+	long end; /* the last answer: 0 (EOF) or an error */
+};
+
+static void *reader_run(void *arg)
+{
+	struct reader *r = arg;
+	uint8_t buf[512];
+	for (;;) {
+		long n = sdp_dconn_recv_wait(r->c, buf, 240, 0);
+		if (n <= 0) {
+			r->end = n;
+			return NULL;
+		}
+		r->got += (size_t)n;
+	}
+}
+
+static void readers(long rounds)
+{
+	size_t size;
+	void *m = shared_area(4, 256, &size);
+	uint8_t msg[240];
+	memset(msg, 7, sizeof msg);
+	alarm(120); /* a hang ends the run */
+	for (long i = 0; i < rounds; i++) {
+		CHECK(sdp_darea_init(m, size, 4, 256, 7) == 0, "init");
+		struct sdp_dconn a, b;
+		CHECK(sdp_dconn_open(&a, m, size, 0) == 0 && sdp_dconn_open(&b, m, size, 1) == 0, "open");
+		struct reader r[2] = {{.c = &b}, {.c = &b}};
+		pthread_t th[2];
+		for (int k = 0; k < 2; k++)
+			CHECK(pthread_create(&th[k], NULL, reader_run, &r[k]) == 0, "thread");
+		int blocks = 2 + (int)(i % 5);
+		for (int k = 0; k < blocks; k++)
+			CHECK(sdp_dconn_send_all(&a, msg, sizeof msg) == (long)sizeof msg, "send");
+		sdp_dconn_fin(&a);
+		for (int k = 0; k < 2; k++)
+			pthread_join(th[k], NULL);
+		CHECK(r[0].end == 0 && r[1].end == 0, "round %ld: the readers ended with %ld and %ld, not EOF", i, r[0].end,
+		      r[1].end);
+		CHECK(r[0].got + r[1].got == (size_t)blocks * sizeof msg, "round %ld: %zu bytes read of %zu", i,
+		      r[0].got + r[1].got, (size_t)blocks * sizeof msg);
+	}
+	alarm(0);
+	printf("ok readers %ld rounds\n", rounds);
+}
+
 int main(int argc, char **argv)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -696,10 +755,12 @@ int main(int argc, char **argv)
 		hostile(argc > 2 ? atof(argv[2]) : 2);
 	else if (strcmp(cmd, "bench") == 0)
 		bench(argc > 2 ? atof(argv[2]) : 1);
+	else if (strcmp(cmd, "readers") == 0)
+		readers(argc > 2 ? atol(argv[2]) : 20000);
 	else if (strcmp(cmd, "spread") == 0)
 		spread_test(argc > 2 ? atof(argv[2]) : 2);
 	else {
-		fprintf(stderr, "usage: direct semantics|stress CYCLES|hostile SECONDS|bench SECONDS|spread SECONDS\n");
+		fprintf(stderr, "usage: direct semantics|stress CYCLES|readers ROUNDS|hostile SECONDS|bench SECONDS|spread SECONDS\n");
 		return 2;
 	}
 	return 0;

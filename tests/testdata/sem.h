@@ -39,6 +39,18 @@ static int sem_pairs;
 		}                                                                                \
 	} while (0)
 
+/* epoll_wait(ep, evs, max, -1) past EINTR: the events (at least one). */
+static inline int sem_events(int ep, struct epoll_event *evs, int max)
+{
+	for (;;) {
+		int k = epoll_wait(ep, evs, max, -1);
+		if (k < 0 && errno == EINTR)
+			continue;
+		CHECK(k > 0, "epoll_wait");
+		return k;
+	}
+}
+
 /* One transcript line. */
 static inline void say(const char *fmt, ...)
 {

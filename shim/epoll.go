@@ -218,10 +218,14 @@ func (set *epollSet) ctl(op, fd int, s *Socket, events uint32, data uint64) int6
 	if op == unix.EPOLL_CTL_ADD && set.addInPlace(fd, s, events, data) {
 		return 0
 	}
+	if op == unix.EPOLL_CTL_DEL && set.delInPlace(fd, s) {
+		return 0
+	}
 	set.stale() // before the change: the interposer's waits hand over
 	set.mu.Lock()
 	defer set.mu.Unlock()
 	defer set.syncSelfLocked()
+	defer set.changedLocked()
 	if op == unix.EPOLL_CTL_ADD {
 		// The set's bell exists before the socket's rendezvous (a
 		// listener's accepts, a connect): peers learn bells only there.
@@ -287,24 +291,34 @@ func (set *epollSet) ctl(op, fd int, s *Socket, events uint32, data uint64) int6
 		if e == nil {
 			return negErrno(unix.ENOENT)
 		}
-		if e.attended && !e.tcpReg && e.answerFD < 0 && s != nil && e.sock == s {
-			delete(set.entries, fd)
-			if d := set.entries[dormantKey(fd)]; d != nil {
-				set.dropLocked(d)
-			}
-			e.dormant, e.disabled = true, true // scans skip it as a disabled one
-			set.dormant++
-			set.entries[dormantKey(fd)] = e
-			return 0
-		}
-		set.removeLocked(e)
-		e.sock.mu.Lock()
-		delete(e.sock.epolls, set)
-		e.sock.gateLocked()
-		e.sock.mu.Unlock()
+		set.delLocked(fd, e, s)
 		return 0
 	}
 	return negErrno(unix.EINVAL)
+}
+
+// delLocked takes fd's entry e out of the set (EPOLL_CTL_DEL; s: the
+// socket fd names now). An attended entry of the same socket is kept
+// dormant, for an ADD that puts it back (event loops that delete and add
+// a socket around every request).
+//
+// +checklocks:set.mu
+func (set *epollSet) delLocked(fd int, e *epollEntry, s *Socket) {
+	if e.attended && !e.tcpReg && e.answerFD < 0 && s != nil && e.sock == s {
+		delete(set.entries, fd)
+		if d := set.entries[dormantKey(fd)]; d != nil {
+			set.dropLocked(d)
+		}
+		e.dormant, e.disabled = true, true // scans skip it as a disabled one
+		set.dormant++
+		set.entries[dormantKey(fd)] = e
+		return
+	}
+	set.removeLocked(e)
+	e.sock.mu.Lock()
+	delete(e.sock.epolls, set)
+	e.sock.gateLocked()
+	e.sock.mu.Unlock()
 }
 
 // newEntryLocked adds a fresh entry for s under fd and registers what
@@ -583,12 +597,35 @@ func (set *epollSet) handOver(s *Socket) {
 	s.mu.Unlock()
 }
 
-// forgetSocket drops the entries of a socket whose last fd is closing.
-func (set *epollSet) forgetSocket(s *Socket) {
+// changedLocked follows a change of the set's entries: the snapshot is
+// marked stale again, and a thread asleep on the set is kicked to scan.
+// A wait that the mark before the change handed to the core could publish
+// the set again before the change, spending that mark and leaving a fresh
+// snapshot without it; and a thread that the core sent back to the kernel
+// (after a wait the interposer handed over: preload/c/epoll.c's
+// epoll_sleep_held) sleeps with no interposer sleeper count for a mark to
+// kick, and a socket added or put back meanwhile was armed by no scan: it
+// went unseen until some other event woke the thread (sem_add: a socket
+// added, or deleted and added back with a request waiting, while the
+// server's thread slept got no answer). The kick is one eventfd write per
+// change that goes this way (not the in-place ones: epoll_fast.go).
+//
+// +checklocks:set.mu
+func (set *epollSet) changedLocked() {
 	set.stale()
+	set.kick()
+}
+
+// forgetSocket drops the entries of a socket whose last fd is closing:
+// from the published snapshot in place (dropInPlaceLocked), or else the
+// snapshot is marked stale first.
+func (set *epollSet) forgetSocket(s *Socket) {
 	set.mu.Lock()
 	for _, e := range set.entries {
 		if e.sock == s {
+			if !set.dropInPlaceLocked(e) {
+				set.stale()
+			}
 			set.removeLocked(e)
 		}
 	}

@@ -105,7 +105,7 @@ int sdp_epoll_update(int epfd, int fd, uint32_t events, uint64_t data)
 	uint32_t i;
 	uint32_t n = __atomic_load_n(&t->n, __ATOMIC_SEQ_CST);
 	for (i = 0; i < n; i++)
-		if (t->ent[i].fd == fd) {
+		if (__atomic_load_n(&t->ent[i].fd, __ATOMIC_RELAXED) == fd) {
 			e = &t->ent[i];
 			break;
 		}
@@ -164,8 +164,48 @@ int sdp_epoll_append(int epfd, const struct sdpshim_eset_entry *entry)
 	return 1;
 }
 
+int sdp_epoll_drop(int epfd, int fd, uint64_t token)
+{
+	struct sdpshim_eset *t = sdp_es_get(epfd);
+	if (t == NULL)
+		return 0;
+	uint32_t lo = 0, hi = __atomic_load_n(&t->ntok, __ATOMIC_SEQ_CST), n = __atomic_load_n(&t->n, __ATOMIC_SEQ_CST);
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (t->tok[mid] < token) {
+			lo = mid + 1;
+		} else if (t->tok[mid] > token) {
+			hi = mid;
+		} else {
+			uint32_t k = __atomic_load_n(&t->tokent[mid], __ATOMIC_SEQ_CST);
+			/* Not the first entry: its handle keeps the waits' poll
+			 * budget (the core publishes again instead). */
+			if (k <= 1 || k > n || __atomic_load_n(&t->ent[k - 1].fd, __ATOMIC_RELAXED) != fd)
+				break;
+			/* Named by no fd (scans and arms skip such an entry), its
+			 * token unparks nothing, and it is parked: skipped a bitmap
+			 * word at a time. A wait that read the fd before finds its
+			 * handle, or once the fd is closed none, and hands the wait
+			 * to the core. */
+			uint32_t i = k - 1;
+			__atomic_store_n(&t->ent[i].fd, -1, __ATOMIC_SEQ_CST);
+			__atomic_store_n(&t->tokent[mid], 0, __ATOMIC_SEQ_CST);
+			__atomic_fetch_or(&t->parked[i / 64], 1ULL << (i % 64), __ATOMIC_SEQ_CST);
+			sdp_es_put(t);
+			return 1;
+		}
+	}
+	sdp_es_put(t);
+	return 0;
+}
+
 /* The handle of entry e when the interposer may answer for it, held. */
-static struct sdp_dconn *sdp_es_conn(const struct sdpshim_eset_entry *e) { return sdp_direct_poll_get(e->fd); }
+static struct sdp_dconn *sdp_es_conn(const struct sdpshim_eset_entry *e, int *fd)
+{
+	/* Read once: sdp_epoll_drop may store -1 meanwhile (no handle). */
+	*fd = __atomic_load_n(&e->fd, __ATOMIC_ACQUIRE);
+	return sdp_direct_poll_get(*fd);
+}
 
 /* What entry e of handle c reports now: its readiness, and for EPOLLET
  * only an edge since the last evaluation, which it records (as the
@@ -244,13 +284,13 @@ static int sdp_es_want(const struct sdpshim_eset_entry *e, struct sdp_dconn *c, 
 
 /* Parks entry i (handle c), found not ready; -1 when a drain of its
  * rings met a switch record. */
-static int sdp_es_park(struct sdpshim_eset *t, uint32_t i, struct sdp_dconn *c)
+static int sdp_es_park(struct sdpshim_eset *t, uint32_t i, struct sdp_dconn *c, int fd)
 {
 	struct sdpshim_eset_entry *e = &t->ent[i];
 	int want = sdp_es_want(e, c, 0);
 	if (want == 0)
 		return 0; /* only its errors and hang-ups: stays scanned */
-	if (sdp_dconn_drain_due(c) && sdp_dconn_drain(c, e->fd) != 0)
+	if (sdp_dconn_drain_due(c) && sdp_dconn_drain(c, fd) != 0)
 		return -1;
 	__atomic_fetch_or(&t->parked[i / 64], 1ULL << (i % 64), __ATOMIC_SEQ_CST);
 	sdp_dconn_arm(c, want, 0); /* bell 0: a ring on the socket */
@@ -289,7 +329,10 @@ static int sdp_es_scan(struct sdpshim_eset *t, struct epoll_event *ev, int max, 
 		for (uint32_t j = sdp_es_active(t, pass == 0 ? start : 0, hi); j < hi && got < max;
 		     j = sdp_es_active(t, j + 1, hi)) {
 			struct sdpshim_eset_entry *e = &t->ent[j];
-			struct sdp_dconn *c = sdp_es_conn(e);
+			int fd;
+			struct sdp_dconn *c = sdp_es_conn(e, &fd);
+			if (fd < 0)
+				continue; /* dropped (sdp_epoll_drop) */
 			if (c == NULL)
 				return -1;
 			int rev = sdp_es_eval(e, c, 1);
@@ -302,7 +345,7 @@ static int sdp_es_scan(struct sdpshim_eset *t, struct epoll_event *ev, int max, 
 					__atomic_store_n(&e->idle_since, now, __ATOMIC_RELAXED);
 				else if (idle >= SDP_ES_PARK_AFTER &&
 					 now - __atomic_load_n(&e->idle_since, __ATOMIC_RELAXED) >= SDP_ES_PARK_NS)
-					bad = sdp_es_park(t, j, c) != 0;
+					bad = sdp_es_park(t, j, c, fd) != 0;
 				sdp_direct_put(c);
 				if (bad)
 					return -1;
@@ -329,10 +372,13 @@ static int sdp_es_arm(struct sdpshim_eset *t)
 	uint32_t n = __atomic_load_n(&t->n, __ATOMIC_SEQ_CST);
 	for (uint32_t i = sdp_es_active(t, 0, n); i < n; i = sdp_es_active(t, i + 1, n)) {
 		const struct sdpshim_eset_entry *e = &t->ent[i];
-		struct sdp_dconn *c = sdp_es_conn(e);
+		int fd;
+		struct sdp_dconn *c = sdp_es_conn(e, &fd);
+		if (fd < 0)
+			continue; /* dropped (sdp_epoll_drop) */
 		if (c == NULL)
 			return -1;
-		int bad = sdp_dconn_drain_due(c) && sdp_dconn_drain(c, e->fd) != 0;
+		int bad = sdp_dconn_drain_due(c) && sdp_dconn_drain(c, fd) != 0;
 		if (!bad)
 			sdp_dconn_arm(c, sdp_es_want(e, c, t->bell), t->bell);
 		sdp_direct_put(c);
@@ -349,7 +395,7 @@ static int sdp_es_token(struct sdpshim_eset *t, uint64_t v)
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
 		if (t->tok[mid] == v) {
-			uint32_t k = t->tokent[mid];
+			uint32_t k = __atomic_load_n(&t->tokent[mid], __ATOMIC_SEQ_CST);
 			if (k != 0 && k <= __atomic_load_n(&t->n, __ATOMIC_SEQ_CST))
 				sdp_es_unpark(t, k - 1);
 			return 1;
@@ -390,7 +436,8 @@ int sdp_epoll_fast_look(int epfd, struct epoll_event *ev, int max, int spin, uin
 	*gen = __atomic_load_n(&t->gen, __ATOMIC_SEQ_CST);
 	int n = sdp_es_scan(t, ev, max, 1);
 	if (n == 0 && spin && __atomic_load_n(&t->n, __ATOMIC_RELAXED) > 0) {
-		struct sdp_dconn *lead = sdp_es_conn(&t->ent[0]);
+		int lead_fd;
+		struct sdp_dconn *lead = sdp_es_conn(&t->ent[0], &lead_fd);
 		if (lead == NULL) {
 			n = -1;
 		} else {
@@ -434,7 +481,8 @@ int sdp_epoll_fast_after(int epfd, struct epoll_event *ev, int max, int k, int *
 	if (n == 0 && sdp_es_arm(t) == 0) /* woken for nothing: arms again */
 		n = sdp_es_scan(t, ev, max, 0);
 	if (woke && __atomic_load_n(&t->n, __ATOMIC_RELAXED) > 0) {
-		struct sdp_dconn *lead = sdp_es_conn(&t->ent[0]);
+		int lead_fd;
+		struct sdp_dconn *lead = sdp_es_conn(&t->ent[0], &lead_fd);
 		if (lead != NULL) {
 			sdp_dconn_event_woke(lead);
 			sdp_direct_put(lead);

@@ -6,7 +6,9 @@
  * sleep; and with the request written before or after the add) and waits
  * for the reply. Under the shim, an add to a set the interposer answers
  * for goes into the set's snapshot in place (shim/epoll_fast.go,
- * addInPlace), and the set grows past the room its snapshot had. A reply
+ * addInPlace), and the set grows past the room its snapshot had. Then
+ * every third accepted end is closed and every third deleted while the
+ * server waits (epoll_drop, delInPlace), and added back. A reply
  * that does not come within 5 s prints a timeout line (a lost wakeup).
  *
  *   sem_add [N]      (default 200)
@@ -40,6 +42,65 @@ static void *server(void *arg)
 			CHECK(r == (ssize_t)sizeof v || (r < 0 && errno == EAGAIN), "server read %zd", r);
 		}
 	}
+}
+
+/* Asks connection i for a reply within ms; 1 when it came (and was right). */
+static int ask(int fd, uint32_t v, int ms)
+{
+	uint32_t got = 0;
+	CHECK(write(fd, &v, sizeof v) == (ssize_t)sizeof v, "client write");
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	if (poll(&p, 1, ms) == 0)
+		return 0;
+	CHECK(read(fd, &got, sizeof got) == (ssize_t)sizeof got && got == ~v, "client read");
+	return 1;
+}
+
+/* While the server's thread waits: every third accepted end closed, every
+ * third deleted from the set; the rest still answer, the deleted ones
+ * stay silent (a few asked), answer once added back, and the closed ones'
+ * clients read EOF. Under the shim these change the interposer's snapshot
+ * in place (epoll_drop). */
+static void removals(int et, int *cli, int *srv, int n)
+{
+	const char *mode = et ? "edge-triggered" : "level-triggered";
+	for (int i = 0; i < n; i++) {
+		if (i % 2 == 1)
+			usleep(200); /* the server's thread goes to sleep */
+		if (i % 3 == 0) {
+			CHECK(close(srv[i]) == 0, "close");
+			srv[i] = -1;
+		} else if (i % 3 == 1) {
+			CHECK(epoll_ctl(ep, EPOLL_CTL_DEL, srv[i], NULL) == 0, "del");
+		}
+	}
+	int kept = 0, silent = 0, back = 0, eof = 0;
+	for (int i = 0; i < n; i++)
+		if (i % 3 == 2 && ask(cli[i], (uint32_t)i + 7, 5000))
+			kept++;
+	for (int i = 1; i < n && i < 3 * 4; i += 3)
+		if (!ask(cli[i], (uint32_t)i, 50))
+			silent++;
+	for (int i = 1; i < n; i += 3) {
+		struct epoll_event ev = {.events = EPOLLIN | (et ? EPOLLET : 0), .data.fd = srv[i]};
+		CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, srv[i], &ev) == 0, "add back");
+		uint32_t got = 0;
+		struct pollfd p = {.fd = cli[i], .events = POLLIN};
+		if (i < 3 * 4) { /* the request asked while deleted is answered now */
+			if (poll(&p, 1, 5000) == 1 && read(cli[i], &got, sizeof got) == (ssize_t)sizeof got && got == ~(uint32_t)i)
+				back++;
+		} else if (ask(cli[i], (uint32_t)i + 9, 5000)) {
+			back++;
+		}
+	}
+	for (int i = 0; i < n; i += 3) {
+		char b;
+		struct pollfd p = {.fd = cli[i], .events = POLLIN};
+		if (poll(&p, 1, 5000) == 1 && read(cli[i], &b, 1) == 0)
+			eof++;
+	}
+	say("%s: after closing %d and deleting %d: %d kept answered, %d deleted silent, %d answered once added back, %d closed at EOF",
+	    mode, (n + 2) / 3, (n + 1) / 3, kept, silent, back, eof);
 }
 
 static void run(int et, int n)
@@ -88,11 +149,14 @@ static void run(int et, int n)
 		CHECK(read(cli[i], &got, sizeof got) == (ssize_t)sizeof got && got == ~v, "client read");
 	}
 	say("%s: %d of %d connections added while the server waited answered", et ? "edge-triggered" : "level-triggered", answered, n);
+	if (answered == n)
+		removals(et, cli, srv, n);
 	CHECK(write(stop_fd[1], "x", 1) == 1, "stop");
 	pthread_join(th, NULL);
 	for (int i = 0; i < n; i++) {
 		close(cli[i]);
-		close(srv[i]);
+		if (srv[i] >= 0)
+			close(srv[i]);
 	}
 	close(stop_fd[0]);
 	close(stop_fd[1]);

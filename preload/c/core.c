@@ -610,6 +610,8 @@ int sdp_futex_wait_while(int *word, int val, int64_t deadline)
 
 /* fork()s this process made while its core ran (sdp_core_fork_copy). */
 static int sdp_core_forks;
+/* fork()s in progress (sdp_core_fork_copy to sdp_core_fork_done). */
+static int sdp_core_forking;
 
 void sdp_core_fork_copy(void)
 {
@@ -619,7 +621,20 @@ void sdp_core_fork_copy(void)
 	 * listening process made it ahead (host->fork_ready). */
 	if (__atomic_fetch_add(&sdp_core_forks, 1, __ATOMIC_RELAXED) > 0)
 		sdp_core_prepare_fork();
+	/* No copy is made across the fork by another thread (fork_ready's):
+	 * the kernel copies the fd table before the memory, so a child could
+	 * find the copy's number stored and no such fd ("/proc/self/fd/N: No
+	 * such file or directory", under load). Counted in, then a copy in
+	 * progress is waited for (bounded); a thread that starts one looks
+	 * at the count after taking the busy word, and gives up (Dekker,
+	 * sdp_core_prepare_fork). */
+	__atomic_fetch_add(&sdp_core_forking, 1, __ATOMIC_SEQ_CST);
+	int saved = errno;
+	sdp_futex_wait_while(&sdp_core_next_busy, 1, sdp_now_ns() + SDP_CORE_LOAD_WAIT_NS);
+	errno = saved;
 }
+
+void sdp_core_fork_done(void) { __atomic_fetch_sub(&sdp_core_forking, 1, __ATOMIC_SEQ_CST); }
 
 void sdp_core_prepare_fork(void)
 {
@@ -628,8 +643,11 @@ void sdp_core_prepare_fork(void)
 		return;
 	int saved = errno;
 	int idle = 0;
-	if (__atomic_compare_exchange_n(&sdp_core_next_busy, &idle, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-		if (__atomic_load_n(&sdp_core_next_fd, __ATOMIC_ACQUIRE) < 0) {
+	if (__atomic_compare_exchange_n(&sdp_core_next_busy, &idle, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE)) {
+		/* Not across another thread's fork (sdp_core_fork_copy): a later
+		 * fork makes it, or the child its own. */
+		if (__atomic_load_n(&sdp_core_next_fd, __ATOMIC_ACQUIRE) < 0 &&
+		    __atomic_load_n(&sdp_core_forking, __ATOMIC_SEQ_CST) == 0) {
 			sdp_guard_enter();
 			int m = sdp_core_make_next();
 			sdp_guard_leave();
@@ -909,6 +927,7 @@ void sdp_core_atfork_child(int keep, int mine)
 	__atomic_store_n(&sdp_core_next_busy, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&sdp_core_next_failed, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&sdp_core_forks, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&sdp_core_forking, 0, __ATOMIC_RELAXED);
 	/* Inherited connections were switched to kernel TCP by fork_prepare
 	 * and are UNMANAGED already, or kept (keep >= 0: forkkeep.c); what is
 	 * left MANAGED (emulated epoll sets) is counted; listeners and unconnected sockets stay

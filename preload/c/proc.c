@@ -28,6 +28,7 @@ SDP_EXPORT pid_t fork(void)
 	if (sdp_passthrough())
 		return sdp_real.fork();
 	int keep = -1, mine = -1; /* the request pair of the connections kept (forkkeep.c) */
+	int counted = 0;          /* sdp_core_fork_copy counted this fork in */
 	if (sdp_core_ready()) {
 		int saved = errno;
 		if (sdp_core_fork_needed())
@@ -36,9 +37,12 @@ SDP_EXPORT pid_t fork(void)
 		/* After the hook: the copy takes a few ms, which must not delay
 		 * withdrawing the listeners the child shares. */
 		sdp_core_fork_copy();
+		counted = 1;
 		errno = saved;
 	}
 	pid_t pid = sdp_real.fork();
+	if (pid != 0 && counted)
+		sdp_core_fork_done();
 	if (pid == 0) {
 		sdp_core_atfork_child(keep, mine);
 	} else if (keep >= 0) {

@@ -346,8 +346,11 @@ SDP_HIDDEN void sdp_fork_decline_count(unsigned long n);
 SDP_HIDDEN void sdp_core_prepare_fork(void);
 /* Parent, before fork() while the core is READY: the copy, from the
  * process's second fork on (the first one's child makes its own if it
- * needs a core). */
+ * needs a core); then the fork is counted in, and no other thread makes
+ * a copy until sdp_core_fork_done. */
 SDP_HIDDEN void sdp_core_fork_copy(void);
+/* After fork() in the parent, when sdp_core_fork_copy ran before it. */
+SDP_HIDDEN void sdp_core_fork_done(void);
 /* Sleeps (FUTEX_WAIT_PRIVATE) while *word holds val, until deadline
  * (sdp_now_ns); returns the value that ended the wait (val at the
  * deadline). errno is kept. The interposer's one bounded wait for

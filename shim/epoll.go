@@ -218,14 +218,11 @@ func (set *epollSet) ctl(op, fd int, s *Socket, events uint32, data uint64) int6
 	if op == unix.EPOLL_CTL_ADD && set.addInPlace(fd, s, events, data) {
 		return 0
 	}
-	if op == unix.EPOLL_CTL_DEL && set.delInPlace(fd, s) {
-		return 0
-	}
 	set.stale() // before the change: the interposer's waits hand over
 	set.mu.Lock()
 	defer set.mu.Unlock()
 	defer set.syncSelfLocked()
-	defer set.changedLocked()
+	defer set.changedLocked(op != unix.EPOLL_CTL_DEL)
 	if op == unix.EPOLL_CTL_ADD {
 		// The set's bell exists before the socket's rendezvous (a
 		// listener's accepts, a connect): peers learn bells only there.
@@ -254,13 +251,8 @@ func (set *epollSet) ctl(op, fd int, s *Socket, events uint32, data uint64) int6
 			return negErrno(unix.EEXIST)
 		}
 		if d := set.entries[dormantKey(fd)]; d != nil {
-			if d.sock == s && d.attended && s.stream.Load() != nil {
-				delete(set.entries, dormantKey(fd))
-				d.dormant = false
-				set.dormant--
-				d.events, d.data, d.disabled, d.lastMask, d.lastArr, d.nospace = events, data, false, 0, 0, 0
-				d.quiet = false
-				set.entries[fd] = d
+			if set.revivableLocked(d, s) {
+				set.reviveLocked(fd, d, events, data)
 				return 0
 			}
 			set.dropLocked(d)
@@ -295,6 +287,26 @@ func (set *epollSet) ctl(op, fd int, s *Socket, events uint32, data uint64) int6
 		return 0
 	}
 	return negErrno(unix.EINVAL)
+}
+
+// revivableLocked reports whether the dormant entry d can take s back
+// (an ADD of the socket a DEL left it for).
+//
+// +checklocks:set.mu
+func (set *epollSet) revivableLocked(d *epollEntry, s *Socket) bool {
+	return d.sock == s && d.attended && s.stream.Load() != nil
+}
+
+// reviveLocked puts the dormant entry d back under fd with events and data.
+//
+// +checklocks:set.mu
+func (set *epollSet) reviveLocked(fd int, d *epollEntry, events uint32, data uint64) {
+	delete(set.entries, dormantKey(fd))
+	d.dormant = false
+	set.dormant--
+	d.events, d.data, d.disabled, d.lastMask, d.lastArr, d.nospace = events, data, false, 0, 0, 0
+	d.quiet = false
+	set.entries[fd] = d
 }
 
 // delLocked takes fd's entry e out of the set (EPOLL_CTL_DEL; s: the
@@ -598,38 +610,41 @@ func (set *epollSet) handOver(s *Socket) {
 }
 
 // changedLocked follows a change of the set's entries: the snapshot is
-// marked stale again, and a thread asleep on the set is kicked to scan.
-// A wait that the mark before the change handed to the core could publish
-// the set again before the change, spending that mark and leaving a fresh
-// snapshot without it; and a thread that the core sent back to the kernel
-// (after a wait the interposer handed over: preload/c/epoll.c's
-// epoll_sleep_held) sleeps with no interposer sleeper count for a mark to
-// kick, and a socket added or put back meanwhile was armed by no scan: it
-// went unseen until some other event woke the thread (sem_add: a socket
-// added, or deleted and added back with a request waiting, while the
-// server's thread slept got no answer). The kick is one eventfd write per
-// change that goes this way (not the in-place ones: epoll_fast.go).
+// marked stale again, under the set's lock, and a change that may have
+// made something ready (grew: an ADD or a MOD) kicks a thread the core
+// armed for a kernel sleep. A wait that the mark before the change handed
+// to the core could publish the set again before the change, spending that
+// mark and leaving a fresh snapshot without the change; and a thread asleep
+// through the core is no sleeper of the snapshot's for a mark to kick,
+// while nothing armed a socket added meanwhile: such a socket went unseen
+// until some other event woke the thread (sem_add: a socket added, or
+// deleted and added back with a request waiting, while the server's thread
+// slept got no answer). A thread that the core answered after a wait the
+// interposer handed over sleeps as the interposer's again
+// (preload/c/epoll.c), counted there. The kick costs nothing where the
+// program changes its set between its own waits (armed is 0 then): a kick
+// at every change cost redis-benchmark -c 1 half its rate, its next wait
+// returning early for it.
 //
 // +checklocks:set.mu
-func (set *epollSet) changedLocked() {
+func (set *epollSet) changedLocked(grew bool) {
 	set.stale()
-	set.kick()
+	if grew && set.armed.Load() > 0 {
+		set.kick()
+	}
 }
 
-// forgetSocket drops the entries of a socket whose last fd is closing:
-// from the published snapshot in place (dropInPlaceLocked), or else the
-// snapshot is marked stale first.
+// forgetSocket drops the entries of a socket whose last fd is closing.
 func (set *epollSet) forgetSocket(s *Socket) {
+	set.stale()
 	set.mu.Lock()
 	for _, e := range set.entries {
 		if e.sock == s {
-			if !set.dropInPlaceLocked(e) {
-				set.stale()
-			}
 			set.removeLocked(e)
 		}
 	}
 	set.syncSelfLocked()
+	set.changedLocked(false)
 	set.mu.Unlock()
 }
 

@@ -49,11 +49,6 @@ type epollFastHost interface {
 	// events were added. It reports false when it did nothing: no fresh
 	// snapshot, no such entry, other data, or an older interposer.
 	EpollUpdate(epfd, fd int, events uint32, data uint64) bool
-	// EpollDrop leaves the entry of fd registered under token out of
-	// epfd's fresh snapshot. It reports false when it did nothing: no
-	// fresh snapshot, no such entry in it (or the first, whose handle
-	// keeps the waits' poll budget), or an older interposer.
-	EpollDrop(epfd, fd int, token uint64) bool
 	// EpollAppend appends e to epfd's fresh snapshot, whose tokens
 	// must all be below e's, and wakes the set's sleepers. It reports
 	// false when it did nothing: no fresh snapshot, no room left in it,
@@ -83,43 +78,9 @@ func (set *epollSet) addInPlace(fd int, s *Socket, events uint32, data uint64) b
 	e := set.newEntryLocked(fd, s, events, data)
 	if !e.sockReg || e.tcpReg || e.answerFD >= 0 || !s.plainDirect() ||
 		!h.EpollAppend(set.fd, EsetEntry{FD: int32(fd), Events: events, Data: data, NSBase: s.nospace.Load(), Token: e.token}) {
-		set.stale() // the entry is in the set, not in the snapshot
+		set.changedLocked(true) // the entry is in the set, not in the snapshot
 	}
 	return true
-}
-
-// delInPlace makes an EPOLL_CTL_DEL of fd and leaves its entry out of
-// the published snapshot in place instead of marking it stale, as a close
-// of the socket's last fd does (forgetSocket): a set of N connections
-// otherwise paid the core's scan and a republish of N entries at the next
-// wait after each. The entry keeps its slot, left out of every wait, until
-// the core publishes again. It reports whether it did the DEL.
-func (set *epollSet) delInPlace(fd int, s *Socket) bool {
-	if _, ok := set.p.host.(epollFastHost); !ok || !set.pub.Load() {
-		return false
-	}
-	set.mu.Lock()
-	defer set.mu.Unlock()
-	e := set.entries[fd]
-	if e == nil || !set.dropInPlaceLocked(e) {
-		return false
-	}
-	set.delLocked(fd, e, s)
-	return true
-}
-
-// dropInPlaceLocked leaves e out of the fresh published snapshot, before
-// the core's own change: true when done, or when e is not in it
-// (dormant); false when the set must be marked stale instead (also with
-// no snapshot: a change may make the set one to publish again).
-//
-// +checklocks:set.mu
-func (set *epollSet) dropInPlaceLocked(e *epollEntry) bool {
-	h, ok := set.p.host.(epollFastHost)
-	if !ok || !set.pub.Load() || set.pubDirty.Load() {
-		return false
-	}
-	return e.dormant || h.EpollDrop(set.fd, e.fd, e.token)
 }
 
 // plainDirect reports whether s is a direct socket in its plain state,

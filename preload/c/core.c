@@ -102,7 +102,6 @@ static struct sdpshim_host sdp_host = {
 	.poll_bells = sdp_pollkick_bells,
 	.poll_bell = sdp_pollkick_bell,
 	.epoll_append = sdp_epoll_append,
-	.epoll_drop = sdp_epoll_drop,
 };
 
 /* ---- where we are, where the core is ------------------------------------------ */

@@ -202,6 +202,15 @@ static int epoll_fast_held(int epfd, struct epoll_event *ev, int max, int64_t de
 				epoll_disarm(epfd, ev, max);
 				return 0;
 			}
+			/* The core published the set again: the next sleep is the
+			 * interposer's, counted as a sleeper of the snapshot, which
+			 * a change of the set kicks (shim/epoll.go, changedLocked);
+			 * the core's own sleep only while there is none. */
+			n = sdp_epoll_fast_look(epfd, ev, max, 0, &gen);
+			if (n > 0)
+				return n;
+			if (n == 0)
+				continue;
 			return epoll_sleep_held(epfd, ev, max, deadline, forever, ns, mask);
 		}
 		if (n > 0 || (!forever && sdp_now_ns() >= deadline))

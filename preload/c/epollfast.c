@@ -105,7 +105,7 @@ int sdp_epoll_update(int epfd, int fd, uint32_t events, uint64_t data)
 	uint32_t i;
 	uint32_t n = __atomic_load_n(&t->n, __ATOMIC_SEQ_CST);
 	for (i = 0; i < n; i++)
-		if (__atomic_load_n(&t->ent[i].fd, __ATOMIC_RELAXED) == fd) {
+		if (t->ent[i].fd == fd) {
 			e = &t->ent[i];
 			break;
 		}
@@ -164,46 +164,10 @@ int sdp_epoll_append(int epfd, const struct sdpshim_eset_entry *entry)
 	return 1;
 }
 
-int sdp_epoll_drop(int epfd, int fd, uint64_t token)
-{
-	struct sdpshim_eset *t = sdp_es_get(epfd);
-	if (t == NULL)
-		return 0;
-	uint32_t lo = 0, hi = __atomic_load_n(&t->ntok, __ATOMIC_SEQ_CST), n = __atomic_load_n(&t->n, __ATOMIC_SEQ_CST);
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (t->tok[mid] < token) {
-			lo = mid + 1;
-		} else if (t->tok[mid] > token) {
-			hi = mid;
-		} else {
-			uint32_t k = __atomic_load_n(&t->tokent[mid], __ATOMIC_SEQ_CST);
-			/* Not the first entry: its handle keeps the waits' poll
-			 * budget (the core publishes again instead). */
-			if (k <= 1 || k > n || __atomic_load_n(&t->ent[k - 1].fd, __ATOMIC_RELAXED) != fd)
-				break;
-			/* Named by no fd (scans and arms skip such an entry), its
-			 * token unparks nothing, and it is parked: skipped a bitmap
-			 * word at a time. A wait that read the fd before finds its
-			 * handle, or once the fd is closed none, and hands the wait
-			 * to the core. */
-			uint32_t i = k - 1;
-			__atomic_store_n(&t->ent[i].fd, -1, __ATOMIC_SEQ_CST);
-			__atomic_store_n(&t->tokent[mid], 0, __ATOMIC_SEQ_CST);
-			__atomic_fetch_or(&t->parked[i / 64], 1ULL << (i % 64), __ATOMIC_SEQ_CST);
-			sdp_es_put(t);
-			return 1;
-		}
-	}
-	sdp_es_put(t);
-	return 0;
-}
-
 /* The handle of entry e when the interposer may answer for it, held. */
 static struct sdp_dconn *sdp_es_conn(const struct sdpshim_eset_entry *e, int *fd)
 {
-	/* Read once: sdp_epoll_drop may store -1 meanwhile (no handle). */
-	*fd = __atomic_load_n(&e->fd, __ATOMIC_ACQUIRE);
+	*fd = e->fd;
 	return sdp_direct_poll_get(*fd);
 }
 
@@ -331,8 +295,6 @@ static int sdp_es_scan(struct sdpshim_eset *t, struct epoll_event *ev, int max, 
 			struct sdpshim_eset_entry *e = &t->ent[j];
 			int fd;
 			struct sdp_dconn *c = sdp_es_conn(e, &fd);
-			if (fd < 0)
-				continue; /* dropped (sdp_epoll_drop) */
 			if (c == NULL)
 				return -1;
 			int rev = sdp_es_eval(e, c, 1);
@@ -374,8 +336,6 @@ static int sdp_es_arm(struct sdpshim_eset *t)
 		const struct sdpshim_eset_entry *e = &t->ent[i];
 		int fd;
 		struct sdp_dconn *c = sdp_es_conn(e, &fd);
-		if (fd < 0)
-			continue; /* dropped (sdp_epoll_drop) */
 		if (c == NULL)
 			return -1;
 		int bad = sdp_dconn_drain_due(c) && sdp_dconn_drain(c, fd) != 0;

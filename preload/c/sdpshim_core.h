@@ -245,13 +245,6 @@ struct sdpshim_host {
 	 * largest (the core marks the table stale instead). Absent in an
 	 * older interposer. */
 	int (*epoll_append)(int epfd, const struct sdpshim_eset_entry *entry);
-	/* An EPOLL_CTL_DEL, or the close of its socket's last fd, of the
-	 * entry of fd registered under token, in a set whose table is fresh:
-	 * the entry is left out of the table's waits in place (its slot stays
-	 * until the core publishes again). 1 when done; 0 when there is no
-	 * fresh table or no such entry in it (the core marks the table stale
-	 * instead). Absent in an older interposer. */
-	int (*epoll_drop)(int epfd, int fd, uint64_t token);
 };
 
 /* A snapshot of an emulated epoll set whose socket entries are all
@@ -262,8 +255,7 @@ struct sdpshim_host {
  * own fds in the kernel's set (sorted ascending): the kernel's events
  * with those values are not the program's. */
 struct sdpshim_eset_entry {
-	int32_t fd;      /* the program's socket, registered in the set under a token;
-			  * -1 once epoll_drop left it out (read it atomically) */
+	int32_t fd;      /* the program's socket, registered in the set under a token */
 	int32_t pad0;
 	uint32_t events; /* what the program asked for (EPOLLIN, EPOLLOUT, EPOLLRDHUP,
 			  * EPOLLET, ...); epoll_update may store it while threads

@@ -524,7 +524,6 @@ SDP_HIDDEN struct sdpshim_eset *sdp_epoll_publish(int epfd, struct sdpshim_eset 
 SDP_HIDDEN void sdp_epoll_stale(int epfd);
 SDP_HIDDEN int sdp_epoll_update(int epfd, int fd, uint32_t events, uint64_t data);
 SDP_HIDDEN int sdp_epoll_append(int epfd, const struct sdpshim_eset_entry *entry);
-SDP_HIDDEN int sdp_epoll_drop(int epfd, int fd, uint64_t token);
 /* Fork child (async-signal-safe): no table of the parent's is the child's. */
 SDP_HIDDEN void sdp_epoll_forget_all(void);
 /* Before a wait: the ready events (> 0), or 0 with every socket entry

@@ -36,12 +36,6 @@ static int host_epoll_append(struct sdpshim_host *h, int epfd, const struct sdps
 		return 0;
 	return h->epoll_append(epfd, e);
 }
-static int host_epoll_drop(struct sdpshim_host *h, int epfd, int fd, uint64_t token)
-{
-	if (h->size < offsetof(struct sdpshim_host, epoll_drop) + sizeof h->epoll_drop || h->epoll_drop == NULL)
-		return 0;
-	return h->epoll_drop(epfd, fd, token);
-}
 static void host_fork_work(struct sdpshim_host *h, int need)
 {
 	if (h->size >= offsetof(struct sdpshim_host, fork_work) + sizeof h->fork_work && h->fork_work != NULL)
@@ -239,12 +233,6 @@ func (c cHost) EpollAppend(epfd int, e shim.EsetEntry) bool {
 	var d C.struct_sdpshim_eset_entry
 	fillEsetEntry(&d, e)
 	return C.host_epoll_append(c.h, C.int(epfd), &d) != 0
-}
-
-// EpollDrop leaves fd's entry (token) out of epfd's fresh snapshot
-// (shim.epollFastHost); false when it did nothing.
-func (c cHost) EpollDrop(epfd, fd int, token uint64) bool {
-	return C.host_has_epoll_fast(c.h) != 0 && C.host_epoll_drop(c.h, C.int(epfd), C.int(fd), C.uint64_t(token)) != 0
 }
 
 // EpollStale marks epfd's installed snapshot stale.

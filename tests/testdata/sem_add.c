@@ -8,7 +8,7 @@
  * for goes into the set's snapshot in place (shim/epoll_fast.go,
  * addInPlace), and the set grows past the room its snapshot had. Then
  * every third accepted end is closed and every third deleted while the
- * server waits (epoll_drop, delInPlace), and added back. A reply
+ * server waits, and added back. A reply
  * that does not come within 5 s prints a timeout line (a lost wakeup).
  *
  *   sem_add [N]      (default 200)
@@ -59,8 +59,7 @@ static int ask(int fd, uint32_t v, int ms)
 /* While the server's thread waits: every third accepted end closed, every
  * third deleted from the set; the rest still answer, the deleted ones
  * stay silent (a few asked), answer once added back, and the closed ones'
- * clients read EOF. Under the shim these change the interposer's snapshot
- * in place (epoll_drop). */
+ * clients read EOF. */
 static void removals(int et, int *cli, int *srv, int n)
 {
 	const char *mode = et ? "edge-triggered" : "level-triggered";

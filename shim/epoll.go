@@ -251,8 +251,13 @@ func (set *epollSet) ctl(op, fd int, s *Socket, events uint32, data uint64) int6
 			return negErrno(unix.EEXIST)
 		}
 		if d := set.entries[dormantKey(fd)]; d != nil {
-			if set.revivableLocked(d, s) {
-				set.reviveLocked(fd, d, events, data)
+			if d.sock == s && d.attended && s.stream.Load() != nil {
+				delete(set.entries, dormantKey(fd))
+				d.dormant = false
+				set.dormant--
+				d.events, d.data, d.disabled, d.lastMask, d.lastArr, d.nospace = events, data, false, 0, 0, 0
+				d.quiet = false
+				set.entries[fd] = d
 				return 0
 			}
 			set.dropLocked(d)
@@ -283,54 +288,24 @@ func (set *epollSet) ctl(op, fd int, s *Socket, events uint32, data uint64) int6
 		if e == nil {
 			return negErrno(unix.ENOENT)
 		}
-		set.delLocked(fd, e, s)
+		if e.attended && !e.tcpReg && e.answerFD < 0 && s != nil && e.sock == s {
+			delete(set.entries, fd)
+			if d := set.entries[dormantKey(fd)]; d != nil {
+				set.dropLocked(d)
+			}
+			e.dormant, e.disabled = true, true // scans skip it as a disabled one
+			set.dormant++
+			set.entries[dormantKey(fd)] = e
+			return 0
+		}
+		set.removeLocked(e)
+		e.sock.mu.Lock()
+		delete(e.sock.epolls, set)
+		e.sock.gateLocked()
+		e.sock.mu.Unlock()
 		return 0
 	}
 	return negErrno(unix.EINVAL)
-}
-
-// revivableLocked reports whether the dormant entry d can take s back
-// (an ADD of the socket a DEL left it for).
-//
-// +checklocks:set.mu
-func (set *epollSet) revivableLocked(d *epollEntry, s *Socket) bool {
-	return d.sock == s && d.attended && s.stream.Load() != nil
-}
-
-// reviveLocked puts the dormant entry d back under fd with events and data.
-//
-// +checklocks:set.mu
-func (set *epollSet) reviveLocked(fd int, d *epollEntry, events uint32, data uint64) {
-	delete(set.entries, dormantKey(fd))
-	d.dormant = false
-	set.dormant--
-	d.events, d.data, d.disabled, d.lastMask, d.lastArr, d.nospace = events, data, false, 0, 0, 0
-	d.quiet = false
-	set.entries[fd] = d
-}
-
-// delLocked takes fd's entry e out of the set (EPOLL_CTL_DEL; s: the
-// socket fd names now). An attended entry of the same socket is kept
-// dormant, for an ADD that puts it back (event loops that delete and add
-// a socket around every request).
-//
-// +checklocks:set.mu
-func (set *epollSet) delLocked(fd int, e *epollEntry, s *Socket) {
-	if e.attended && !e.tcpReg && e.answerFD < 0 && s != nil && e.sock == s {
-		delete(set.entries, fd)
-		if d := set.entries[dormantKey(fd)]; d != nil {
-			set.dropLocked(d)
-		}
-		e.dormant, e.disabled = true, true // scans skip it as a disabled one
-		set.dormant++
-		set.entries[dormantKey(fd)] = e
-		return
-	}
-	set.removeLocked(e)
-	e.sock.mu.Lock()
-	delete(e.sock.epolls, set)
-	e.sock.gateLocked()
-	e.sock.mu.Unlock()
 }
 
 // newEntryLocked adds a fresh entry for s under fd and registers what

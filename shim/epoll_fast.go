@@ -67,7 +67,7 @@ type epollFastHost interface {
 // did the ADD.
 func (set *epollSet) addInPlace(fd int, s *Socket, events uint32, data uint64) bool {
 	h, ok := set.p.host.(epollFastHost)
-	if !ok || s == nil || events&(epollOneShot|epollExclusive) != 0 || !set.pub.Load() || !s.plainDirect() {
+	if !ok || s == nil || events&(epollOneShot|epollExclusive) != 0 || !set.pub.Load() || s.direct() == nil {
 		return false
 	}
 	set.mu.Lock()
@@ -76,18 +76,24 @@ func (set *epollSet) addInPlace(fd int, s *Socket, events uint32, data uint64) b
 		return false
 	}
 	e := set.newEntryLocked(fd, s, events, data)
-	if !e.sockReg || e.tcpReg || e.answerFD >= 0 || !s.plainDirect() ||
-		!h.EpollAppend(set.fd, EsetEntry{FD: int32(fd), Events: events, Data: data, NSBase: s.nospace.Load(), Token: e.token}) {
+	if ent, ok := e.esetEntry(); !ok || !h.EpollAppend(set.fd, ent) {
 		set.changedLocked(true) // the entry is in the set, not in the snapshot
 	}
 	return true
 }
 
-// plainDirect reports whether s is a direct socket in its plain state,
-// which the interposer answers for: no switch to kernel TCP, not shut
-// down for reading, no bytes written before the verdict left.
-func (s *Socket) plainDirect() bool {
-	return s.direct() != nil && s.sw.Load() == swNone && !s.shutRD.Load() && s.earlyN.Load() == 0
+// esetEntry returns e as a snapshot entry; false when the interposer
+// cannot answer for it: a socket that is not a plain direct one (no
+// switch to kernel TCP, not shut down for reading, no bytes written
+// before the verdict left) registered for its rings.
+func (e *epollEntry) esetEntry() (EsetEntry, bool) {
+	s := e.sock
+	if !e.sockReg || e.tcpReg || e.answerFD >= 0 || s.direct() == nil || s.sw.Load() != swNone || s.shutRD.Load() ||
+		s.earlyN.Load() != 0 {
+		return EsetEntry{}, false
+	}
+	return EsetEntry{FD: int32(e.fd), Events: e.events, Data: e.data, LastMask: uint32(uint16(e.lastMask)),
+		LastArr: e.lastArr, LastNS: e.nospace, NSBase: s.nospace.Load(), Token: e.token}, true
 }
 
 // modInPlace makes an EPOLL_CTL_MOD of fd that only changes the events of
@@ -196,12 +202,11 @@ func (set *epollSet) eligibleLocked() (ents []EsetEntry, barred bool) {
 		if e.events&(epollOneShot|epollExclusive) != 0 || e.disabled {
 			return nil, true
 		}
-		s := e.sock
-		if !e.sockReg || e.tcpReg || e.answerFD >= 0 || !s.plainDirect() {
+		ent, ok := e.esetEntry()
+		if !ok {
 			return nil, false
 		}
-		ents = append(ents, EsetEntry{FD: int32(e.fd), Events: e.events, Data: e.data,
-			LastMask: uint32(uint16(e.lastMask)), LastArr: e.lastArr, LastNS: e.nospace, NSBase: s.nospace.Load(), Token: e.token})
+		ents = append(ents, ent)
 	}
 	return ents, false
 }

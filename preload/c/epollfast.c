@@ -145,7 +145,7 @@ int sdp_epoll_append(int epfd, const struct sdpshim_eset_entry *entry)
 	 * and ntok once per look; what they index below them is written
 	 * before they move (SEQ_CST stores). */
 	uint32_t n = __atomic_load_n(&t->n, __ATOMIC_RELAXED), nt = __atomic_load_n(&t->ntok, __ATOMIC_RELAXED);
-	if (n >= t->cap || nt >= t->captok || (nt > 0 && t->tok[nt - 1] >= entry->token)) {
+	if (n >= t->cap || (nt > 0 && t->tok[nt - 1] >= entry->token)) {
 		sdp_es_put(t);
 		return 0;
 	}
@@ -165,11 +165,7 @@ int sdp_epoll_append(int epfd, const struct sdpshim_eset_entry *entry)
 }
 
 /* The handle of entry e when the interposer may answer for it, held. */
-static struct sdp_dconn *sdp_es_conn(const struct sdpshim_eset_entry *e, int *fd)
-{
-	*fd = e->fd;
-	return sdp_direct_poll_get(*fd);
-}
+static struct sdp_dconn *sdp_es_conn(const struct sdpshim_eset_entry *e) { return sdp_direct_poll_get(e->fd); }
 
 /* What entry e of handle c reports now: its readiness, and for EPOLLET
  * only an edge since the last evaluation, which it records (as the
@@ -248,13 +244,13 @@ static int sdp_es_want(const struct sdpshim_eset_entry *e, struct sdp_dconn *c, 
 
 /* Parks entry i (handle c), found not ready; -1 when a drain of its
  * rings met a switch record. */
-static int sdp_es_park(struct sdpshim_eset *t, uint32_t i, struct sdp_dconn *c, int fd)
+static int sdp_es_park(struct sdpshim_eset *t, uint32_t i, struct sdp_dconn *c)
 {
 	struct sdpshim_eset_entry *e = &t->ent[i];
 	int want = sdp_es_want(e, c, 0);
 	if (want == 0)
 		return 0; /* only its errors and hang-ups: stays scanned */
-	if (sdp_dconn_drain_due(c) && sdp_dconn_drain(c, fd) != 0)
+	if (sdp_dconn_drain_due(c) && sdp_dconn_drain(c, e->fd) != 0)
 		return -1;
 	__atomic_fetch_or(&t->parked[i / 64], 1ULL << (i % 64), __ATOMIC_SEQ_CST);
 	sdp_dconn_arm(c, want, 0); /* bell 0: a ring on the socket */
@@ -293,8 +289,7 @@ static int sdp_es_scan(struct sdpshim_eset *t, struct epoll_event *ev, int max, 
 		for (uint32_t j = sdp_es_active(t, pass == 0 ? start : 0, hi); j < hi && got < max;
 		     j = sdp_es_active(t, j + 1, hi)) {
 			struct sdpshim_eset_entry *e = &t->ent[j];
-			int fd;
-			struct sdp_dconn *c = sdp_es_conn(e, &fd);
+			struct sdp_dconn *c = sdp_es_conn(e);
 			if (c == NULL)
 				return -1;
 			int rev = sdp_es_eval(e, c, 1);
@@ -307,7 +302,7 @@ static int sdp_es_scan(struct sdpshim_eset *t, struct epoll_event *ev, int max, 
 					__atomic_store_n(&e->idle_since, now, __ATOMIC_RELAXED);
 				else if (idle >= SDP_ES_PARK_AFTER &&
 					 now - __atomic_load_n(&e->idle_since, __ATOMIC_RELAXED) >= SDP_ES_PARK_NS)
-					bad = sdp_es_park(t, j, c, fd) != 0;
+					bad = sdp_es_park(t, j, c) != 0;
 				sdp_direct_put(c);
 				if (bad)
 					return -1;
@@ -334,11 +329,10 @@ static int sdp_es_arm(struct sdpshim_eset *t)
 	uint32_t n = __atomic_load_n(&t->n, __ATOMIC_SEQ_CST);
 	for (uint32_t i = sdp_es_active(t, 0, n); i < n; i = sdp_es_active(t, i + 1, n)) {
 		const struct sdpshim_eset_entry *e = &t->ent[i];
-		int fd;
-		struct sdp_dconn *c = sdp_es_conn(e, &fd);
+		struct sdp_dconn *c = sdp_es_conn(e);
 		if (c == NULL)
 			return -1;
-		int bad = sdp_dconn_drain_due(c) && sdp_dconn_drain(c, fd) != 0;
+		int bad = sdp_dconn_drain_due(c) && sdp_dconn_drain(c, e->fd) != 0;
 		if (!bad)
 			sdp_dconn_arm(c, sdp_es_want(e, c, t->bell), t->bell);
 		sdp_direct_put(c);
@@ -396,8 +390,7 @@ int sdp_epoll_fast_look(int epfd, struct epoll_event *ev, int max, int spin, uin
 	*gen = __atomic_load_n(&t->gen, __ATOMIC_SEQ_CST);
 	int n = sdp_es_scan(t, ev, max, 1);
 	if (n == 0 && spin && __atomic_load_n(&t->n, __ATOMIC_RELAXED) > 0) {
-		int lead_fd;
-		struct sdp_dconn *lead = sdp_es_conn(&t->ent[0], &lead_fd);
+		struct sdp_dconn *lead = sdp_es_conn(&t->ent[0]);
 		if (lead == NULL) {
 			n = -1;
 		} else {
@@ -441,8 +434,7 @@ int sdp_epoll_fast_after(int epfd, struct epoll_event *ev, int max, int k, int *
 	if (n == 0 && sdp_es_arm(t) == 0) /* woken for nothing: arms again */
 		n = sdp_es_scan(t, ev, max, 0);
 	if (woke && __atomic_load_n(&t->n, __ATOMIC_RELAXED) > 0) {
-		int lead_fd;
-		struct sdp_dconn *lead = sdp_es_conn(&t->ent[0], &lead_fd);
+		struct sdp_dconn *lead = sdp_es_conn(&t->ent[0]);
 		if (lead != NULL) {
 			sdp_dconn_event_woke(lead);
 			sdp_direct_put(lead);

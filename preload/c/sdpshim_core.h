@@ -281,8 +281,9 @@ struct sdpshim_eset {
 	uint32_t n;        /* entries (at least one; grows by epoll_append:
 			    * read it atomically) */
 	uint32_t ntok;     /* tokens (the same) */
-	uint32_t cap;      /* entries ent, parked and tokent have room for */
-	uint32_t captok;   /* tokens tok and tokent have room for */
+	uint32_t cap;      /* entries ent and parked have room for; tok and
+			    * tokent have room for cap - n more tokens (an
+			    * appended entry brings one) */
 	uint32_t users;    /* interposer threads reading the table */
 	uint32_t stale;    /* 1: wait through the core */
 	uint32_t rot;      /* where the next scan starts (fairness; racy is fine) */
@@ -297,7 +298,7 @@ struct sdpshim_eset {
 	struct sdpshim_eset_entry *ent;
 	uint64_t *tok;
 	uint32_t *tokent;  /* per token: 1 + the index of its entry, or 0 */
-	uint64_t *parked;  /* the interposer's: a bit per entry, (n + 63) / 64
+	uint64_t *parked;  /* the interposer's: a bit per entry, (cap + 63) / 64
 			    * words, zero from the core: 1 while the entry is
 			    * parked (epollfast.c) */
 };

@@ -135,7 +135,7 @@ func (c cHost) EpollPublish(epfd int, ents []shim.EsetEntry, toks []uint64, kick
 		} else {
 			t = (*C.struct_sdpshim_eset)(mem)
 			t.n, t.ntok, t.kick_efd, t.bell = C.uint32_t(len(ents)), C.uint32_t(len(toks)), C.int32_t(kickFD), C.uint32_t(bell)
-			t.cap, t.captok = C.uint32_t(capEnt), C.uint32_t(capTok)
+			t.cap = C.uint32_t(capEnt)
 			t.ent = (*C.struct_sdpshim_eset_entry)(unsafe.Add(mem, head))
 			dst := unsafe.Slice(t.ent, len(ents))
 			for i, e := range ents {

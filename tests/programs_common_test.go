@@ -361,8 +361,11 @@ func waitListen(t *testing.T, p *proc, port int) {
 	want := fmt.Sprintf(":%04X ", port)
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
+		// tcp6 too: a JVM listens on an AF_INET6 socket for 127.0.0.1
+		// (::ffff:127.0.0.1).
 		b, _ := os.ReadFile("/proc/net/tcp")
-		for _, l := range strings.Split(string(b), "\n") {
+		b6, _ := os.ReadFile("/proc/net/tcp6")
+		for _, l := range strings.Split(string(b)+string(b6), "\n") {
 			f := strings.Fields(l)
 			if len(f) > 3 && strings.HasSuffix(f[1]+" ", want) && f[3] == "0A" {
 				return

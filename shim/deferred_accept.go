@@ -139,6 +139,9 @@ func (p *Process) acceptDeferred(node *rendezvous.Node, ls *Socket, fd int, loca
 		// No record, or one that cannot be used (garbage, the run
 		// directory unusable): the first use would find the same.
 		p.fallback(rendezvous.ReasonOf(err), fd, logrus.Fields{"local": local, "remote": peer}, err)
+		if rendezvous.ReasonOf(err) == rendezvous.ReasonNotShimmed {
+			p.notOffered(node)
+		}
 		return FDUnmanaged
 	}
 	s := &Socket{p: p, family: ls.family, fds: []int{fd}}

@@ -104,6 +104,7 @@ func (p *Process) registerLocked(s *Socket, fd int, group bool) {
 		group = true // a listener on a port already shared with fork children
 	}
 	s.listenAddr, s.registered, s.group = addr, true, group
+	p.markListenerLocked(s, fd)
 	p.mu.Lock()
 	p.listeners[s] = struct{}{}
 	if !group {
@@ -134,6 +135,7 @@ func (s *Socket) unregisterLocked() {
 	}
 	s.registered = false
 	p := s.p
+	p.unmarkListenerLocked(s)
 	p.mu.Lock()
 	delete(p.listeners, s)
 	if !s.group {
@@ -273,6 +275,7 @@ func (p *Process) Accept(lfd, fd int, peer netip.AddrPort, flags int) FDState {
 	}
 	if !ok {
 		p.fallback(rendezvous.ReasonNotShimmed, fd, logrus.Fields{"local": local, "remote": peer}, nil)
+		p.notOffered(node)
 		return FDUnmanaged
 	}
 	pr, _ := m.Prepared.(*prepared)

@@ -36,7 +36,8 @@ type Observer interface {
 	// cookie); transport is stats.Transport's value (1 shm, 2 rdma).
 	ProbeAccelerated(transport, fd int, cookie uint64)
 	// InterposerFallbacks returns the interposer's count of fallbacks
-	// with code (its own codes, 64 and up), read atomically.
+	// with code that it decided alone (its own codes, 64 and up, and the
+	// accepts it kept on kernel TCP without the core), read atomically.
 	InterposerFallbacks(code int) uint64
 }
 

@@ -52,6 +52,7 @@ type Process struct {
 	draining  []dataStream           // +checklocks:mu; closed, maybe not all sent yet (Exit)
 	epolls    map[*epollSet]struct{} // +checklocks:mu
 	kept      map[*keptFork]struct{} // +checklocks:mu; forks whose child may hold kept connections (forkkeep.go)
+	quietTold rendezvous.DirState    // +checklocks:mu; the run directory's state last told the interposer (plainaccept.go)
 	logFile   *os.File               // +checklocks:mu
 
 	stats     *stats.Registry // every counter of the process (observe.go)
@@ -118,6 +119,7 @@ func (p *Process) rendezvousNode() (*rendezvous.Node, error) {
 		AllowUIDs:    p.cfg.AllowUIDs,
 		Handler:      p.handleOffer,
 		OnDrop:       p.onDrop,
+		OnPending:    p.offersHeld,
 		OnPull:       p.handlePull,
 		OfferTimeout: offerTimeout,
 	})

@@ -75,6 +75,7 @@ type Socket struct {
 	fds        []int                        // +checklocks:mu; fds naming the socket
 	listenAddr netip.AddrPort               // +checklocks:mu; registered address
 	registered bool                         // +checklocks:mu
+	plainMark  int                          // +checklocks:mu; 1 + the fd marked for the interposer's plain accepts (plainaccept.go), 0: none
 	unlisted   rendezvous.Reason            // +checklocks:mu; listening but not registered: why (its accepts fall back with it)
 	pend       *pendingConnect              // +checklocks:mu; connecting: what the verdict decides
 	end        *channelEnd                  // +checklocks:mu; accelerated: the channel end

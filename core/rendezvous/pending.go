@@ -116,6 +116,7 @@ func (p *pendingTable) insert(key Tuple, e *pendingEntry) (old *pendingEntry, wh
 	}
 	e.key = key
 	p.m[key] = e
+	p.told()
 	e.timer = time.AfterFunc(p.n.cfg.PendingTimeout, func() {
 		if p.take(key, e) {
 			p.finish(e, DropExpired)
@@ -148,8 +149,16 @@ func (p *pendingTable) unfileLocked(key Tuple) *pendingEntry {
 	if e != nil {
 		delete(p.m, key)
 		p.peers.remove(peerOf(&e.match.Request.Cred))
+		p.told()
 	}
 	return e
+}
+
+// told tells Config.OnPending how many entries are filed. p.mu held.
+func (p *pendingTable) told() {
+	if f := p.n.cfg.OnPending; f != nil {
+		f(len(p.m))
+	}
 }
 
 // finish drops e with cause unless it is already finished.
@@ -193,6 +202,7 @@ func (p *pendingTable) closeAll() {
 	all := p.m
 	p.m = map[Tuple]*pendingEntry{}
 	p.peers = peerCounts{}
+	p.told()
 	p.mu.Unlock()
 	for _, e := range all {
 		p.finish(e, DropClosed)

@@ -102,6 +102,10 @@ static struct sdpshim_host sdp_host = {
 	.poll_bells = sdp_pollkick_bells,
 	.poll_bell = sdp_pollkick_bell,
 	.epoll_append = sdp_epoll_append,
+	.accept_listener = sdp_plain_listener,
+	.accept_held = sdp_plain_held,
+	.accept_quiet = sdp_plain_quiet,
+	.accept_plain = &sdp_plain_accepts,
 };
 
 /* ---- where we are, where the core is ------------------------------------------ */
@@ -933,6 +937,7 @@ void sdp_core_atfork_child(int keep, int mine)
 	 * CANDIDATE (for this process's own core, or counted at each accept
 	 * when it has none); the old core's PROTECTED fds become plain. */
 	sdp_epoll_forget_all(); /* the parent's epoll sets' snapshots (their fds are plain here) */
+	sdp_plain_forget();
 	sdp_pollkick_forget_all();
 	if (!sdp_fork_keep_child(keep, mine)) {
 		unsigned long n = sdp_fd_forget_all();

@@ -99,6 +99,8 @@ enum sdpshim_fd_state {
  * Counters are kept per code, SDPSHIM_REASON_MAX of them. */
 enum sdpshim_reason {
 	SDPSHIM_REASON_NONE = 0,
+	SDPSHIM_REASON_NOT_SHIMMED = 1, /* peer-not-shimmed: nobody offered the
+					 * connection (plainaccept.c decides some) */
 	SDPSHIM_REASON_FORK_DECLINE = 9, /* fork-exec-decline: fork child of a
 					  * process running the core */
 	SDPSHIM_REASON_BAD_SETTING = 10, /* disabled-by-setting: bad
@@ -245,6 +247,23 @@ struct sdpshim_host {
 	 * largest (the core marks the table stale instead). Absent in an
 	 * older interposer. */
 	int (*epoll_append)(int epfd, const struct sdpshim_eset_entry *entry);
+	/* Accepts the interposer decides alone (preload/c/plainaccept.c):
+	 * an accept on a listener marked here whose connection nobody can
+	 * have offered stays on kernel TCP without entering the core.
+	 * accept_listener marks listener fd, identified by its SO_COOKIE
+	 * (0 unmarks; a later socket with that number is not it).
+	 * accept_held: how many offers the core holds, answered and not yet
+	 * claimed or dropped (set before the answer goes out).
+	 * accept_quiet: the run directory dir was, as of its device, inode
+	 * and modification time, without any deferral record (dir NULL:
+	 * unknown), read when it had been unchanged for longer than any
+	 * timestamp granularity. accept_plain: the accepts decided so, each
+	 * also counted in fallback[] as peer-not-shimmed. Absent in an older
+	 * interposer: every accept goes through the core. */
+	void (*accept_listener)(int fd, uint64_t cookie);
+	void (*accept_held)(uint32_t n);
+	void (*accept_quiet)(const char *dir, uint64_t dev, uint64_t ino, int64_t mtime_sec, int64_t mtime_nsec);
+	uint64_t *accept_plain;
 };
 
 /* A snapshot of an emulated epoll set whose socket entries are all

@@ -254,6 +254,21 @@ SDP_HIDDEN unsigned long sdp_fd_forget_all(void);
  * pass over the table (forget_all above, forkkeep.c). */
 SDP_HIDDEN unsigned long sdp_fd_recast(const signed char to[SDP_FD_STATES], int counted);
 
+/* ---- accepts decided without the core (plainaccept.c) ------------------------- */
+
+/* host->accept_listener, accept_held, accept_quiet (sdpshim_core.h). */
+SDP_HIDDEN void sdp_plain_listener(int fd, uint64_t cookie);
+SDP_HIDDEN void sdp_plain_held(uint32_t n);
+SDP_HIDDEN void sdp_plain_quiet(const char *dir, uint64_t dev, uint64_t ino, int64_t sec, int64_t nsec);
+/* host->accept_plain: the accepts decided here. */
+SDP_HIDDEN extern uint64_t sdp_plain_accepts;
+/* fd was just accepted on lfd: 1 when nobody can have offered it (it
+ * stays on kernel TCP, counted, traced and logged here), 0: ask the core.
+ * Keeps errno. */
+SDP_HIDDEN int sdp_plain_accept(int lfd, int fd);
+/* Fork child: the parent's marks and counts are not the child's. */
+SDP_HIDDEN void sdp_plain_forget(void);
+
 /* ---- connections kept across fork (forkkeep.c) ------------------------------ */
 
 /* host->fork_keep: the child's end of the request pair of the fork

@@ -122,6 +122,10 @@ static SDP_COLD int accept_slow(int lfd, struct sockaddr *addr, socklen_t *len, 
 		memcpy(addr, &ss, *len < sl ? *len : sl);
 		*len = sl;
 	}
+	if (sdp_plain_accept(lfd, fd)) {
+		sdp_fd_fresh(fd, SDPSHIM_FD_UNMANAGED);
+		return fd;
+	}
 	int saved = errno;
 	int st = SDP_CORE_CALL(sdp_core.accept(lfd, fd, (struct sockaddr *)&ss, sl, is4 ? flags : 0));
 	sdp_fd_fresh(fd, sdp_valid_state(st) ? st : SDPSHIM_FD_UNMANAGED);

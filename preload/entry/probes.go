@@ -28,7 +28,15 @@ func (c cHost) ProbeAccelerated(transport, fd int, cookie uint64) {
 	C.sdpshim_probe_accelerated(C.int(transport), C.int(fd), C.uint64_t(cookie))
 }
 
-// InterposerFallbacks reads the interposer's count for code.
+// InterposerFallbacks reads the interposer's count for code: its own
+// codes (64 and up), and the accepts it kept on kernel TCP alone
+// (peer-not-shimmed; the core counts the others in its registry).
 func (c cHost) InterposerFallbacks(code int) uint64 {
+	if code < C.SDPSHIM_REASON_SHIM_FIRST {
+		if code == C.SDPSHIM_REASON_NOT_SHIMMED {
+			return c.plainAccepts()
+		}
+		return 0
+	}
 	return uint64(C.host_fallback_read(c.h, C.int(code)))
 }

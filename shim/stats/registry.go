@@ -28,9 +28,11 @@ type Options struct {
 	// outside the lock: preload/entry points it at the C probe
 	// sdpshim_probe_accelerated.
 	OnAccelerated func(t Transport, fd int, cookie uint64)
-	// InterposerFallbacks, when set, returns the interposer's count for a
-	// code >= 64 (its own codes, host->fallback[code]); a snapshot adds
-	// those to the codes the registry counts itself.
+	// InterposerFallbacks, when set, returns how many fallbacks with a
+	// code the interposer decided alone: its own codes (64 and up,
+	// host->fallback[code]) and the accepts it kept on kernel TCP
+	// without the core (peer-not-shimmed, preload/c/plainaccept.c); a
+	// snapshot adds those to what the registry counts itself.
 	InterposerFallbacks func(code int) uint64
 }
 
@@ -192,14 +194,14 @@ func (r *Registry) Fallback(f FallbackInfo) {
 	}
 }
 
-// FallbackCount returns how many fallbacks with code were counted, the
-// interposer's included for codes >= 64.
+// FallbackCount returns how many fallbacks with code were counted, those
+// the interposer decided alone included.
 func (r *Registry) FallbackCount(code int) uint64 {
 	if code <= 0 || code >= MaxReason {
 		return 0
 	}
 	n := r.fallbacks[code].Load()
-	if code >= interposerFirst && r.opts.InterposerFallbacks != nil {
+	if r.opts.InterposerFallbacks != nil {
 		n += r.opts.InterposerFallbacks(code)
 	}
 	return n

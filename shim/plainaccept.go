@@ -1,0 +1,98 @@
+package shim
+
+import "github.com/sdpshim/sdpshim/core/rendezvous"
+
+// Accepts the interposer decides alone (preload/c/plainaccept.c). An
+// accept on a registered listener enters the core to learn whether the
+// connection was offered; for a server whose clients are not shimmed the
+// answer is always no, at the cost of a runtime entry per connection
+// (about 0.1 ms in a postgres postmaster, which forks a backend right
+// after, with the runtime threads that entry woke still running). So the
+// core tells the interposer enough to answer "nobody offered it" alone:
+// the listeners it registered (marked with their SO_COOKIE), how many
+// offers it holds unclaimed (rendezvous Config.OnPending), and, after an
+// accept that nobody offered, the state in which the run directory held
+// no deferral record (rendezvous Node.Quiet). A connector's offer is
+// answered, and its record written, before its connect(): an accept on a
+// marked listener while no offer is held and the directory is still in
+// that state is a plain connection, which the interposer counts
+// (peer-not-shimmed, added to the registry's count through
+// Observer.InterposerFallbacks), fires through the probe and logs. It
+// does not appear in the registry's list of recent fallbacks.
+
+// plainAcceptHost is a Host whose interposer decides those accepts.
+type plainAcceptHost interface {
+	// DecidesPlainAccepts reports whether the methods below do anything
+	// (an older interposer lacks them).
+	DecidesPlainAccepts() bool
+	// AcceptListener marks listener fd, whose SO_COOKIE is cookie (0
+	// unmarks fd).
+	AcceptListener(fd int, cookie uint64)
+	// AcceptHeld tells how many offers this process holds unclaimed.
+	AcceptHeld(n int)
+	// AcceptQuiet tells a state in which the run directory dir held no
+	// deferral record (ok false: none known).
+	AcceptQuiet(dir string, st rendezvous.DirState, ok bool)
+}
+
+// plainHost returns the host as a plainAcceptHost, or nil.
+func (p *Process) plainHost() plainAcceptHost {
+	if h, ok := p.host.(plainAcceptHost); ok && h.DecidesPlainAccepts() {
+		return h
+	}
+	return nil
+}
+
+// markListenerLocked marks s's registered fd for plain accepts.
+//
+// +checklocks:s.mu
+func (p *Process) markListenerLocked(s *Socket, fd int) {
+	h := p.plainHost()
+	if h == nil || s.plainMark != 0 {
+		return
+	}
+	if cookie := socketCookie(fd); cookie != 0 {
+		h.AcceptListener(fd, cookie)
+		s.plainMark = fd + 1
+	}
+}
+
+// unmarkListenerLocked withdraws s's mark.
+//
+// +checklocks:s.mu
+func (p *Process) unmarkListenerLocked(s *Socket) {
+	if s.plainMark == 0 {
+		return
+	}
+	if h := p.plainHost(); h != nil {
+		h.AcceptListener(s.plainMark-1, 0)
+	}
+	s.plainMark = 0
+}
+
+// offersHeld is the node's OnPending: how many offers wait for a Claim.
+func (p *Process) offersHeld(n int) {
+	if h := p.plainHost(); h != nil {
+		h.AcceptHeld(n)
+	}
+}
+
+// notOffered follows an accept nobody offered: the interposer learns the
+// run directory's state when it holds no record (once per state).
+func (p *Process) notOffered(node *rendezvous.Node) {
+	h := p.plainHost()
+	if h == nil {
+		return
+	}
+	st, ok := node.Quiet()
+	if !ok {
+		return // changed since, or records: the interposer's state is stale, it asks the core
+	}
+	p.mu.Lock()
+	told := p.quietTold == st
+	p.quietTold = st
+	p.mu.Unlock()
+	if !told {
+		h.AcceptQuiet(p.cfg.RunDir, st, true)
+	}
+}

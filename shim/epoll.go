@@ -2,6 +2,7 @@ package shim
 
 import (
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,7 +61,13 @@ type epollSet struct {
 	// program as its data. Bounded by maxRetired.
 	retired  map[uint64]struct{} // +checklocks:mu
 	retiredQ []uint64            // +checklocks:mu
-	fds      int                 // fds naming the set (dup); +checklocks:mu
+	// ours holds every token a snapshot publishes (tokens, retired and
+	// the kick's), ascending: tokens are drawn increasing, so a new one
+	// is appended, and only a retired one leaves (oursDropLocked). A
+	// publish after each change of a busy set copies it instead of
+	// sorting up to maxRetired tokens again.
+	ours []uint64 // +checklocks:mu
+	fds  int      // fds naming the set (dup); +checklocks:mu
 
 	// progressLocked's scratch, the channels it moved and whether it
 	// flushed them: the first maxMarks in marks (searched in order: a set
@@ -316,6 +323,7 @@ func (set *epollSet) newEntryLocked(fd int, s *Socket, events uint32, data uint6
 	e := &epollEntry{fd: fd, sock: s, events: events, data: data, token: newEpollToken(), answerFD: -1}
 	set.entries[fd] = e
 	set.tokens[e.token] = e
+	set.oursAddLocked(e.token)
 	e.idx = len(set.list)
 	set.list = append(set.list, e)
 	s.mu.Lock()
@@ -441,6 +449,7 @@ func (set *epollSet) kickLocked() {
 		set.p.closeFD(fd)
 		return
 	}
+	set.oursAddLocked(set.kickToken)
 	set.kickMu.Lock()
 	set.kickFD = fd
 	set.kickMu.Unlock()
@@ -531,10 +540,41 @@ func (set *epollSet) retireLocked(token uint64) {
 	}
 	if len(set.retiredQ) >= maxRetired {
 		delete(set.retired, set.retiredQ[0])
+		set.oursDropLocked(set.retiredQ[0])
 		set.retiredQ = set.retiredQ[1:]
 	}
 	set.retired[token] = struct{}{}
 	set.retiredQ = append(set.retiredQ, token)
+}
+
+// oursAddLocked adds t, just drawn, to ours.
+//
+// +checklocks:set.mu
+func (set *epollSet) oursAddLocked(t uint64) {
+	if n := len(set.ours); n == 0 || set.ours[n-1] < t {
+		set.ours = append(set.ours, t)
+		return
+	}
+	if i, found := slices.BinarySearch(set.ours, t); !found {
+		set.ours = slices.Insert(set.ours, i, t)
+	}
+}
+
+// oursDropLocked removes t from ours, moving the shorter side: the
+// oldest retired token is usually among the smallest.
+//
+// +checklocks:set.mu
+func (set *epollSet) oursDropLocked(t uint64) {
+	i, found := slices.BinarySearch(set.ours, t)
+	if !found {
+		return
+	}
+	if i < len(set.ours)/2 {
+		copy(set.ours[1:i+1], set.ours[:i])
+		set.ours = set.ours[1:]
+		return
+	}
+	set.ours = slices.Delete(set.ours, i, i+1)
 }
 
 // oursLocked reports whether t is a token of the shim's (live or

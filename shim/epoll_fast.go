@@ -1,8 +1,6 @@
 package shim
 
-import (
-	"slices"
-)
+import ()
 
 // Publishing an emulated epoll set to the interposer, which then answers
 // waits on it without entering the core (preload/c/epollfast.c): when
@@ -37,8 +35,9 @@ type epollFastHost interface {
 	// EpollPublish installs the snapshot for epfd (nil ents: takes any
 	// installed one away) and frees the one it replaces, once no
 	// interposer thread reads it; kickFD is the set's kick eventfd, bell
-	// its number among the process's bells (0: none). It
-	// reports whether a snapshot is installed now.
+	// its number among the process's bells (0: none); toks, ascending,
+	// is copied before it returns. It reports whether a snapshot is
+	// installed now.
 	EpollPublish(epfd int, ents []EsetEntry, toks []uint64, kickFD, bell int) bool
 	// EpollStale marks epfd's installed snapshot stale: the next wait on
 	// it goes through the core, and a thread asleep on it is kicked.
@@ -164,19 +163,9 @@ func (set *epollSet) publishLocked() {
 		}
 		return
 	}
-	toks := make([]uint64, 0, len(set.tokens)+len(set.retired)+2)
-	for t := range set.tokens {
-		toks = append(toks, t)
-	}
-	for t := range set.retired {
-		toks = append(toks, t)
-	}
-	toks = append(toks, set.kickToken)
-	if set.selfFD >= 0 {
-		toks = append(toks, set.selfToken)
-	}
-	slices.Sort(toks)
-	if h.EpollPublish(set.fd, ents, toks, set.kickFD, set.bell) {
+	// The set's tokens, retired ones and the kick's, ascending (no self
+	// eventfd here: a set that has one is not published).
+	if h.EpollPublish(set.fd, ents, set.ours, set.kickFD, set.bell) {
 		set.pub.Store(true)
 		set.pubSeen.Store(true)
 	} else {

@@ -78,6 +78,7 @@ static int host_child_cores(struct sdpshim_host *h)
 import "C"
 
 import (
+	"slices"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -145,13 +146,15 @@ func (c cHost) EpollPublish(epfd int, ents []shim.EsetEntry, toks []uint64, kick
 			t.tok = (*C.uint64_t)(unsafe.Add(mem, at))
 			t.parked = (*C.uint64_t)(unsafe.Add(mem, at+8*C.size_t(capTok)))
 			t.tokent = (*C.uint32_t)(unsafe.Add(mem, at+8*C.size_t(capTok)+8*C.size_t(words)))
-			byToken := make(map[uint64]int, len(ents))
+			// The tokens (up to maxRetired retired ones among them)
+			// copied at once; each entry's found by a binary search
+			// (tokent, zeroed by calloc, says 0 for the others).
+			copy(unsafe.Slice((*uint64)(unsafe.Pointer(t.tok)), len(toks)), toks)
+			te := unsafe.Slice(t.tokent, len(toks))
 			for i, e := range ents {
-				byToken[e.Token] = i + 1
-			}
-			tk, te := unsafe.Slice(t.tok, len(toks)), unsafe.Slice(t.tokent, len(toks))
-			for i, v := range toks {
-				tk[i], te[i] = C.uint64_t(v), C.uint32_t(byToken[v])
+				if j, ok := slices.BinarySearch(toks, e.Token); ok {
+					te[j] = C.uint32_t(i + 1)
+				}
 			}
 		}
 	}

@@ -33,6 +33,10 @@ import (
 // acceptedConn is an adopted socket's connection.
 type acceptedConn struct {
 	local, remote netip.AddrPort
+	// rec is the record found when this process accepted it (nil in a
+	// process that adopted it: a fork child looks it up at the first
+	// use). The PULL checks it with the connector either way.
+	rec *rendezvous.Record
 }
 
 var (
@@ -135,7 +139,8 @@ func (p *Process) adopt(fd int) *Socket {
 // postgres serving plain clients: one core per backend, half the
 // connections a second).
 func (p *Process) acceptDeferred(node *rendezvous.Node, ls *Socket, fd int, local, peer netip.AddrPort, flags int) FDState {
-	if _, err := node.FindDeferred(local, peer); err != nil {
+	rec, err := node.FindDeferred(local, peer)
+	if err != nil {
 		// No record, or one that cannot be used (garbage, the run
 		// directory unusable): the first use would find the same.
 		p.fallback(rendezvous.ReasonOf(err), fd, logrus.Fields{"local": local, "remote": peer}, err)
@@ -147,7 +152,7 @@ func (p *Process) acceptDeferred(node *rendezvous.Node, ls *Socket, fd int, loca
 	s := &Socket{p: p, family: ls.family, fds: []int{fd}}
 	s.inheritBuffers(ls)
 	s.nonblock.Store(flags&unix.SOCK_NONBLOCK != 0)
-	s.acc = &acceptedConn{local: local, remote: peer}
+	s.acc = &acceptedConn{local: local, remote: peer, rec: &rec}
 	s.setState(sockAdopted)
 	p.fds.set(fd, &fdEntry{sock: s})
 	p.count("accept.deferred")
@@ -200,8 +205,10 @@ func (s *Socket) resolve() {
 		plain(rendezvous.ReasonOf(err), err)
 		return
 	}
-	rec, err := node.FindDeferred(acc.local, acc.remote)
-	if err != nil {
+	var rec rendezvous.Record
+	if acc.rec != nil {
+		rec = *acc.rec // looked up at the accept, an instant ago
+	} else if rec, err = node.FindDeferred(acc.local, acc.remote); err != nil {
 		plain(rendezvous.ReasonOf(err), err)
 		return
 	}

@@ -83,7 +83,6 @@ void sdp_plain_quiet(const char *dir, uint64_t dev, uint64_t ino, int64_t sec, i
 		sdp_cpu_relax();
 		s = __atomic_load_n(&pa.seq, __ATOMIC_RELAXED);
 	}
-	__atomic_thread_fence(__ATOMIC_RELEASE);
 	uint32_t quiet = 0;
 	if (dir != NULL && strlen(dir) < sizeof pa.dir &&
 	    (pa.dir[0] == 0 || strcmp(pa.dir, dir) == 0)) { /* one run directory a process */
@@ -149,5 +148,8 @@ void sdp_plain_forget(void)
 	__atomic_store_n(&pa_marked, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&pa_held, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&pa.quiet, 0, __ATOMIC_RELAXED);
+	/* A parent's thread may have forked in the middle of a write: the
+	 * count would stay odd, and the child's own core would wait on it. */
+	__atomic_store_n(&pa.seq, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&sdp_plain_accepts, 0, __ATOMIC_RELAXED);
 }

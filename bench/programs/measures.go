@@ -33,6 +33,7 @@ var measures = []measure{
 	{"nginx prefork", []string{"nginx", "wrk"}, (*harness).nginxPrefork},
 	{"memcached", []string{"memcached", "gcc"}, (*harness).memcached},
 	{"postgres", []string{"gcc"}, (*harness).postgres},
+	{"setup", []string{"gcc"}, (*harness).setup},
 	{"message costs", []string{"gcc", "perf"}, (*harness).msgCosts},
 	{"pods", podNeeds, (*harness).pods},
 	{"camera pods", camNeeds, (*harness).cameraPods},

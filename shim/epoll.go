@@ -54,18 +54,16 @@ type epollSet struct {
 	rot     int           // +checklocks:mu
 	dormant int           // dormant entries in entries; +checklocks:mu
 	tokens  map[uint64]*epollEntry
-	// retired holds the tokens of removed entries, oldest first in
-	// retiredQ: a kernel registration under such a token can outlive the
-	// entry (an event already returned by the kernel's wait, a
-	// rendezvous fd closed later), and its events must never reach the
-	// program as its data. Bounded by maxRetired.
-	retired  map[uint64]struct{} // +checklocks:mu
-	retiredQ []uint64            // +checklocks:mu
-	// ours holds every token a snapshot publishes (tokens, retired and
-	// the kick's), ascending: tokens are drawn increasing, so a new one
-	// is appended, and only a retired one leaves (oursDropLocked). A
-	// publish after each change of a busy set copies it instead of
-	// sorting up to maxRetired tokens again.
+	// retiredQ holds the tokens of removed entries, oldest first: a
+	// kernel registration under such a token can outlive the entry (an
+	// event already returned by the kernel's wait, a rendezvous fd closed
+	// later), and its events must never reach the program as its data.
+	// Bounded by maxRetired.
+	retiredQ []uint64 // +checklocks:mu
+	// ours holds every token of the set's (tokens, retiredQ and the
+	// kick's), ascending: tokens are drawn increasing, so a new one is
+	// appended, and only a retired one leaves (oursDropLocked). A publish
+	// copies it as the snapshot's tokens; oursLocked searches it.
 	ours []uint64 // +checklocks:mu
 	fds  int      // fds naming the set (dup); +checklocks:mu
 
@@ -535,16 +533,11 @@ const maxRetired = 1 << 16
 //
 // +checklocks:set.mu
 func (set *epollSet) retireLocked(token uint64) {
-	if set.retired == nil {
-		set.retired = map[uint64]struct{}{}
-	}
 	if len(set.retiredQ) >= maxRetired {
-		delete(set.retired, set.retiredQ[0])
 		set.oursDropLocked(set.retiredQ[0])
 		set.retiredQ = set.retiredQ[1:]
 	}
-	set.retired[token] = struct{}{}
-	set.retiredQ = append(set.retiredQ, token)
+	set.retiredQ = append(set.retiredQ, token) // it stays in ours
 }
 
 // oursAddLocked adds t, just drawn, to ours.
@@ -585,10 +578,10 @@ func (set *epollSet) oursLocked(t uint64) bool {
 	if _, ok := set.tokens[t]; ok {
 		return true
 	}
-	if _, ok := set.retired[t]; ok {
-		return true
+	if _, ok := slices.BinarySearch(set.ours, t); ok {
+		return true // retired, or the kick's
 	}
-	return (set.selfFD >= 0 && t == set.selfToken) || (set.kickFD >= 0 && t == set.kickToken)
+	return set.selfFD >= 0 && t == set.selfToken
 }
 
 // toKernelLocked hands the entry of a socket that fell back to kernel TCP

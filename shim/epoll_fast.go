@@ -1,7 +1,5 @@
 package shim
 
-import ()
-
 // Publishing an emulated epoll set to the interposer, which then answers
 // waits on it without entering the core (preload/c/epollfast.c): when
 // every live entry is a direct socket, level- or edge-triggered (not

@@ -17,10 +17,10 @@ func TestEpollOursTokens(t *testing.T) {
 	check := func(when string) {
 		t.Helper()
 		want := slices.Collect(maps.Keys(set.tokens))
-		want = append(want, slices.Collect(maps.Keys(set.retired))...)
+		want = append(want, set.retiredQ...)
 		slices.Sort(want)
 		if !slices.Equal(set.ours, want) {
-			t.Fatalf("%s: ours has %d tokens, want %d (live %d, retired %d)", when, len(set.ours), len(want), len(set.tokens), len(set.retired))
+			t.Fatalf("%s: ours has %d tokens, want %d (live %d, retired %d)", when, len(set.ours), len(want), len(set.tokens), len(set.retiredQ))
 		}
 	}
 	for i := range maxRetired + 3000 {
@@ -47,8 +47,8 @@ func TestEpollOursTokens(t *testing.T) {
 		}
 	}
 	check("at the end")
-	if len(set.retired) != maxRetired {
-		t.Fatalf("retired %d, want the bound %d", len(set.retired), maxRetired)
+	if len(set.retiredQ) != maxRetired {
+		t.Fatalf("retired %d, want the bound %d", len(set.retiredQ), maxRetired)
 	}
 	// A token below the last one (never drawn so today) still lands in order.
 	low := set.ours[0] - 1

@@ -31,8 +31,8 @@ type plainAcceptHost interface {
 	// AcceptHeld tells how many offers this process holds unclaimed.
 	AcceptHeld(n int)
 	// AcceptQuiet tells a state in which the run directory dir held no
-	// deferral record (ok false: none known).
-	AcceptQuiet(dir string, st rendezvous.DirState, ok bool)
+	// deferral record.
+	AcceptQuiet(dir string, st rendezvous.DirState)
 }
 
 // plainHost returns the host as a plainAcceptHost, or nil.
@@ -78,21 +78,13 @@ func (p *Process) offersHeld(n int) {
 }
 
 // notOffered follows an accept nobody offered: the interposer learns the
-// run directory's state when it holds no record (once per state).
+// run directory's state when it holds no record. (A state that moved
+// since, or has records, is not told: the one the interposer holds then
+// differs from the directory's, and it asks the core.)
 func (p *Process) notOffered(node *rendezvous.Node) {
-	h := p.plainHost()
-	if h == nil {
-		return
-	}
-	st, ok := node.Quiet()
-	if !ok {
-		return // changed since, or records: the interposer's state is stale, it asks the core
-	}
-	p.mu.Lock()
-	told := p.quietTold == st
-	p.quietTold = st
-	p.mu.Unlock()
-	if !told {
-		h.AcceptQuiet(p.cfg.RunDir, st, true)
+	if h := p.plainHost(); h != nil {
+		if st, ok := node.Quiet(); ok {
+			h.AcceptQuiet(p.cfg.RunDir, st)
+		}
 	}
 }

@@ -52,7 +52,6 @@ type Process struct {
 	draining  []dataStream           // +checklocks:mu; closed, maybe not all sent yet (Exit)
 	epolls    map[*epollSet]struct{} // +checklocks:mu
 	kept      map[*keptFork]struct{} // +checklocks:mu; forks whose child may hold kept connections (forkkeep.go)
-	quietTold rendezvous.DirState    // +checklocks:mu; the run directory's state last told the interposer (plainaccept.go)
 	logFile   *os.File               // +checklocks:mu
 
 	stats     *stats.Registry // every counter of the process (observe.go)

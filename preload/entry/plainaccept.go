@@ -42,12 +42,8 @@ func (c cHost) AcceptListener(fd int, cookie uint64) {
 func (c cHost) AcceptHeld(n int) { C.host_accept_held(c.h, C.uint32_t(n)) }
 
 // AcceptQuiet tells in which state the run directory dir held no
-// deferral record; ok false: none known.
-func (c cHost) AcceptQuiet(dir string, st rendezvous.DirState, ok bool) {
-	if !ok {
-		C.host_accept_quiet(c.h, nil, 0, 0, 0, 0)
-		return
-	}
+// deferral record.
+func (c cHost) AcceptQuiet(dir string, st rendezvous.DirState) {
 	cs := C.CString(dir)
 	defer C.free(unsafe.Pointer(cs))
 	C.host_accept_quiet(c.h, cs, C.uint64_t(st.Dev), C.uint64_t(st.Ino), C.int64_t(st.Mtime.Sec), C.int64_t(st.Mtime.Nsec))

@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -49,6 +50,28 @@ static inline int sem_events(int ep, struct epoll_event *evs, int max)
 		CHECK(k > 0, "epoll_wait");
 		return k;
 	}
+}
+
+/* A server thread's stop: ep, a new epoll set, holds a new pipe stop[0]
+ * under data, which the thread takes to mean "return". */
+static inline int sem_stop_open(int stop[2], epoll_data_t data)
+{
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	CHECK(ep >= 0 && pipe(stop) == 0, "epoll, pipe");
+	struct epoll_event sev = {.events = EPOLLIN, .data = data};
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, stop[0], &sev) == 0, "add pipe");
+	return ep;
+}
+
+/* Stops the server thread th through stop, waits for it, closes the pipe
+ * and ep. */
+static inline void sem_stop(pthread_t th, int stop[2], int ep)
+{
+	CHECK(write(stop[1], "x", 1) == 1, "stop");
+	pthread_join(th, NULL);
+	close(stop[0]);
+	close(stop[1]);
+	close(ep);
 }
 
 /* One transcript line. */

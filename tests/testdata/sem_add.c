@@ -105,10 +105,7 @@ static void removals(int et, int *cli, int *srv, int n)
 static void run(int et, int n)
 {
 	edge = et;
-	ep = epoll_create1(EPOLL_CLOEXEC);
-	CHECK(ep >= 0 && pipe(stop_fd) == 0, "epoll, pipe");
-	struct epoll_event sev = {.events = EPOLLIN, .data.fd = -1};
-	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, stop_fd[0], &sev) == 0, "add pipe");
+	ep = sem_stop_open(stop_fd, (epoll_data_t){.fd = -1});
 	int *cli = calloc((size_t)n, sizeof *cli), *srv = calloc((size_t)n, sizeof *srv);
 	pthread_t th;
 	int answered = 0;
@@ -150,16 +147,12 @@ static void run(int et, int n)
 	say("%s: %d of %d connections added while the server waited answered", et ? "edge-triggered" : "level-triggered", answered, n);
 	if (answered == n)
 		removals(et, cli, srv, n);
-	CHECK(write(stop_fd[1], "x", 1) == 1, "stop");
-	pthread_join(th, NULL);
+	sem_stop(th, stop_fd, ep);
 	for (int i = 0; i < n; i++) {
 		close(cli[i]);
 		if (srv[i] >= 0)
 			close(srv[i]);
 	}
-	close(stop_fd[0]);
-	close(stop_fd[1]);
-	close(ep);
 	free(cli);
 	free(srv);
 }

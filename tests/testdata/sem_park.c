@@ -112,10 +112,7 @@ static void rounds(const char *name, int *cli, int count, uint32_t size)
 static void run(int et)
 {
 	edge = et;
-	ep = epoll_create1(EPOLL_CLOEXEC);
-	CHECK(ep >= 0 && pipe(stop_fd) == 0, "epoll, pipe");
-	struct epoll_event sev = {.events = EPOLLIN, .data.ptr = NULL};
-	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, stop_fd[0], &sev) == 0, "add pipe");
+	ep = sem_stop_open(stop_fd, (epoll_data_t){.ptr = NULL});
 	int *cli = calloc((size_t)n_conns, sizeof *cli);
 	srv = calloc((size_t)n_conns, sizeof *srv);
 	for (int i = 0; i < n_conns; i++) {
@@ -132,15 +129,11 @@ static void run(int et)
 	rounds(name, cli, 3000, 64);
 	snprintf(name, sizeof name, "%s, big", mode);
 	rounds(name, cli, 30, BIG);
-	CHECK(write(stop_fd[1], "x", 1) == 1, "stop");
-	pthread_join(th, NULL);
+	sem_stop(th, stop_fd, ep);
 	for (int i = 0; i < n_conns; i++) {
 		close(cli[i]);
 		close(srv[i].fd);
 	}
-	close(stop_fd[0]);
-	close(stop_fd[1]);
-	close(ep);
 	free(cli);
 	free(srv);
 }

@@ -20,6 +20,7 @@ const exitDrain = 2 * time.Second
 func (p *Process) Exit() {
 	// A connection a fork child may still hold goes on there: switched,
 	// not ended (forkkeep.go).
+	p.settleForks()
 	socks := p.switchShared(p.liveSockets())
 	p.mu.Lock()
 	var streams []dataStream

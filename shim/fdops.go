@@ -15,8 +15,8 @@ import (
 // accelerated stream closed (a FIN after the queued bytes, or a reset
 // when unread bytes are discarded, as TCP does).
 func (p *Process) Close(fd int) {
-	if e := p.fds.get(fd); e != nil && e.sock != nil {
-		p.closeShared(e.sock, fd)
+	if e := p.fds.get(fd); e != nil && e.sock != nil && p.closeShared(e.sock, fd) {
+		return
 	}
 	e := p.fds.take(fd)
 	if e == nil {
@@ -65,17 +65,27 @@ func (p *Process) Close(fd int) {
 	}
 }
 
-// closeShared switches s to kernel TCP before its last fd (fd) closes
-// when a fork child may still hold its kernel socket (forkkeep.go): the
-// kernel keeps such a connection open for the child, so ending the stream
-// would end it early.
-func (p *Process) closeShared(s *Socket, fd int) {
+// closeShared handles the close of s's last fd (fd) while a fork child
+// may still hold its kernel socket (forkkeep.go): the kernel keeps such a
+// connection open for the child, so the stream must not end here. One the
+// child goes on with over the area is kept open as a ghost (it reports
+// true: the close is done); any other is switched to kernel TCP first.
+func (p *Process) closeShared(s *Socket, fd int) bool {
 	s.mu.Lock()
 	last := len(s.fds) == 1 && s.fds[0] == fd
 	s.mu.Unlock()
-	if last && s.getState() == sockAccelerated && p.sharedWithChild(s) {
-		s.switchAsForker()
+	if !last || s.getState() != sockAccelerated {
+		return false
 	}
+	shared, forked := p.sharedWithChild(s)
+	if !shared {
+		return false
+	}
+	if !forked && p.ghost(s, fd) {
+		return true
+	}
+	s.switchAsForker()
+	return false
 }
 
 // kernelFINFirst sends the FIN of a direct connection's kernel socket

@@ -1,6 +1,11 @@
 package shim
 
 import (
+	"encoding/binary"
+	"maps"
+	"slices"
+	"time"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/sdpshim/sdpshim/core/fdhook"
@@ -24,10 +29,19 @@ import (
 //   - the pair's end reads EOF once no process holds the child's end any
 //     more (the child and its own children exited, exec'd or switched):
 //     the fork is forgotten;
+//   - the child goes on over the area by itself where it can (the data
+//     calls, poll, select) and asks for the switch only for a call it
+//     cannot answer;
 //   - while a fork that kept a connection is not forgotten, the child may
-//     hold the kernel socket: this process's last close of it, and its
-//     exit, switch it first instead of ending the stream (the kernel
-//     would keep the connection open for the child).
+//     hold the kernel socket. This process's last close of it keeps it
+//     open as a ghost (a protected duplicate, its stream as it was) until
+//     no child holds it: the child's closes are told here (dropMsg), and
+//     the request end's close says the child and its children are gone.
+//     Then the ghost closes as the program's close would have, after
+//     whatever either process sent. A child that forks in turn (forkMsg)
+//     can no longer tell when its family let go: its ghosts switch to
+//     kernel TCP, whose socket counts its holders, and so does this
+//     process's exit (nobody could switch for the child after it).
 //
 // Connections with an fd an exec keeps, on other channel modes, or with
 // bytes in this process (written before the verdict) are switched at the
@@ -35,9 +49,10 @@ import (
 
 // keptFork is one fork whose child holds connections kept accelerated.
 type keptFork struct {
-	fd    int                  // this end of the request pair (protected)
-	id    int32                // its id in the switch watcher's set
-	socks map[*Socket]struct{} // kept at the fork (a set: every last close looks one up)
+	fd     int               // this end of the request pair (protected)
+	id     int32             // its id in the switch watcher's set
+	socks  map[*Socket][]int // under Process.mu: kept at the fork, with the fds the child still holds of each
+	forked bool              // under Process.mu: the child forked, so its closes no longer tell
 }
 
 // forkKeepHost is a Host whose interposer can keep connections across a
@@ -53,8 +68,14 @@ type forkKeepHost interface {
 	ForkKeep(fd, mine int)
 }
 
-// keepRequest is what a child sends (with a pipe's write end).
-var keepRequest = [8]byte{'S', 'D', 'P', 'k', 'e', 'e', 'p', '1'}
+// What a child sends: keepRequest (with a pipe's write end) asks for the
+// switch; dropMsg (then the fd's number, 4 bytes in the machine's order)
+// says it closed an inherited fd; forkMsg, that it forked.
+var (
+	keepRequest = [8]byte{'S', 'D', 'P', 'k', 'e', 'e', 'p', '1'}
+	dropMsg     = [8]byte{'S', 'D', 'P', 'd', 'r', 'o', 'p', '1'}
+	forkMsg     = [8]byte{'S', 'D', 'P', 'f', 'o', 'r', 'k', '1'}
+)
 
 // keepable reports whether s can stay accelerated in this process while
 // a fork() child shares its kernel socket.
@@ -91,9 +112,13 @@ func (p *Process) keepForFork() map[*Socket]struct{} {
 	mine, child := highFD(pair[0]), highFD(pair[1])
 	p.protect(mine)
 	p.protect(child)
-	f := &keptFork{fd: mine, socks: make(map[*Socket]struct{}, len(socks))}
+	f := &keptFork{fd: mine, socks: make(map[*Socket][]int, len(socks))}
+	kept := make(map[*Socket]struct{}, len(socks))
 	for _, s := range socks {
-		f.socks[s] = struct{}{}
+		s.mu.Lock()
+		f.socks[s] = slices.Clone(s.fds)
+		s.mu.Unlock()
+		kept[s] = struct{}{}
 	}
 	if !p.swatch.watchFork(f) {
 		p.closeFD(mine)
@@ -109,30 +134,51 @@ func (p *Process) keepForFork() map[*Socket]struct{} {
 	h.ForkKeep(child, mine)
 	p.count("fork.keep")
 	p.log.WithField("connections", len(socks)).Debug("fork: connections kept accelerated for the child")
-	return f.socks
+	return kept
 }
 
-// keptEvent handles what arrived on a kept fork's request end.
-func (p *Process) keptEvent(f *keptFork) {
-	var b [len(keepRequest)]byte
+// keptEvent handles what arrived on a kept fork's request end: one
+// message, or its end. It reports whether there may be more.
+func (p *Process) keptEvent(f *keptFork) bool {
+	var b [len(dropMsg) + 4]byte
 	oob := make([]byte, unix.CmsgSpace(4))
 	n, oobn, _, _, err := unix.Recvmsg(f.fd, b[:], oob, unix.MSG_DONTWAIT|unix.MSG_CMSG_CLOEXEC)
 	if err == unix.EAGAIN || err == unix.EINTR {
-		return
+		return false
 	}
 	if n == 0 || err != nil {
 		p.forgetFork(f) // nobody holds the child's end any more
-		return
+		return false
 	}
 	fds, perr := fdhook.Rights(oob[:oobn])
-	if b != keepRequest || perr != nil || len(fds) != 1 {
+	head := [8]byte(b[:8])
+	switch {
+	case n == len(keepRequest) && head == keepRequest && perr == nil && len(fds) == 1:
+		go p.keptRequest(f, fds[0])
+	case n == len(b) && head == dropMsg && perr == nil && len(fds) == 0:
+		p.keptDrop(f, int(int32(binary.NativeEndian.Uint32(b[8:]))))
+	case n == len(forkMsg) && head == forkMsg && perr == nil && len(fds) == 0:
+		p.keptForked(f)
+	default:
 		for _, fd := range fds {
 			unix.Close(fd)
 		}
-		p.log.Warn("fork: a malformed request on a fork child's request pair was ignored")
-		return
+		p.log.Warn("fork: a malformed message on a fork child's request pair was ignored")
 	}
-	go p.keptRequest(f, fds[0])
+	return true
+}
+
+// settleForks takes what the kept forks' children said that the switch
+// watcher has not read yet (their closes, their ends), so that an exit
+// switches only what a child still holds.
+func (p *Process) settleForks() {
+	p.mu.Lock()
+	forks := slices.Collect(maps.Keys(p.kept))
+	p.mu.Unlock()
+	for _, f := range forks {
+		for i := 0; i < 1024 && p.keptEvent(f); i++ {
+		}
+	}
 }
 
 // keptRequest switches every connection kept at fork f to kernel TCP (the
@@ -145,39 +191,103 @@ func (p *Process) keptRequest(f *keptFork, reply int) {
 	}()
 	p.count("fork.keep.switch")
 	p.log.Debug("fork: the child uses a kept connection: switching them to kernel TCP")
-	var socks []*Socket
+	p.mu.Lock()
+	socks := make([]*Socket, 0, len(f.socks))
 	for s := range f.socks {
 		if s.getState() == sockAccelerated {
 			socks = append(socks, s)
 		}
 	}
+	p.mu.Unlock()
 	switchAsForkers(socks)
+	for _, s := range socks {
+		p.endGhost(s) // the program closed it: the child's copy is plain now
+	}
 }
 
-// forgetFork drops a fork whose child's end nobody holds any more.
+// keptDrop handles the child's close of fd, one it inherited at fork f: a
+// connection the child no longer holds leaves the fork, and a ghost no
+// child holds any more ends.
+func (p *Process) keptDrop(f *keptFork, fd int) {
+	var gone *Socket
+	p.mu.Lock()
+	for s, fds := range f.socks {
+		if i := slices.Index(fds, fd); i >= 0 && !f.forked {
+			if fds = slices.Delete(fds, i, i+1); len(fds) > 0 {
+				f.socks[s] = fds
+			} else {
+				delete(f.socks, s)
+				gone = s
+			}
+			break
+		}
+	}
+	p.mu.Unlock()
+	if gone != nil {
+		if shared, _ := p.sharedWithChild(gone); !shared {
+			p.endGhost(gone)
+		}
+	}
+}
+
+// keptForked handles the child's fork: its closes no longer tell when the
+// connections are let go, so the ghosts it shares switch to kernel TCP now
+// (the kernel's socket counts their holders), and a later last close here
+// switches rather than leaving a ghost.
+func (p *Process) keptForked(f *keptFork) {
+	p.mu.Lock()
+	f.forked = true
+	var ghosts []*Socket
+	for s := range f.socks {
+		if s.isGhost() {
+			ghosts = append(ghosts, s)
+		}
+	}
+	p.mu.Unlock()
+	if len(ghosts) == 0 {
+		return
+	}
+	go func() {
+		switchAsForkers(ghosts)
+		for _, s := range ghosts {
+			p.endGhost(s)
+		}
+	}()
+}
+
+// forgetFork drops a fork whose child's end nobody holds any more; the
+// ghosts that no other child holds end.
 func (p *Process) forgetFork(f *keptFork) {
 	p.mu.Lock()
 	_, live := p.kept[f]
 	delete(p.kept, f)
+	socks := slices.Collect(maps.Keys(f.socks))
 	p.mu.Unlock()
 	if !live {
 		return
 	}
 	p.swatch.unwatchFork(f)
 	p.closeFD(f.fd)
+	for _, s := range socks {
+		if shared, _ := p.sharedWithChild(s); !shared {
+			p.endGhost(s)
+		}
+	}
 }
 
 // sharedWithChild reports whether a fork child may still hold s's kernel
-// socket (a fork that kept s is not forgotten yet).
-func (p *Process) sharedWithChild(s *Socket) bool {
+// socket (a fork that kept s is not forgotten yet, and its child did not
+// close every fd of it), and whether such a child forked.
+func (p *Process) sharedWithChild(s *Socket) (shared, forked bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for f := range p.kept {
 		if _, ok := f.socks[s]; ok {
-			return true
+			shared = true
+			forked = forked || f.forked
 		}
 	}
-	return false
+	return shared, forked
 }
 
 // switchShared switches the connections among socks that a fork child
@@ -186,7 +296,7 @@ func (p *Process) switchShared(socks []*Socket) []*Socket {
 	var shared []*Socket
 	k := 0
 	for _, s := range socks {
-		if s.getState() == sockAccelerated && p.sharedWithChild(s) {
+		if held, _ := p.sharedWithChild(s); held && s.getState() == sockAccelerated {
 			shared = append(shared, s)
 			continue
 		}
@@ -195,4 +305,89 @@ func (p *Process) switchShared(socks []*Socket) []*Socket {
 	}
 	switchAsForkers(shared)
 	return socks[:k]
+}
+
+// ghost keeps s open after the program closed its last fd (fd), for a
+// fork child that holds it: a protected duplicate takes fd's place, fd
+// leaves the process's table and the epoll sets, and the switch watcher
+// watches the duplicate. false when no duplicate could be made.
+func (p *Process) ghost(s *Socket, fd int) bool {
+	kfd, err := dupHigh(fd)
+	if err != nil {
+		return false
+	}
+	p.protect(kfd)
+	p.fds.take(fd)
+	s.mu.Lock()
+	s.fds = []int{kfd}
+	s.ghost = 1 + kfd
+	if ds := s.direct(); ds != nil {
+		ds.detach(fd)
+	}
+	s.ringLocked() // before the interposer closes fd
+	sets := s.epollsLocked()
+	s.mu.Unlock()
+	for _, set := range sets {
+		set.forgetSocket(s)
+	}
+	if w := &p.swatch; w.epfd >= 0 {
+		unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+	}
+	p.watchSwitchFD(s, kfd)
+	p.count("fork.keep.ghost")
+	p.log.Debug("fork: the program closed a connection its child holds: kept open for the child")
+	return true
+}
+
+// isGhost reports whether s is a ghost.
+func (s *Socket) isGhost() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ghost != 0
+}
+
+// endGhost closes ghost s once no child holds it: as the program's close
+// would have (a FIN after what either process sent, or a reset when bytes
+// arrived that nobody read), or only its duplicate when it was switched
+// to kernel TCP meanwhile. Not a ghost: nothing. A switch that is still
+// running (the peer's, or this process's own for the child) is waited for
+// in the background.
+func (p *Process) endGhost(s *Socket) {
+	s.mu.Lock()
+	kfd := s.ghost - 1
+	if kfd >= 0 && s.sw.Load() != swNone && s.getState() == sockAccelerated {
+		s.mu.Unlock()
+		go func() {
+			deadline := time.Now().Add(2 * switchDeadline)
+			for s.sw.Load() != swNone && s.getState() == sockAccelerated && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			p.endGhostNow(s)
+		}()
+		return
+	}
+	s.mu.Unlock()
+	p.endGhostNow(s)
+}
+
+// endGhostNow is endGhost once no switch runs.
+func (p *Process) endGhostNow(s *Socket) {
+	s.mu.Lock()
+	kfd := s.ghost - 1
+	if kfd < 0 {
+		s.mu.Unlock()
+		return
+	}
+	s.ghost = 0
+	accelerated := s.getState() == sockAccelerated && len(s.fds) == 1 && s.fds[0] == kfd
+	s.fds = nil
+	s.ringLocked() // no ring goes out on kfd once this returns
+	s.mu.Unlock()
+	p.unwatchSwitch(s, kfd)
+	if accelerated {
+		s.kernelFINFirst(kfd)
+		s.close()
+	}
+	p.closeFD(kfd)
+	p.log.Debug("fork: a connection no process holds any more closed")
 }

@@ -336,6 +336,7 @@ func (s *Socket) switchAsForker() {
 		s.switchFailed(fd, err)
 		return
 	}
+	s.noteFinSent(st)
 	st.CloseWrite()
 	s.switchComplete(fd, st, deadline)
 }
@@ -396,6 +397,7 @@ func (s *Socket) switchAsResponder() {
 		s.switchFailed(fd, errBadSwitch)
 		return
 	}
+	s.noteFinSent(st)
 	st.CloseWrite()
 	if err := s.sendREQ(fd, deadline); err != nil {
 		s.switchFailed(fd, err)
@@ -635,6 +637,15 @@ func (s *Socket) switchPoll(fd int, events int16) (revents int16, waitFD int, wa
 func (s *Socket) kernelShutdown(fd, how int) {
 	if s.sw.Load() == swDone {
 		unix.Shutdown(fd, how)
+	}
+}
+
+// noteFinSent records a shutdown(SHUT_WR) that a fork child made in the
+// area (preload/c/forkkeep.c) before the switch's own end of the stream:
+// the kernel socket gets it once switched (switchShutWR).
+func (s *Socket) noteFinSent(st dataStream) {
+	if ds, ok := st.(*directStream); ok && ds.conn.FinSent() {
+		s.shutWR.Store(true)
 	}
 }
 

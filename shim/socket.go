@@ -73,6 +73,7 @@ type Socket struct {
 
 	mu         sync.Mutex
 	fds        []int                        // +checklocks:mu; fds naming the socket
+	ghost      int                          // +checklocks:mu; 1 + the protected duplicate that holds a connection the program closed while a fork child holds it (forkkeep.go), 0: none
 	listenAddr netip.AddrPort               // +checklocks:mu; registered address
 	registered bool                         // +checklocks:mu
 	plainMark  int                          // +checklocks:mu; 1 + the fd marked for the interposer's plain accepts (plainaccept.go), 0: none

@@ -91,11 +91,13 @@ func TestForkServersSwitchToKernel(t *testing.T) {
 }
 
 // A connection whose fds are all close-on-exec stays accelerated across a
-// fork until the child uses it (shim/forkkeep.go): the children of each
-// mode use it (or the parent closes its copy while the child holds it),
-// so it is switched, exactly as without +cloexec, only later.
-func TestForkServersKeptThenSwitched(t *testing.T) {
-	for _, mode := range []string{"perconn", "waitconn", "readfork", "greetfork", "epollconn", "pollconn"} {
+// fork, and a child that uses it with data calls, poll or select goes on
+// over the area itself, without the parent's switch (preload/c/forkkeep.c):
+// the echo is exact and nothing is switched. A parent that closes its copy
+// first keeps the connection open for the child (shim/forkkeep.go: a
+// ghost), which ends it with the child's close.
+func TestForkServersKeptAccelerated(t *testing.T) {
+	for _, mode := range []string{"perconn", "waitconn", "readfork", "greetfork", "pollconn", "selectconn"} {
 		t.Run(mode, func(t *testing.T) {
 			lazy := 0
 			if mode == "greetfork" {
@@ -105,13 +107,47 @@ func TestForkServersKeptThenSwitched(t *testing.T) {
 			if !strings.Contains(srv, "fork: connections kept accelerated for the child") {
 				t.Errorf("server did not keep the connection at the fork:\n%s", srv)
 			}
-			if !strings.Contains(srv, "fork: connection switched to kernel TCP") || !strings.Contains(srv, "reason=fork-exec-decline") {
-				t.Errorf("server did not switch the connection its child used:\n%s", srv)
+			if strings.Contains(srv, "switched to kernel TCP") || strings.Contains(srv, "fork-exec-decline") ||
+				strings.Contains(srv, "the child uses a kept connection") {
+				t.Errorf("server switched a connection its child went on with:\n%s", srv)
 			}
-			// waitconn's parent keeps its copy open: the child's first
-			// call asks for the switch.
-			if mode == "waitconn" && !strings.Contains(srv, "the child uses a kept connection") {
-				t.Errorf("the child's use did not ask the parent to switch:\n%s", srv)
+			// perconn's parent closes its copy right after the fork, long
+			// before the child can have echoed 2 MiB.
+			if mode == "perconn" && (!strings.Contains(srv, "kept open for the child") ||
+				!strings.Contains(srv, "a connection no process holds any more closed")) {
+				t.Errorf("the parent's close did not keep the connection for the child:\n%s", srv)
+			}
+			if !strings.Contains(cli[0], "connected accelerated") || strings.Contains(cli[0], "switched to kernel TCP") {
+				t.Errorf("first client not accelerated to the end:\n%s", cli[0])
+			}
+			noWarnings(t, srv+cli[0])
+		})
+	}
+}
+
+// A child whose first call on a kept connection is one it cannot answer
+// over the area (epoll_ctl, as a postgres backend's) asks the parent to
+// switch it to kernel TCP; so does a child still on the area when its
+// parent exits (exitmid: the switch comes in the middle of the echo).
+func TestForkServersKeptThenSwitched(t *testing.T) {
+	for _, mode := range []string{"epollconn", "exitmid"} {
+		t.Run(mode, func(t *testing.T) {
+			sizes, lazy := []int{8 << 20, 1 << 20}, 0
+			if mode == "exitmid" {
+				// The server is gone after its first connection; the
+				// client reads late, so the child waits to write when
+				// its parent exits.
+				sizes, lazy = sizes[:1], 300
+			}
+			srv, cli := forkRunLazy(t, true, mode+"+cloexec", 30, lazy, sizes...)
+			if !strings.Contains(srv, "fork: connections kept accelerated for the child") {
+				t.Errorf("server did not keep the connection at the fork:\n%s", srv)
+			}
+			if !strings.Contains(srv, "fork: connection switched to kernel TCP") || !strings.Contains(srv, "reason=fork-exec-decline") {
+				t.Errorf("server did not switch the connection:\n%s", srv)
+			}
+			if mode == "epollconn" && !strings.Contains(srv, "the child uses a kept connection") {
+				t.Errorf("the child's epoll_ctl did not ask the parent to switch:\n%s", srv)
 			}
 			if !strings.Contains(cli[0], "connected accelerated") || !strings.Contains(cli[0], "switched to kernel TCP by its peer") {
 				t.Errorf("first client not accelerated then switched:\n%s", cli[0])
@@ -137,29 +173,47 @@ func TestForkParentExitsChildServes(t *testing.T) {
 }
 
 // When the process that kept a connection for its child is killed, the
-// child's first use cannot have it switched: the child resets it (logged),
-// and the client sees an error at once instead of waiting on a socket
-// nothing would ever arrive on. (Kernel TCP would go on with the child:
-// the one case where the shim's answer differs; docs/direct.md.)
-func TestForkParentKilledChildResets(t *testing.T) {
-	a, prog := forkEcho(t)
-	rd := runDir(t)
-	logs := t.TempDir()
-	srvSide := side{shim: true, log: filepath.Join(logs, "server.log")}
-	srv := start(t, a.environ(t, srvSide, rd), 30*time.Second, prog, "server", "killconn+cloexec", "1", "30")
-	port := echoPort(t, srv)
-	cliSide := side{shim: true, log: filepath.Join(logs, "client.log")}
-	began := time.Now()
-	cli := start(t, a.environ(t, cliSide, rd), 20*time.Second, prog, "client", fmt.Sprint(port), fmt.Sprint(1<<20), "11")
-	if err := cli.wait(); err == nil {
-		t.Fatalf("client succeeded against a killed server's child: %q", cli.out.String())
-	}
-	if d := time.Since(began); d > 15*time.Second {
-		t.Errorf("client took %v to fail", d)
-	}
-	srv.wait()
-	if log := readLog(t, srvSide.log); !strings.Contains(log, "the parent did not switch the connections it kept for this child; 1 reset") {
-		t.Errorf("the child did not report the reset:\n%s", log)
+// child goes on over the area, as it would with the kernel's socket: the
+// echo is exact (killconn). Only a call that needs the switch cannot have
+// it any more (killepoll: epoll_ctl first): the child resets the
+// connection (logged), and the client sees an error at once instead of
+// waiting on a socket nothing would ever arrive on (kernel TCP would go on
+// with the child: the one case where the shim's answer differs;
+// docs/direct.md).
+func TestForkParentKilledChild(t *testing.T) {
+	for _, mode := range []string{"killconn", "killepoll"} {
+		t.Run(mode, func(t *testing.T) {
+			a, prog := forkEcho(t)
+			rd := runDir(t)
+			logs := t.TempDir()
+			srvSide := side{shim: true, log: filepath.Join(logs, "server.log")}
+			srv := start(t, a.environ(t, srvSide, rd), 30*time.Second, prog, "server", mode+"+cloexec", "1", "30")
+			port := echoPort(t, srv)
+			cliSide := side{shim: true, log: filepath.Join(logs, "client.log")}
+			began := time.Now()
+			cli := start(t, a.environ(t, cliSide, rd), 20*time.Second, prog, "client", fmt.Sprint(port), fmt.Sprint(1<<20), "11")
+			err := cli.wait()
+			srv.wait()
+			log := readLog(t, srvSide.log)
+			if mode == "killconn" {
+				if err != nil || strings.TrimSpace(cli.out.String()) != fmt.Sprintf("ok %d", 1<<20) {
+					t.Fatalf("client against a killed server's child: %v %q\n%s", err, cli.out.String(), cli.errb.String())
+				}
+				if c := readLog(t, cliSide.log); strings.Contains(c, "switched to kernel TCP") {
+					t.Errorf("the child's connection was switched:\n%s", c)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("client succeeded against a killed server's child: %q", cli.out.String())
+			}
+			if d := time.Since(began); d > 15*time.Second {
+				t.Errorf("client took %v to fail", d)
+			}
+			if !strings.Contains(log, "the parent did not switch the connections it kept for this child; 1 reset") {
+				t.Errorf("the child did not report the reset:\n%s", log)
+			}
+		})
 	}
 }
 

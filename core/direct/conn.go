@@ -618,6 +618,12 @@ func (c *Conn) RequestSwitch() {
 	c.call(func(h *C.struct_sdp_dconn) bool { C.sdp_dconn_request_switch(h); return true })
 }
 
+// FinSent reports whether this side's FIN is in the area, put there by
+// this process or by a fork child sharing the side.
+func (c *Conn) FinSent() bool {
+	return c.call(func(h *C.struct_sdp_dconn) bool { return C.sdp_dconn_fin_sent(h) != 0 })
+}
+
 // SwitchRequested reports whether the peer marked a switch request.
 func (c *Conn) SwitchRequested() bool {
 	return c.call(func(h *C.struct_sdp_dconn) bool { return C.sdp_dconn_switch_requested(h) != 0 })

@@ -168,18 +168,41 @@ int sdp_dconn_drain(struct sdp_dconn *c, int fd)
 		r = 2;
 	} else if (LOADR(&c->npush) != 0) {
 		r = 1;
+	} else if (LOADR(&c->inherited) && sdp_dconn_switching(c)) {
+		r = 1; /* a fork child's: the switch's records are its parent's core's */
 	} else {
 		uint32_t arms = LOADR(&c->arms);
 		long got = 0;
 		uint8_t b[256];
+		/* A fork child (inherited) looks before it takes: only the rings
+		 * in front of a switch record, which its parent's core reads. */
+		int peek = LOADR(&c->inherited) != 0;
 		for (int round = 0; round < 64; round++) {
-			long k = syscall(SYS_recvfrom, fd, b, sizeof b, MSG_DONTWAIT, NULL, NULL);
+			long k = syscall(SYS_recvfrom, fd, b, sizeof b, MSG_DONTWAIT | (peek ? MSG_PEEK : 0), NULL, NULL);
+			if (k == 0 && peek) {
+				/* The peer's end, which the parent's switch watcher
+				 * may not be there to see. */
+				sdp_dconn_peer_gone(c);
+				break;
+			}
 			if (k <= 0)
 				break; /* empty, the peer's end (the watcher's), an error */
 			long i = 0;
-			got += k;
 			while (i < k && b[i] == 0)
 				i++;
+			if (peek) {
+				if (i > 0)
+					(void)syscall(SYS_recvfrom, fd, b, (size_t)i, MSG_DONTWAIT, NULL, NULL);
+				got += i;
+				if (i < k) {
+					r = 1;
+					break;
+				}
+				if (k < (long)sizeof b)
+					break;
+				continue;
+			}
+			got += k;
 			if (i < k) {
 				/* The peer's switch record (its REQ): kept for the
 				 * switch, which the core runs (the watcher may not see
@@ -1133,6 +1156,14 @@ void sdp_dconn_mark_switched(struct sdp_dconn *c) { STORE(&c->a->dir[c->side].sw
 
 int sdp_dconn_switched(const struct sdp_dconn *c) { return LOAD(&c->a->dir[c->side].switched) == 1; }
 
+int sdp_dconn_fin_sent(const struct sdp_dconn *c) { return LOAD(&c->a->dir[c->side].fin) != 0; }
+
+int sdp_dconn_switching(const struct sdp_dconn *c)
+{
+	const struct sdp_ddir *mine = &c->a->dir[c->side], *peer = &c->a->dir[1 - c->side];
+	return LOAD(&mine->switched) != 0 || LOAD(&mine->switch_req) != 0 || LOAD(&peer->switch_req) != 0;
+}
+
 int sdp_dconn_watch_holds(struct sdp_dconn *c)
 {
 	STORE(&c->a->dir[c->side].watch_holds, 1);
@@ -1187,6 +1218,8 @@ int sdp_dconn_poll(const struct sdp_dconn *c)
 
 int sdp_dconn_arm(struct sdp_dconn *c, int events, uint32_t bell)
 {
+	if (LOADR(&c->inherited))
+		bell = 0; /* the peer holds the parent's bells, not this process's */
 	if (events & POLLIN)
 		arm_word(c, &c->a->dir[1 - c->side].data_armed, bell);
 	if (events & POLLOUT)

@@ -215,6 +215,9 @@ struct sdp_dconn {
 	uint32_t errseen;   /* ECONNRESET reported once: reads EOF, writes EPIPE after */
 	uint32_t closed_told; /* the first send after the peer closed its reading was taken (as the kernel's, which the peer answers with a reset) */
 	uint64_t cookie;    /* the core's, for its own lookups */
+	uint32_t inherited; /* 1: a fork child's copy of its parent's handle, going on over the area
+			     * (preload/c/forkkeep.c): its sleepers arm with the socket ring, and it
+			     * writes no bell (the numbers are the parent's) */
 };
 
 /* sdp_dconn.slow bits. */
@@ -331,6 +334,13 @@ void sdp_dconn_close_rx(struct sdp_dconn *c);
  * kernel socket from now on. sdp_dconn_switched reports it. */
 void sdp_dconn_mark_switched(struct sdp_dconn *c);
 int sdp_dconn_switched(const struct sdp_dconn *c);
+/* Whether this side's FIN is in the area (shutdown(SHUT_WR) or close, by
+ * any process sharing the side). */
+int sdp_dconn_fin_sent(const struct sdp_dconn *c);
+/* Whether a switch to kernel TCP has begun on this connection, by either
+ * side (requested or done): a fork child going on over the area hands its
+ * calls to its parent's core from then on. */
+int sdp_dconn_switching(const struct sdp_dconn *c);
 
 /* The switch watcher's bell. Each process's watcher waits for the end of
  * its connections' TCP sockets (EPOLLRDHUP); a peer's switch request

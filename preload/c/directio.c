@@ -14,7 +14,9 @@
 #include "sigcount.h"
 #include "direct.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 
 /* Handles by fd (sdp_fd_ptr_slot: read without a lock). */
@@ -86,6 +88,37 @@ static struct sdp_dconn *sdp_direct_get(int fd)
 
 void sdp_direct_put(struct sdp_dconn *c) { __atomic_fetch_sub(&c->users, 1, __ATOMIC_SEQ_CST); }
 
+int sdp_direct_inherit(int fd)
+{
+	struct sdp_dconn *c = sdp_direct_get(fd);
+	if (c == NULL)
+		return 0;
+	int ok = !__atomic_load_n(&c->slow, __ATOMIC_ACQUIRE) && !sdp_dconn_switching(c);
+	if (ok && !__atomic_load_n(&c->inherited, __ATOMIC_ACQUIRE)) {
+		/* The bells' fds are the parent's numbers, which this process
+		 * may have closed or reused: rings go on the socket. The file
+		 * status flags are shared with the parent, which may have
+		 * changed them since the fork. Threads racing here store the
+		 * same values. */
+		__atomic_store_n(&c->bells, NULL, __ATOMIC_RELEASE);
+		long fl = syscall(SYS_fcntl, fd, F_GETFL);
+		if (fl >= 0)
+			__atomic_store_n(&c->nonblock, (fl & O_NONBLOCK) != 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&c->inherited, 1, __ATOMIC_RELEASE);
+	}
+	sdp_direct_put(c);
+	return ok;
+}
+
+void sdp_direct_nonblock(int fd, int on)
+{
+	struct sdp_dconn *c = sdp_direct_get(fd);
+	if (c != NULL) {
+		__atomic_store_n(&c->nonblock, on != 0, __ATOMIC_RELAXED);
+		sdp_direct_put(c);
+	}
+}
+
 struct sdp_dconn *sdp_direct_poll_get(int fd)
 {
 	struct sdp_dconn *c = sdp_direct_get(fd);
@@ -114,8 +147,14 @@ static void count(uint64_t *ctr, uint64_t n)
  * ends it with EINTR (or the progress), ECONNRESET is reported once. */
 static int is_slow(struct sdp_dconn *c, int send)
 {
+	if (unlikely(__atomic_load_n(&c->inherited, __ATOMIC_RELAXED)) && sdp_dconn_switching(c))
+		return 1; /* the parent's core switches it: the fork child resolves (forkkeep.c) */
 	return (__atomic_load_n(&c->slow, __ATOMIC_ACQUIRE) & (send ? SDP_DSLOW_SEND : SDP_DSLOW_RECV)) != 0;
 }
+
+/* The longest sleep of a fork child's data call before it looks at the
+ * socket for the peer's end itself. */
+#define INHERITED_SLEEP_NS 50000000LL
 
 static long direct_io(struct sdp_dconn *c, int send, const struct iovec *iov, int cnt, int flags)
 {
@@ -171,9 +210,17 @@ static long direct_io(struct sdp_dconn *c, int send, const struct iovec *iov, in
 				return -EAGAIN;
 			}
 		}
+		/* A fork child's sleep is bounded: the peer's death is marked in
+		 * the area by the parent's switch watcher, which may be gone. */
+		int inh = __atomic_load_n(&c->inherited, __ATOMIC_RELAXED) != 0;
+		if (inh && (left < 0 || left > INHERITED_SLEEP_NS))
+			left = INHERITED_SLEEP_NS;
 		struct sdpshim_wait w = {.kind = SDPSHIM_WAIT_FUTEX, .word = sl.word, .val = sl.val, .timeout_ns = left};
+		int64_t slept = inh ? sdp_now_ns() : 0;
 		long e = sdp_wait_step(&w, &total, len, &mark);
 		sdp_dconn_woke(c, &sl);
+		if (inh && sdp_now_ns() - slept >= INHERITED_SLEEP_NS)
+			(void)sdp_dconn_drain(c, __atomic_load_n(&c->ring_fd, __ATOMIC_RELAXED)); /* its end: peer_gone */
 		if (e != 0)
 			return e;
 		if (__atomic_load_n(&c->closed, __ATOMIC_SEQ_CST) || is_slow(c, send)) /* the core's now */
@@ -187,6 +234,20 @@ static long direct_io(struct sdp_dconn *c, int send, const struct iovec *iov, in
 		count(&c->recv_calls, 1);
 	}
 	return (long)total;
+}
+
+long sdp_direct_shut_wr(int fd)
+{
+	struct sdp_dconn *c = sdp_direct_get(fd);
+	if (c == NULL)
+		return SDPSHIM_PASS;
+	long r = SDPSHIM_PASS;
+	if (!is_slow(c, 1)) {
+		sdp_dconn_fin(c);
+		r = 0;
+	}
+	sdp_direct_put(c);
+	return r;
 }
 
 long sdp_direct_recv(int fd, void *buf, size_t n, int flags)

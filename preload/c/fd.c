@@ -237,6 +237,15 @@ typedef int fcntl_fn(int, int, ...);
  * pointer-sized word and pass it on, as glibc itself does for every cmd. */
 static SDP_COLD int fcntl_slow(fcntl_fn *real, int fd, int cmd, void *arg)
 {
+	if ((cmd == F_GETFL || cmd == F_SETFL || cmd == F_GETFD) && sdp_fd_state_raw(fd) == SDP_FD_INHERITED &&
+	    sdp_route_io(fd) == SDP_ROUTE_CORE) {
+		/* A fork child going on over its parent's area: the flags are
+		 * the kernel's, O_NONBLOCK copied to the handle. */
+		int r = real(fd, cmd, arg);
+		if (r >= 0 && cmd == F_SETFL)
+			sdp_direct_nonblock(fd, ((int)(intptr_t)arg & O_NONBLOCK) != 0);
+		return r;
+	}
 	switch (sdp_route(fd)) {
 	case SDP_ROUTE_REAL: {
 		int r = real(fd, cmd, arg);
@@ -297,6 +306,12 @@ SDP_EXPORT int fcntl64(int fd, int cmd, ...)
 
 static SDP_COLD int ioctl_slow(int fd, unsigned long req, void *arg)
 {
+	if (req == FIONBIO && sdp_fd_state_raw(fd) == SDP_FD_INHERITED && sdp_route_io(fd) == SDP_ROUTE_CORE) {
+		int r = sdp_real.ioctl(fd, req, arg); /* as fcntl_slow's F_SETFL */
+		if (r == 0)
+			sdp_direct_nonblock(fd, *(int *)arg != 0);
+		return r;
+	}
 	switch (sdp_route(fd)) {
 	case SDP_ROUTE_REAL:
 		return sdp_real.ioctl(fd, req, arg);

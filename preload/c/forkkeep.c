@@ -8,12 +8,25 @@
  * connections, a fork-exec child loses close-on-exec fds at exec. So the
  * core keeps a direct connection whose fds are all close-on-exec
  * accelerated (host->fork_keep) and hands the child a request socket
- * instead; the switch happens only if the child uses one of them:
+ * instead. The connection's state is in the area (its cursors, locks and
+ * sleep words), so the child goes on over it where it can, with no Go
+ * runtime, and the switch happens only for a call it cannot answer:
  *
  *   - the fds the parent managed wait in the child as SDP_FD_INHERITED;
- *     closing one just closes it (the parent's copy stays as it was);
- *   - the first other call on one of them (any thread: sdp_fd_state sees
- *     the state) sends the request, with a pipe's write end, and waits
+ *     closing one closes it and tells the parent's core (a one-way
+ *     message), which ends a connection its own program closed meanwhile
+ *     once no child holds it (shim/forkkeep.go);
+ *   - the data calls, fcntl's flags, getsockname, getpeername, poll and
+ *     select go on over the parent's handle (sdp_route_io,
+ *     sdp_fork_kept_continues): its copy here is made the child's at its
+ *     first use (sdp_direct_inherit: no bells, whose numbers are the
+ *     parent's; its sleepers are rung on the socket), and the peer and
+ *     the parent see nothing of it. A switch the parent's core begins
+ *     (its program forks, passes the fd, exits) shows in the area, and
+ *     the child's next call resolves;
+ *   - any other call on one of them (epoll, shutdown, socket options,
+ *     dup, ...; any thread: sdp_fd_state sees the state), or a call the
+ *     handle does not take (MSG_OOB), sends the request, with a pipe's write end, and waits
  *     until the parent's core has switched every connection kept at that
  *     fork (it answers with a byte) - what fork_prepare did before - then the
  *     fds are plain here, as they always were in a child, and the call
@@ -26,7 +39,8 @@
  * switch any other, so the child resets it (the peer sees ECONNRESET,
  * then the kernel socket's end) rather than leave a socket on which
  * nothing would ever arrive. A grandchild inherits the same pending
- * request.
+ * request; the first fork of such a child tells the parent's core, since
+ * a close in one process of the family no longer means the family let go.
  */
 #include "shim.h"
 #include "direct.h"
@@ -67,6 +81,12 @@ static SDP_TLS int sdp_keep_resolver;
 #define KEEP_WAIT_MS 10000
 
 #define KEEP_REQUEST "SDPkeep1"
+/* One-way messages: an inherited fd closed (its number follows, 4
+ * bytes), and this child forked (shim/forkkeep.go). */
+#define KEEP_DROP "SDPdrop1"
+#define KEEP_FORK "SDPfork1"
+/* This process, or the child it descends from, forked since the keep. */
+static int sdp_keep_forked;
 
 int sdp_fork_keep_child(int fd, int mine)
 {
@@ -82,6 +102,7 @@ int sdp_fork_keep_child(int fd, int mine)
 	static const signed char to[SDP_FD_STATES] = {-1, -1, SDP_FD_INHERITED, SDPSHIM_FD_UNMANAGED, -1};
 	sdp_fd_recast(to, SDPSHIM_FD_MANAGED);
 	sdp_keep_fd = fd;
+	__atomic_store_n(&sdp_keep_forked, 0, __ATOMIC_RELAXED);
 	sdp_fd_set(fd, SDPSHIM_FD_PROTECTED);
 	__atomic_store_n(&sdp_keep_state, KEEP_PENDING, __ATOMIC_RELEASE);
 	return 1;
@@ -190,8 +211,44 @@ int sdp_fork_kept_resolve(int fd)
 	return seen_state(fd);
 }
 
+int sdp_fork_kept_continues(int fd)
+{
+	if (__atomic_load_n(&sdp_keep_state, __ATOMIC_ACQUIRE) != KEEP_PENDING || sdp_keep_resolver)
+		return 0;
+	return sdp_direct_inherit(fd);
+}
+
+/* Tells the parent's core something that needs no answer: a message on
+ * the request end, never waited for (a full buffer loses it; the parent
+ * then ends the connection when the request end closes). */
+static void keep_tell(const char what[8], int fd)
+{
+	char msg[12];
+	memcpy(msg, what, 8);
+	int32_t v = fd;
+	memcpy(msg + 8, &v, sizeof v);
+	int saved = errno;
+	(void)syscall(SYS_sendto, sdp_keep_fd, msg, fd >= 0 ? sizeof msg : 8, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0);
+	errno = saved;
+}
+
 void sdp_fd_drop_inherited(int fd)
 {
 	sdp_direct_attach(fd, NULL); /* the parent's handle must never serve a later fd of that number */
 	sdp_fd_set(fd, SDPSHIM_FD_UNMANAGED);
+	/* The parent's core holds a connection its program closed while
+	 * this child holds it; it ends it once the child let go of every fd
+	 * of it. Once this family forked, a close here says nothing about
+	 * the other processes: the request end's close does. */
+	if (__atomic_load_n(&sdp_keep_state, __ATOMIC_ACQUIRE) == KEEP_PENDING &&
+	    !__atomic_load_n(&sdp_keep_forked, __ATOMIC_RELAXED))
+		keep_tell(KEEP_DROP, fd);
+}
+
+void sdp_fork_keep_forking(void)
+{
+	if (__atomic_load_n(&sdp_keep_state, __ATOMIC_ACQUIRE) != KEEP_PENDING ||
+	    __atomic_exchange_n(&sdp_keep_forked, 1, __ATOMIC_RELAXED))
+		return;
+	keep_tell(KEEP_FORK, -1);
 }

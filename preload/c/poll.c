@@ -75,16 +75,30 @@ static struct timespec sdp_ts_left(int64_t deadline, int64_t now)
 	return ts;
 }
 
-/* What a poll set holds: MANAGED fds (with the core running) and PROTECTED. */
+/* fd's state for the engine: MANAGED, with *inh set, for an inherited fd
+ * that a fork child goes on with over its parent's area (forkkeep.c),
+ * whose readiness is the area's as for any direct socket here. */
+static int sdp_poll_state(int fd, int *inh)
+{
+	*inh = 0;
+	if (unlikely(sdp_fd_state_raw(fd) == SDP_FD_INHERITED) && !sdp_passthrough() && sdp_fork_kept_continues(fd)) {
+		*inh = 1;
+		return SDPSHIM_FD_MANAGED;
+	}
+	return sdp_fd_state(fd);
+}
+
+/* What a poll set holds: MANAGED fds (with the core running, or
+ * inherited) and PROTECTED. */
 static void sdp_poll_census(const struct pollfd *fds, nfds_t n, nfds_t *managed, nfds_t *protected)
 {
 	int ready = sdp_core_ready();
 	*managed = *protected = 0;
 	for (nfds_t i = 0; i < n; i++) {
-		int s = sdp_fd_state(fds[i].fd);
+		int inh, s = sdp_poll_state(fds[i].fd, &inh);
 		if (s == SDPSHIM_FD_PROTECTED)
 			(*protected)++;
-		else if (s == SDPSHIM_FD_MANAGED && ready)
+		else if (s == SDPSHIM_FD_MANAGED && (ready || inh))
 			(*managed)++;
 	}
 }
@@ -226,10 +240,19 @@ static int sdp_poll_engine(struct pollfd *fds, nfds_t n, nfds_t managed, const s
 			h[i] = NULL;
 			if (fds[i].fd < 0)
 				continue;
-			int s = sdp_fd_state(fds[i].fd);
+			int inh, s = sdp_poll_state(fds[i].fd, &inh);
+			if (s == SDPSHIM_FD_MANAGED && inh && (h[i] = sdp_direct_poll_get(fds[i].fd)) == NULL) {
+				/* A fork child's inherited fd that the area no
+				 * longer answers for: switched, then plain. */
+				sdp_fork_kept_resolve(fds[i].fd);
+				s = SDPSHIM_FD_UNMANAGED;
+			}
 			if (s == SDPSHIM_FD_PROTECTED) {
 				fds[i].revents = POLLNVAL;
 				ready++;
+			} else if (s == SDPSHIM_FD_MANAGED && inh) {
+				if (lead == NULL)
+					lead = h[i];
 			} else if (s == SDPSHIM_FD_MANAGED && sdp_core_ready()) {
 				if ((h[i] = sdp_direct_poll_get(fds[i].fd)) == NULL)
 					managed_here = 1;
@@ -245,7 +268,13 @@ static int sdp_poll_engine(struct pollfd *fds, nfds_t n, nfds_t managed, const s
 		if (!managed_here && lead != NULL) {
 			int r = sdp_direct_round(fds, h, n, lead, &polled, woke, &kicked, k + u, at, wcap, &nwait);
 			sdp_direct_release(h, n);
-			if (r < 0) {
+			if (r < 0 && !sdp_core_ready()) {
+				/* A fork child going on over inherited areas: the
+				 * switch resolves them, and the set is looked at again. */
+				sdp_fork_kept_resolve(-1);
+				memset(woke, 0, n);
+				continue;
+			} else if (r < 0) {
 				managed_here = 1; /* a switch begins: the core answers */
 				memset(woke, 0, n);
 				nwait = 0;
@@ -353,7 +382,7 @@ static int sdp_poll_needs_engine(const struct pollfd *fds, nfds_t n, nfds_t *man
 		return 0;
 	if (claiming)
 		for (nfds_t i = 0; i < n; i++)
-			if (sdp_fd_state(fds[i].fd) == SDPSHIM_FD_CANDIDATE)
+			if (sdp_fd_state_raw(fds[i].fd) == SDPSHIM_FD_CANDIDATE)
 				sdp_claim(fds[i].fd);
 	nfds_t protected;
 	sdp_poll_census(fds, n, managed, &protected);
@@ -435,10 +464,10 @@ static int sdp_select_needs_engine(int nfds, const fd_set *r, const fd_set *w, c
 			word &= word - 1;
 			if (fd >= nfds)
 				break;
-			int s = sdp_fd_state(fd);
+			int inh, s = sdp_poll_state(fd, &inh);
 			if (s == SDPSHIM_FD_CANDIDATE && claiming)
 				s = sdp_claim(fd);
-			if (s == SDPSHIM_FD_PROTECTED || (s == SDPSHIM_FD_MANAGED && sdp_core_ready()))
+			if (s == SDPSHIM_FD_PROTECTED || (s == SDPSHIM_FD_MANAGED && (inh || sdp_core_ready())))
 				found = 1; /* claiming goes on through the set */
 			if (found && !claiming)
 				return 1;
@@ -467,7 +496,8 @@ static SDP_COLD int select_slow(int nfds, fd_set *r, fd_set *w, fd_set *e, const
 		if (ev == 0)
 			continue;
 		p[n++] = (struct pollfd){.fd = fd, .events = ev};
-		managed += sdp_fd_state(fd) == SDPSHIM_FD_MANAGED;
+		int inh;
+		managed += sdp_poll_state(fd, &inh) == SDPSHIM_FD_MANAGED;
 	}
 	int rc = sdp_poll_engine(p, n, managed, timeout, mask);
 	if (rc >= 0) {

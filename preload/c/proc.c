@@ -40,6 +40,7 @@ SDP_EXPORT pid_t fork(void)
 		counted = 1;
 		errno = saved;
 	}
+	sdp_fork_keep_forking(); /* a child holding kept connections forks in turn */
 	pid_t pid = sdp_real.fork();
 	if (pid != 0 && counted)
 		sdp_core_fork_done();

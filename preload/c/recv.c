@@ -16,7 +16,7 @@
 
 static SDP_COLD ssize_t read_slow(int fd, void *buf, size_t n)
 {
-	SDP_ROUTE_OR(sdp_route(fd), sdp_real.read(fd, buf, n));
+	SDP_ROUTE_OR(sdp_route_io(fd), sdp_real.read(fd, buf, n));
 	long r = sdp_core_recv(fd, buf, n, 0);
 	return r == SDPSHIM_PASS ? sdp_real.read(fd, buf, n) : sdp_result(r, 0);
 }
@@ -30,7 +30,7 @@ SDP_EXPORT ssize_t read(int fd, void *buf, size_t n)
 
 static SDP_COLD ssize_t read_chk_slow(int fd, void *buf, size_t n, size_t buflen)
 {
-	SDP_ROUTE_OR(sdp_route(fd), sdp_real.__read_chk(fd, buf, n, buflen));
+	SDP_ROUTE_OR(sdp_route_io(fd), sdp_real.__read_chk(fd, buf, n, buflen));
 	if (n > buflen)
 		return sdp_real.__read_chk(fd, buf, n, buflen); /* fails the check */
 	long r = sdp_core_recv(fd, buf, n, 0);
@@ -46,7 +46,7 @@ SDP_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 
 static SDP_COLD ssize_t recv_slow(int fd, void *buf, size_t n, int flags)
 {
-	SDP_ROUTE_OR(sdp_route(fd), sdp_real.recv(fd, buf, n, flags));
+	SDP_ROUTE_OR(sdp_route_io(fd), sdp_real.recv(fd, buf, n, flags));
 	long r = sdp_core_recv(fd, buf, n, flags);
 	return r == SDPSHIM_PASS ? sdp_real.recv(fd, buf, n, flags) : sdp_result(r, 0);
 }
@@ -60,7 +60,7 @@ SDP_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 
 static SDP_COLD ssize_t recv_chk_slow(int fd, void *buf, size_t n, size_t buflen, int flags)
 {
-	SDP_ROUTE_OR(sdp_route(fd), sdp_real.__recv_chk(fd, buf, n, buflen, flags));
+	SDP_ROUTE_OR(sdp_route_io(fd), sdp_real.__recv_chk(fd, buf, n, buflen, flags));
 	if (n > buflen)
 		return sdp_real.__recv_chk(fd, buf, n, buflen, flags);
 	long r = sdp_core_recv(fd, buf, n, flags);
@@ -84,7 +84,7 @@ static ssize_t recvfrom_result(long r, struct sockaddr *addr, socklen_t *len)
 
 static SDP_COLD ssize_t recvfrom_slow(int fd, void *buf, size_t n, int flags, struct sockaddr *addr, socklen_t *len)
 {
-	SDP_ROUTE_OR(sdp_route(fd), sdp_real.recvfrom(fd, buf, n, flags, addr, len));
+	SDP_ROUTE_OR(sdp_route_io(fd), sdp_real.recvfrom(fd, buf, n, flags, addr, len));
 	long r = sdp_core_recv(fd, buf, n, flags);
 	return r == SDPSHIM_PASS ? sdp_real.recvfrom(fd, buf, n, flags, addr, len) : recvfrom_result(r, addr, len);
 }
@@ -100,7 +100,7 @@ SDP_EXPORT ssize_t recvfrom(int fd, void *restrict buf, size_t n, int flags, str
 static SDP_COLD ssize_t recvfrom_chk_slow(int fd, void *buf, size_t n, size_t buflen, int flags,
 					  struct sockaddr *addr, socklen_t *len)
 {
-	SDP_ROUTE_OR(sdp_route(fd), sdp_real.__recvfrom_chk(fd, buf, n, buflen, flags, addr, len));
+	SDP_ROUTE_OR(sdp_route_io(fd), sdp_real.__recvfrom_chk(fd, buf, n, buflen, flags, addr, len));
 	if (n > buflen)
 		return sdp_real.__recvfrom_chk(fd, buf, n, buflen, flags, addr, len);
 	long r = sdp_core_recv(fd, buf, n, flags);
@@ -118,7 +118,7 @@ SDP_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, in
 
 static SDP_COLD ssize_t readv_slow(int fd, const struct iovec *iov, int cnt)
 {
-	SDP_ROUTE_OR(sdp_route(fd), sdp_real.readv(fd, iov, cnt));
+	SDP_ROUTE_OR(sdp_route_io(fd), sdp_real.readv(fd, iov, cnt));
 	if (cnt < 0 || cnt > UIO_MAXIOV)
 		return sdp_fail(EINVAL);
 	struct msghdr m = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)cnt};
@@ -135,7 +135,7 @@ SDP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 
 static SDP_COLD ssize_t recvmsg_slow(int fd, struct msghdr *m, int flags)
 {
-	SDP_ROUTE_OR(sdp_route(fd), sdp_real.recvmsg(fd, m, flags));
+	SDP_ROUTE_OR(sdp_route_io(fd), sdp_real.recvmsg(fd, m, flags));
 	long r = sdp_core_recvmsg(fd, m, flags);
 	return r == SDPSHIM_PASS ? sdp_real.recvmsg(fd, m, flags) : sdp_result(r, 0);
 }
@@ -155,7 +155,7 @@ static int64_t ts_ns(const struct timespec *t) { return (int64_t)t->tv_sec * 100
  * the first entry ends the batch. */
 static SDP_COLD int recvmmsg_slow(int fd, struct mmsghdr *v, unsigned int n, int flags, struct timespec *t)
 {
-	SDP_ROUTE_OR(sdp_route(fd), sdp_real.recvmmsg(fd, v, n, flags, t));
+	SDP_ROUTE_OR(sdp_route_io(fd), sdp_real.recvmmsg(fd, v, n, flags, t));
 	if (t != NULL && (t->tv_sec < 0 || t->tv_nsec < 0 || t->tv_nsec >= 1000000000L))
 		return (int)sdp_fail(EINVAL);
 	int64_t deadline = t != NULL ? sdp_now_ns() + ts_ns(t) : 0;

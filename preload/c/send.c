@@ -22,7 +22,7 @@ _Static_assert(sizeof(off_t) == sizeof(off64_t), "sdpshim supports 64-bit off_t 
 
 static SDP_COLD ssize_t write_slow(int fd, const void *buf, size_t n)
 {
-	SDP_ROUTE_OR(sdp_route(fd), sdp_real.write(fd, buf, n));
+	SDP_ROUTE_OR(sdp_route_io(fd), sdp_real.write(fd, buf, n));
 	long r = sdp_core_send(fd, buf, n, 0);
 	return r == SDPSHIM_PASS ? sdp_real.write(fd, buf, n) : sdp_result(r, 1);
 }
@@ -36,7 +36,7 @@ SDP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 
 static SDP_COLD ssize_t send_slow(int fd, const void *buf, size_t n, int flags)
 {
-	SDP_ROUTE_OR(sdp_route(fd), sdp_real.send(fd, buf, n, flags));
+	SDP_ROUTE_OR(sdp_route_io(fd), sdp_real.send(fd, buf, n, flags));
 	long r = sdp_core_send(fd, buf, n, flags);
 	return r == SDPSHIM_PASS ? sdp_real.send(fd, buf, n, flags) : sdp_result(r, !(flags & MSG_NOSIGNAL));
 }
@@ -51,7 +51,7 @@ SDP_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 static SDP_COLD ssize_t sendto_slow(int fd, const void *buf, size_t n, int flags, const struct sockaddr *addr,
 				    socklen_t len)
 {
-	SDP_ROUTE_OR(sdp_route(fd), sdp_real.sendto(fd, buf, n, flags, addr, len));
+	SDP_ROUTE_OR(sdp_route_io(fd), sdp_real.sendto(fd, buf, n, flags, addr, len));
 	long r;
 	if (addr == NULL) {
 		r = sdp_core_send(fd, buf, n, flags);
@@ -73,7 +73,7 @@ SDP_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const st
 
 static SDP_COLD ssize_t writev_slow(int fd, const struct iovec *iov, int cnt)
 {
-	SDP_ROUTE_OR(sdp_route(fd), sdp_real.writev(fd, iov, cnt));
+	SDP_ROUTE_OR(sdp_route_io(fd), sdp_real.writev(fd, iov, cnt));
 	if (cnt < 0 || cnt > UIO_MAXIOV)
 		return sdp_fail(EINVAL);
 	struct msghdr m = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)cnt};
@@ -90,7 +90,7 @@ SDP_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 
 static SDP_COLD ssize_t sendmsg_slow(int fd, const struct msghdr *m, int flags)
 {
-	SDP_ROUTE_OR(sdp_route(fd), sdp_real.sendmsg(fd, m, flags));
+	SDP_ROUTE_OR(sdp_route_io(fd), sdp_real.sendmsg(fd, m, flags));
 	long r = sdp_core_sendmsg(fd, m, flags);
 	return r == SDPSHIM_PASS ? sdp_real.sendmsg(fd, m, flags) : sdp_result(r, !(flags & MSG_NOSIGNAL));
 }
@@ -167,7 +167,7 @@ SDP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *m, int flags)
  * an error on the first entry is the result, a later one ends the batch. */
 static SDP_COLD int sendmmsg_slow(int fd, struct mmsghdr *v, unsigned int n, int flags)
 {
-	SDP_ROUTE_OR(sdp_route(fd), sdp_real.sendmmsg(fd, v, n, flags));
+	SDP_ROUTE_OR(sdp_route_io(fd), sdp_real.sendmmsg(fd, v, n, flags));
 	if (n > UIO_MAXIOV)
 		n = UIO_MAXIOV;
 	unsigned int i;

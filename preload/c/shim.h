@@ -281,8 +281,18 @@ SDP_HIDDEN int sdp_fork_keep_take(int *mine);
  * here); the MANAGED fds wait as SDP_FD_INHERITED. 1 when it took over
  * the fds (the caller forgets nothing more), 0 when fd < 0. */
 SDP_HIDDEN int sdp_fork_keep_child(int fd, int mine);
-/* An SDP_FD_INHERITED fd closes: its state and its handle slot go. */
+/* An SDP_FD_INHERITED fd closes: its state and its handle slot go, and
+ * the parent's core is told (a connection no child holds ends with the
+ * parent's close). */
 SDP_HIDDEN void sdp_fd_drop_inherited(int fd);
+/* 1 when fd is SDP_FD_INHERITED and this fork child goes on over its
+ * area without the parent's switch (the data calls, fcntl's flags,
+ * getsockname, getpeername, poll, select). */
+SDP_HIDDEN int sdp_fork_kept_continues(int fd);
+/* A fork child that holds kept connections forks in turn (no core: the
+ * interposer's fork): the parent's core is told, since a close here no
+ * longer means this family of processes let go of the connection. */
+SDP_HIDDEN void sdp_fork_keep_forking(void);
 
 /* ---- the core (core.c) ---------------------------------------------------- */
 
@@ -437,6 +447,17 @@ static inline int sdp_route(int fd)
 	return sdp_core_want() ? SDP_ROUTE_CORE : SDP_ROUTE_REAL;
 }
 
+/* The route of a data call (and of the few calls a fork child answers
+ * without its parent's switch: sdp_fork_kept_continues): CORE for an
+ * inherited fd that goes on over its area; the caller's direct attempt
+ * then answers it, or resolves it (sdp_direct_only). */
+static inline int sdp_route_io(int fd)
+{
+	if (unlikely(sdp_fd_state_raw(fd) == SDP_FD_INHERITED) && !sdp_passthrough() && sdp_fork_kept_continues(fd))
+		return SDP_ROUTE_CORE;
+	return sdp_route(fd);
+}
+
 /* Route for a call on two fds: BADF if either is protected, CORE if either
  * goes to the core. */
 static inline int sdp_route2(int a, int b)
@@ -505,6 +526,15 @@ SDP_HIDDEN void sdp_direct_forget_all(void);
  * connection reset (the peer sees ECONNRESET and closes its end), but
  * those the parent switched before it went (sdp_dconn_switched). */
 SDP_HIDDEN int sdp_direct_reset_all(void); /* how many it reset */
+/* Fork child: 1 when fd's inherited handle can go on over the area (no
+ * switch begun, no call the core's); its first such use in this process
+ * makes it the child's (no bell, the socket's flags read again). */
+SDP_HIDDEN int sdp_direct_inherit(int fd);
+/* shutdown(fd, SHUT_WR) outside the core (a fork child): the FIN in the
+ * area. 0, or SDPSHIM_PASS when fd's handle does not take it. */
+SDP_HIDDEN long sdp_direct_shut_wr(int fd);
+/* O_NONBLOCK set or cleared on fd outside the core (a fork child). */
+SDP_HIDDEN void sdp_direct_nonblock(int fd, int on);
 
 /* ---- local wakes of poll and select sleepers (pollkick.c) ------------------------ */
 

@@ -192,6 +192,9 @@ SDP_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 
 static SDP_COLD int shutdown_slow(int fd, int how)
 {
+	if (how == SHUT_WR && sdp_fd_state_raw(fd) == SDP_FD_INHERITED && sdp_route_io(fd) == SDP_ROUTE_CORE &&
+	    sdp_direct_shut_wr(fd) == 0)
+		return 0; /* a fork child going on over its parent's area (forkkeep.c) */
 	switch (sdp_route(fd)) {
 	case SDP_ROUTE_REAL:
 		return sdp_real.shutdown(fd, how);
@@ -251,14 +254,14 @@ SDP_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_
  * so the kernel's names are exact: no hook. */
 SDP_EXPORT int getsockname(int fd, struct sockaddr *restrict addr, socklen_t *restrict len)
 {
-	if (unlikely(sdp_route(fd) == SDP_ROUTE_BADF))
+	if (unlikely(sdp_route_io(fd) == SDP_ROUTE_BADF))
 		return (int)sdp_fail(EBADF);
 	return sdp_real.getsockname(fd, addr, len);
 }
 
 SDP_EXPORT int getpeername(int fd, struct sockaddr *restrict addr, socklen_t *restrict len)
 {
-	if (unlikely(sdp_route(fd) == SDP_ROUTE_BADF))
+	if (unlikely(sdp_route_io(fd) == SDP_ROUTE_BADF))
 		return (int)sdp_fail(EBADF);
 	return sdp_real.getpeername(fd, addr, len);
 }

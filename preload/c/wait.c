@@ -109,11 +109,26 @@ long sdp_wait_step(const struct sdpshim_wait *w, uint64_t *total, uint64_t len, 
 	return 0;
 }
 
+/* After the direct path passed on fd: 1 when the call goes to the kernel
+ * instead of the core. An inherited fd (a fork child going on over its
+ * parent's area, sdp_route_io) has the call the direct path did not take
+ * resolved first: the parent's core switches it, and the fd is plain. */
+static int sdp_direct_only(int fd)
+{
+	if (unlikely(sdp_fd_state_raw(fd) == SDP_FD_INHERITED)) {
+		sdp_fork_kept_resolve(fd);
+		return 1;
+	}
+	return unlikely(!sdp_core_ready()); /* another thread resolved it meanwhile */
+}
+
 long sdp_core_recv(int fd, void *buf, size_t n, int flags)
 {
 	long d = sdp_direct_recv(fd, buf, n, flags);
 	if (d != SDPSHIM_PASS)
 		return d;
+	if (sdp_direct_only(fd))
+		return SDPSHIM_PASS;
 	uint64_t total = 0;
 	struct sdp_sigmark mark;
 	sdp_sig_mark(&mark);
@@ -133,6 +148,8 @@ long sdp_core_send(int fd, const void *buf, size_t n, int flags)
 	long d = sdp_direct_send(fd, buf, n, flags);
 	if (d != SDPSHIM_PASS)
 		return d;
+	if (sdp_direct_only(fd))
+		return SDPSHIM_PASS;
 	uint64_t total = 0;
 	struct sdp_sigmark mark;
 	sdp_sig_mark(&mark);
@@ -230,6 +247,8 @@ static long core_msg(int send, int fd, struct msghdr *m, int flags)
 	long d = sdp_direct_msg(send, fd, m, flags);
 	if (d != SDPSHIM_PASS)
 		return d;
+	if (sdp_direct_only(fd))
+		return SDPSHIM_PASS;
 	struct sdp_msg_rest rest = {.iov = NULL};
 	struct msghdr *cur = m;
 	uint64_t total = 0, len = 0;

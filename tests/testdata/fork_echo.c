@@ -16,6 +16,9 @@
  *                  first uses it 200 ms later
  *         killconn the same, but the parent is killed (SIGKILL) right
  *                  after the fork
+ *         killepoll the same, but the child's first call is epoll_ctl
+ *         exitmid  the same as perconn, but the parent exits 100 ms
+ *                  after the fork, while the child echoes
  *         epollconn the same, but the child's first call on the socket
  *                  is epoll_ctl (then epoll_wait for the request), as a
  *                  postgres backend's is
@@ -320,8 +323,11 @@ static int server(const char *arg, int n, int delay)
 					exec_echo(c);
 				if (strcmp(mode, "exitconn") == 0)
 					sleep_ms(200); /* first use once the parent is gone */
-				if (strcmp(mode, "epollconn") == 0)
+				if (strcmp(mode, "epollconn") == 0 || strcmp(mode, "killepoll") == 0) {
+					if (strcmp(mode, "killepoll") == 0)
+						sleep_ms(100); /* first use once the parent is gone */
 					wait_readable_epoll(c);
+				}
 				if (strcmp(mode, "pollconn") == 0)
 					wait_readable_poll(c);
 				if (strcmp(mode, "selectconn") == 0)
@@ -335,8 +341,12 @@ static int server(const char *arg, int n, int delay)
 			die("fork");
 		if (strcmp(mode, "exitconn") == 0)
 			exit(0);
-		if (strcmp(mode, "killconn") == 0)
+		if (strcmp(mode, "killconn") == 0 || strcmp(mode, "killepoll") == 0)
 			raise(SIGKILL);
+		if (strcmp(mode, "exitmid") == 0) {
+			sleep_ms(100);
+			exit(0);
+		}
 		if (strcmp(mode, "waitconn") == 0) {
 			int st;
 			if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)

@@ -336,6 +336,12 @@ func (p *Process) ghost(s *Socket, fd int) bool {
 	p.watchSwitchFD(s, kfd)
 	p.count("fork.keep.ghost")
 	p.log.Debug("fork: the program closed a connection its child holds: kept open for the child")
+	// The child may have let go meanwhile (forgetFork, keptDrop): they
+	// forget the fork, then look for a ghost; this marks the ghost, then
+	// looks at the forks. One of the two sees the other.
+	if shared, _ := p.sharedWithChild(s); !shared {
+		p.endGhost(s)
+	}
 	return true
 }
 

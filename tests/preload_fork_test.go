@@ -125,6 +125,41 @@ func TestForkServersKeptAccelerated(t *testing.T) {
 	}
 }
 
+// A parent that closes its copy once its child exited (the benchmark's
+// forkuse: the child exits without closing it) races the news of the
+// child's end reaching its core: whichever comes first, the connection
+// ends. The server serves one connection at a time, so a connection left
+// open would stall the client until its deadline.
+func TestForkGhostEnds(t *testing.T) {
+	a := build(t)
+	prog := cbuildShared(t, "../bench/programs/csrc/forkuse.c", "-I../bench/programs/csrc")
+	// Fresh processes each round: the race was seen most around a
+	// process's first forks (the second makes the core copy).
+	for round := 0; round < 20; round++ {
+		t.Run(fmt.Sprint(round), func(t *testing.T) { // its server is killed at its end
+			rd := runDir(t)
+			logs := t.TempDir()
+			port := freePort(t)
+			env := func(log string) []string {
+				return append(a.environ(t, side{shim: true, log: filepath.Join(logs, log)}, rd), "SDPSHIM_SHORT_CONN=0")
+			}
+			srv := start(t, env("server.log"), 60*time.Second, prog, "server", fmt.Sprint(port))
+			waitListen(t, srv, port)
+			cli := start(t, env("client.log"), 20*time.Second, prog, "client", fmt.Sprint(port), "10")
+			if err := cli.wait(); err != nil || !strings.Contains(cli.out.String(), `"use_us"`) {
+				t.Fatalf("forkuse client: %v %q\n%s", err, cli.out.String(), cli.errb.String())
+			}
+			log := readLog(t, filepath.Join(logs, "client.log"))
+			if n := strings.Count(log, "connected accelerated"); n != 10 {
+				t.Errorf("%d of 10 connections accelerated", n)
+			}
+			if strings.Contains(log, "switched to kernel TCP") || strings.Contains(log, "stays on kernel TCP") {
+				t.Errorf("a connection left the area:\n%s", log)
+			}
+		})
+	}
+}
+
 // A child whose first call on a kept connection is one it cannot answer
 // over the area (epoll_ctl, as a postgres backend's) asks the parent to
 // switch it to kernel TCP; so does a child still on the area when its

@@ -34,6 +34,7 @@ var measures = []measure{
 	{"memcached", []string{"memcached", "gcc"}, (*harness).memcached},
 	{"postgres", []string{"gcc"}, (*harness).postgres},
 	{"setup", []string{"gcc"}, (*harness).setup},
+	{"fork", []string{"gcc"}, (*harness).forkUse},
 	{"message costs", []string{"gcc", "perf"}, (*harness).msgCosts},
 	{"pods", podNeeds, (*harness).pods},
 	{"camera pods", camNeeds, (*harness).cameraPods},

@@ -1,0 +1,57 @@
+package programs
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"syscall"
+)
+
+// forkTrials is how many forks one fork figure makes.
+const forkTrials = 50
+
+// forkUse measures what a fork child's first use of an inherited
+// connection costs (csrc/forkuse.c): a client connects, makes 100 round
+// trips, forks, and the child times its first round trip on the
+// connection and its second. Figures: the process's first fork(), the
+// median fork(), and the child's first and second round trips, in us.
+// Shimmed (every connection accelerated: SDPSHIM_SHORT_CONN=0), the
+// child goes on over the area its parent holds, with no switch to kernel
+// TCP.
+func (h *harness) forkUse(m mode) (map[string]float64, error) {
+	prog, err := h.cprog("forkuse")
+	if err != nil {
+		return nil, err
+	}
+	rd, port, err := h.pair()
+	if err != nil {
+		return nil, err
+	}
+	// Each connection lives a few ms: the short-lived rule would keep the
+	// later ones on kernel TCP.
+	environ := append(h.env.of(m, rd), "SDPSHIM_SHORT_CONN=0")
+	srv, err := startServer(environ, nil, prog, "server", fmt.Sprint(port))
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop(syscall.SIGKILL)
+	if err := srv.waitListen(port); err != nil {
+		return nil, err
+	}
+	res, err := runClient(environ, nil, h.limit(), prog, "client", fmt.Sprint(port), fmt.Sprint(forkTrials))
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		First float64 `json:"fork_first_us"`
+		Fork  float64 `json:"fork_us"`
+		Use   float64 `json:"use_us"`
+		Next  float64 `json:"next_us"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(res)), &r); err != nil || r.Use <= 0 {
+		return nil, fmt.Errorf("forkuse client: %v %q", err, res)
+	}
+	return carried(m, rd, map[string]float64{
+		"fork.first": r.First, "fork.us": r.Fork, "fork.use": r.Use, "fork.next": r.Next,
+	})
+}

@@ -91,13 +91,13 @@ func TestForkServersSwitchToKernel(t *testing.T) {
 }
 
 // A connection whose fds are all close-on-exec stays accelerated across a
-// fork, and a child that uses it with data calls, poll or select goes on
-// over the area itself, without the parent's switch (preload/c/forkkeep.c):
+// fork, and a child that uses it with data calls, poll, select or the
+// common socket options goes on over the area itself, without the parent's switch (preload/c/forkkeep.c):
 // the echo is exact and nothing is switched. A parent that closes its copy
 // first keeps the connection open for the child (shim/forkkeep.go: a
 // ghost), which ends it with the child's close.
 func TestForkServersKeptAccelerated(t *testing.T) {
-	for _, mode := range []string{"perconn", "waitconn", "readfork", "greetfork", "pollconn", "selectconn"} {
+	for _, mode := range []string{"perconn", "waitconn", "readfork", "greetfork", "pollconn", "selectconn", "optconn"} {
 		t.Run(mode, func(t *testing.T) {
 			lazy := 0
 			if mode == "greetfork" {

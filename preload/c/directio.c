@@ -15,6 +15,11 @@
 #include "direct.h"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -108,6 +113,63 @@ int sdp_direct_inherit(int fd)
 	}
 	sdp_direct_put(c);
 	return ok;
+}
+
+int sdp_direct_inherited_sockopt(int fd, int set, int level, int name, const void *val, socklen_t len)
+{
+	if (level == SOL_SOCKET) {
+		switch (name) {
+		case SO_ERROR: /* a reset on the area is a data call's ECONNRESET */
+		case SO_TYPE:
+		case SO_DOMAIN:
+		case SO_PROTOCOL:
+		case SO_ACCEPTCONN:
+			return !set;
+		case SO_KEEPALIVE:
+		case SO_RCVBUF: /* reads: the kernel's sizes are the program's */
+		case SO_SNDBUF:
+			return !set || name == SO_KEEPALIVE;
+		case SO_RCVTIMEO:
+		case SO_SNDTIMEO:
+			if (!set)
+				return 1;
+			if (val == NULL || len < (socklen_t)sizeof(struct timeval))
+				return 0;
+			struct timeval tv;
+			memcpy(&tv, val, sizeof tv);
+			if (tv.tv_sec < 0 || tv.tv_usec < 0 || tv.tv_usec >= 1000000)
+				return 0; /* the kernel's EDOM comes from the switch's path */
+			struct sdp_dconn *c = sdp_direct_get(fd);
+			if (c == NULL)
+				return 0;
+			int64_t ns = (int64_t)tv.tv_sec * 1000000000LL + (int64_t)tv.tv_usec * 1000;
+			__atomic_store_n(name == SO_RCVTIMEO ? &c->rcvtimeo : &c->sndtimeo, ns, __ATOMIC_RELAXED);
+			sdp_direct_put(c);
+			return 1;
+		}
+		return 0;
+	}
+	if (level != IPPROTO_TCP)
+		return 0;
+	switch (name) {
+	case TCP_KEEPIDLE:
+	case TCP_KEEPINTVL:
+	case TCP_KEEPCNT:
+	case TCP_USER_TIMEOUT:
+	case TCP_INFO:
+		return 1;
+	case TCP_NODELAY:
+		/* The kernel socket has it on while direct (its rings must not
+		 * wait): setting it on is what the program already has; off
+		 * goes through the switch, and a read says on. */
+		if (!set)
+			return 1;
+		int on = 0;
+		if (val != NULL && len >= (socklen_t)sizeof on)
+			memcpy(&on, val, sizeof on);
+		return on != 0;
+	}
+	return 0;
 }
 
 void sdp_direct_nonblock(int fd, int on)

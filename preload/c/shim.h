@@ -533,6 +533,12 @@ SDP_HIDDEN int sdp_direct_inherit(int fd);
 /* shutdown(fd, SHUT_WR) outside the core (a fork child): the FIN in the
  * area. 0, or SDPSHIM_PASS when fd's handle does not take it. */
 SDP_HIDDEN long sdp_direct_shut_wr(int fd);
+/* A fork child going on over fd's inherited area (forkkeep.c): 1 when
+ * the socket option (level, name) is the kernel's to answer (get, or set
+ * with val) with nothing else to do, or only the handle's copy to update
+ * (set: done here, before the kernel's call); 0 when it needs the
+ * parent's switch. */
+SDP_HIDDEN int sdp_direct_inherited_sockopt(int fd, int set, int level, int name, const void *val, socklen_t len);
 /* O_NONBLOCK set or cleared on fd outside the core (a fork child). */
 SDP_HIDDEN void sdp_direct_nonblock(int fd, int on);
 

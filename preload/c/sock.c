@@ -212,8 +212,18 @@ SDP_EXPORT int shutdown(int fd, int how)
 	return shutdown_slow(fd, how);
 }
 
+/* A fork child going on over fd's inherited area, with an option the
+ * kernel answers (sdp_direct_inherited_sockopt). */
+static int sockopt_inherited(int fd, int set, int level, int name, const void *val, socklen_t len)
+{
+	return sdp_fd_state_raw(fd) == SDP_FD_INHERITED && sdp_route_io(fd) == SDP_ROUTE_CORE &&
+	       sdp_direct_inherited_sockopt(fd, set, level, name, val, len);
+}
+
 static SDP_COLD int getsockopt_slow(int fd, int level, int name, void *val, socklen_t *len)
 {
+	if (sockopt_inherited(fd, 0, level, name, NULL, 0))
+		return sdp_real.getsockopt(fd, level, name, val, len);
 	switch (sdp_route(fd)) {
 	case SDP_ROUTE_REAL:
 		return sdp_real.getsockopt(fd, level, name, val, len);
@@ -233,6 +243,8 @@ SDP_EXPORT int getsockopt(int fd, int level, int name, void *restrict val, sockl
 
 static SDP_COLD int setsockopt_slow(int fd, int level, int name, const void *val, socklen_t len)
 {
+	if (sockopt_inherited(fd, 1, level, name, val, len))
+		return sdp_real.setsockopt(fd, level, name, val, len);
 	switch (sdp_route(fd)) {
 	case SDP_ROUTE_REAL:
 		return sdp_real.setsockopt(fd, level, name, val, len);

@@ -24,6 +24,9 @@
  *                  postgres backend's is
  *         pollconn, selectconn  the same with poll or select as the
  *                  child's first call (an inetd-style handler's)
+ *         optconn  the same, but the child first sets TCP_NODELAY,
+ *                  SO_KEEPALIVE and SO_RCVTIMEO and reads SO_ERROR and
+ *                  SO_TYPE (a handler's setup)
  *         readfork accept, read a 64-byte request, fork; the child sends
  *                  the request back, then echoes the rest
  *         greetfork the same, but the parent sends the request back
@@ -50,6 +53,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -84,6 +88,22 @@ static void wait_readable_epoll(int fd)
 	if (epoll_wait(ep, &ev, 1, 10000) != 1)
 		die("epoll_wait: request not seen");
 	close(ep);
+}
+
+static void handler_setup(int fd)
+{
+	int one = 1, v = -1;
+	struct timeval tv = {5, 0};
+	socklen_t l = sizeof v;
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one) != 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0)
+		die("setsockopt");
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &v, &l) != 0 || v != 0)
+		die("SO_ERROR");
+	l = sizeof v;
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &l) != 0 || v != SOCK_STREAM)
+		die("SO_TYPE");
 }
 
 static void wait_readable_poll(int fd)
@@ -330,6 +350,8 @@ static int server(const char *arg, int n, int delay)
 				}
 				if (strcmp(mode, "pollconn") == 0)
 					wait_readable_poll(c);
+				if (strcmp(mode, "optconn") == 0)
+					handler_setup(c);
 				if (strcmp(mode, "selectconn") == 0)
 					wait_readable_select(c);
 				if (have > 0 && write_all(c, req, (size_t)have) < 0)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"syscall"
 )
 
 // forkTrials is how many forks one fork figure makes.
@@ -15,33 +14,20 @@ const forkTrials = 50
 // trips, forks, and the child times its first round trip on the
 // connection and its second. Figures: the process's first fork(), the
 // median fork(), and the child's first and second round trips, in us.
-// Shimmed (every connection accelerated: SDPSHIM_SHORT_CONN=0), the
-// child goes on over the area its parent holds, with no switch to kernel
-// TCP.
+// Shimmed, the child goes on over the area its parent holds, with no
+// switch to kernel TCP.
 func (h *harness) forkUse(m mode) (map[string]float64, error) {
 	prog, err := h.cprog("forkuse")
 	if err != nil {
 		return nil, err
 	}
-	rd, port, err := h.pair()
+	res, rd, stop, err := h.serverClient(m, prog,
+		func(port string) []string { return []string{"server", port} },
+		func(port string) []string { return []string{"client", port, fmt.Sprint(forkTrials)} })
 	if err != nil {
 		return nil, err
 	}
-	// Each connection lives a few ms: the short-lived rule would keep the
-	// later ones on kernel TCP.
-	environ := append(h.env.of(m, rd), "SDPSHIM_SHORT_CONN=0")
-	srv, err := startServer(environ, nil, prog, "server", fmt.Sprint(port))
-	if err != nil {
-		return nil, err
-	}
-	defer srv.stop(syscall.SIGKILL)
-	if err := srv.waitListen(port); err != nil {
-		return nil, err
-	}
-	res, err := runClient(environ, nil, h.limit(), prog, "client", fmt.Sprint(port), fmt.Sprint(forkTrials))
-	if err != nil {
-		return nil, err
-	}
+	defer stop()
 	var r struct {
 		First float64 `json:"fork_first_us"`
 		Fork  float64 `json:"fork_us"`

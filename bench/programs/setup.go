@@ -37,23 +37,13 @@ func (h *harness) setup(m mode) (map[string]float64, error) {
 
 // setupRun runs one server shape and the client against it.
 func (h *harness) setupRun(m mode, prog, shape string) (float64, error) {
-	rd, port, err := h.pair()
+	res, rd, stop, err := h.serverClient(m, prog,
+		func(port string) []string { return []string{"server", shape, port} },
+		func(port string) []string { return []string{"client", port, fmt.Sprint(setupConns)} })
 	if err != nil {
 		return 0, err
 	}
-	environ := append(h.env.of(m, rd), "SDPSHIM_SHORT_CONN=0")
-	srv, err := startServer(environ, nil, prog, "server", shape, fmt.Sprint(port))
-	if err != nil {
-		return 0, err
-	}
-	defer srv.stop(syscall.SIGKILL)
-	if err := srv.waitListen(port); err != nil {
-		return 0, err
-	}
-	res, err := runClient(environ, nil, h.limit(), prog, "client", fmt.Sprint(port), fmt.Sprint(setupConns))
-	if err != nil {
-		return 0, err
-	}
+	defer stop()
 	var r struct {
 		US float64 `json:"us_per_conn"`
 	}
@@ -65,4 +55,33 @@ func (h *harness) setupRun(m mode, prog, shape string) (float64, error) {
 		return 0, err
 	}
 	return got["us"], nil
+}
+
+// serverClient runs one of the C programs as a server and as a client
+// against it (their arguments, given the port), with every
+// connection accelerated when shimmed (SDPSHIM_SHORT_CONN=0: the
+// short-lived rule would keep the later ones on kernel TCP); it returns
+// the client's output, the run directory, and what stops the server
+// (after its statistics were read: carried).
+func (h *harness) serverClient(m mode, prog string, server, client func(port string) []string) (string, string, func(), error) {
+	rd, port, err := h.pair()
+	if err != nil {
+		return "", "", nil, err
+	}
+	environ := append(h.env.of(m, rd), "SDPSHIM_SHORT_CONN=0")
+	srv, err := startServer(environ, nil, prog, server(fmt.Sprint(port))...)
+	if err != nil {
+		return "", "", nil, err
+	}
+	stop := func() { srv.stop(syscall.SIGKILL) }
+	if err := srv.waitListen(port); err != nil {
+		stop()
+		return "", "", nil, err
+	}
+	res, err := runClient(environ, nil, h.limit(), prog, client(fmt.Sprint(port))...)
+	if err != nil {
+		stop()
+		return "", "", nil, err
+	}
+	return res, rd, stop, nil
 }

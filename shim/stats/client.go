@@ -66,7 +66,24 @@ func Fetch(path string, timeout time.Duration) (*Snapshot, error) {
 // caller's pid namespace sees it (SO_PEERCRED), which differs from the
 // snapshot's own pid for a process of a nested pid namespace (a
 // container's); 0 when the caller cannot see that process's namespace.
+//
+// A connection the process closed without a snapshot is tried once more:
+// besides a refusal, that is how a program that closes an fd number twice
+// (iperf3 does, at the end of each test) hits the process's stats server,
+// whose connection held that number for the microseconds before it is
+// moved out of the program's reach (protected).
 func FetchPID(path string, timeout time.Duration) (*Snapshot, int, error) {
+	s, pid, err := fetchOnce(path, timeout)
+	if errors.Is(err, errNoSnapshot) {
+		s, pid, err = fetchOnce(path, timeout)
+	}
+	return s, pid, err
+}
+
+// errNoSnapshot: the server closed the connection without writing.
+var errNoSnapshot = errors.New("closed without a snapshot (this uid is not allowed, or the process is busy with other clients)")
+
+func fetchOnce(path string, timeout time.Duration) (*Snapshot, int, error) {
 	c, err := net.DialTimeout("unix", path, timeout)
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
@@ -90,7 +107,7 @@ func readSnapshot(c net.Conn, path string, timeout time.Duration) (*Snapshot, er
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(b) == 0 {
-		return nil, fmt.Errorf("%s: closed without a snapshot (this uid is not allowed, or the process is busy with other clients)", path)
+		return nil, fmt.Errorf("%s: %w", path, errNoSnapshot)
 	}
 	return decodeSnapshot(b, path)
 }

@@ -235,6 +235,7 @@ func (p *Process) keptDrop(f *keptFork, fd int) {
 // (the kernel's socket counts their holders), and a later last close here
 // switches rather than leaving a ghost.
 func (p *Process) keptForked(f *keptFork) {
+	p.log.Debug("fork: the child forked: connections the program closed switch to kernel TCP")
 	p.mu.Lock()
 	f.forked = true
 	var ghosts []*Socket

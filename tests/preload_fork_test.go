@@ -163,9 +163,12 @@ func TestForkGhostEnds(t *testing.T) {
 // A child whose first call on a kept connection is one it cannot answer
 // over the area (epoll_ctl, as a postgres backend's) asks the parent to
 // switch it to kernel TCP; so does a child still on the area when its
-// parent exits (exitmid: the switch comes in the middle of the echo).
+// parent exits (exitmid: the switch comes in the middle of the echo), and
+// a child that forks while its parent's copy is closed (forkconn: the
+// family's closes no longer tell when it lets go, so the parent switches
+// the connection it kept open).
 func TestForkServersKeptThenSwitched(t *testing.T) {
-	for _, mode := range []string{"epollconn", "exitmid"} {
+	for _, mode := range []string{"epollconn", "exitmid", "forkconn"} {
 		t.Run(mode, func(t *testing.T) {
 			sizes, lazy := []int{8 << 20, 1 << 20}, 0
 			if mode == "exitmid" {
@@ -183,6 +186,9 @@ func TestForkServersKeptThenSwitched(t *testing.T) {
 			}
 			if mode == "epollconn" && !strings.Contains(srv, "the child uses a kept connection") {
 				t.Errorf("the child's epoll_ctl did not ask the parent to switch:\n%s", srv)
+			}
+			if mode == "forkconn" && !strings.Contains(srv, "fork: the child forked") {
+				t.Errorf("the child's fork was not told to the parent:\n%s", srv)
 			}
 			if !strings.Contains(cli[0], "connected accelerated") || !strings.Contains(cli[0], "switched to kernel TCP by its peer") {
 				t.Errorf("first client not accelerated then switched:\n%s", cli[0])

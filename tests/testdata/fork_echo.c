@@ -24,6 +24,8 @@
  *                  postgres backend's is
  *         pollconn, selectconn  the same with poll or select as the
  *                  child's first call (an inetd-style handler's)
+ *         forkconn the same as perconn, but the child first forks a
+ *                  grandchild that exits at once
  *         optconn  the same, but the child first sets TCP_NODELAY,
  *                  SO_KEEPALIVE and SO_RCVTIMEO and reads SO_ERROR and
  *                  SO_TYPE (a handler's setup)
@@ -352,6 +354,13 @@ static int server(const char *arg, int n, int delay)
 					wait_readable_poll(c);
 				if (strcmp(mode, "optconn") == 0)
 					handler_setup(c);
+				if (strcmp(mode, "forkconn") == 0) {
+					pid_t g = fork();
+					if (g == 0)
+						_exit(0);
+					if (g < 0 || waitpid(g, NULL, 0) != g)
+						die("grandchild");
+				}
 				if (strcmp(mode, "selectconn") == 0)
 					wait_readable_select(c);
 				if (have > 0 && write_all(c, req, (size_t)have) < 0)

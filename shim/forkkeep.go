@@ -17,21 +17,21 @@ import (
 // for good: redis-server's BGSAVE child, a worker pool's children, a
 // fork-exec. A direct connection holds nothing in this process's memory
 // (its bytes and cursors are in the area), so one whose fds are all
-// close-on-exec is kept instead, and switched only if the child uses it:
+// close-on-exec is kept instead, and switched only if the child makes a
+// call on it that it cannot answer over the area itself:
 //
 //   - ForkPrepare makes a request pair (SOCK_SEQPACKET) for the fork,
 //     watches its end here and gives the child's end to the interposer
 //     (host ForkKeep), which closes it in this process after fork();
-//   - the child's interposer leaves the fds it inherited untouched; the
-//     first call on one of them sends a request with a pipe's write end
-//     (preload/c/forkkeep.c); keptRequest switches every connection kept
-//     at that fork, as ForkPrepare would have, and answers on the pipe;
+//   - the child goes on over the area by itself where it can (the data
+//     calls, poll, select, the common socket options:
+//     preload/c/forkkeep.c); a call it cannot answer there (epoll_ctl,
+//     dup, ...) sends a request with a pipe's write end; keptRequest
+//     switches every connection kept at that fork, as ForkPrepare would
+//     have, and answers on the pipe;
 //   - the pair's end reads EOF once no process holds the child's end any
 //     more (the child and its own children exited, exec'd or switched):
 //     the fork is forgotten;
-//   - the child goes on over the area by itself where it can (the data
-//     calls, poll, select) and asks for the switch only for a call it
-//     cannot answer;
 //   - while a fork that kept a connection is not forgotten, the child may
 //     hold the kernel socket. This process's last close of it keeps it
 //     open as a ghost (a protected duplicate, its stream as it was) until

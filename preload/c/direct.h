@@ -210,14 +210,15 @@ struct sdp_dconn {
 	uint32_t closed;    /* the core detached it: calls go to the core */
 	uint32_t nonblock;  /* O_NONBLOCK */
 	uint32_t slow;      /* SDP_DSLOW_*: the core takes these calls itself */
+	uint32_t inherited; /* 1: a fork child's copy of its parent's handle, going on over the area
+			     * (preload/c/forkkeep.c): its sleepers arm with the socket ring, and it
+			     * writes no bell (the numbers are the parent's); beside slow, which
+			     * every data call reads with it */
 	int64_t rcvtimeo;   /* SO_RCVTIMEO, ns, 0: none */
 	int64_t sndtimeo;   /* SO_SNDTIMEO */
 	uint32_t errseen;   /* ECONNRESET reported once: reads EOF, writes EPIPE after */
 	uint32_t closed_told; /* the first send after the peer closed its reading was taken (as the kernel's, which the peer answers with a reset) */
 	uint64_t cookie;    /* the core's, for its own lookups */
-	uint32_t inherited; /* 1: a fork child's copy of its parent's handle, going on over the area
-			     * (preload/c/forkkeep.c): its sleepers arm with the socket ring, and it
-			     * writes no bell (the numbers are the parent's) */
 };
 
 /* sdp_dconn.slow bits. */

@@ -119,16 +119,16 @@ int sdp_direct_inherited_sockopt(int fd, int set, int level, int name, const voi
 {
 	if (level == SOL_SOCKET) {
 		switch (name) {
+		case SO_KEEPALIVE:
+			return 1;
 		case SO_ERROR: /* a reset on the area is a data call's ECONNRESET */
 		case SO_TYPE:
 		case SO_DOMAIN:
 		case SO_PROTOCOL:
 		case SO_ACCEPTCONN:
-			return !set;
-		case SO_KEEPALIVE:
-		case SO_RCVBUF: /* reads: the kernel's sizes are the program's */
+		case SO_RCVBUF: /* read only: the kernel's sizes are the program's; set, the area's window */
 		case SO_SNDBUF:
-			return !set || name == SO_KEEPALIVE;
+			return !set;
 		case SO_RCVTIMEO:
 		case SO_SNDTIMEO:
 			if (!set)

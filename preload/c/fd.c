@@ -237,8 +237,7 @@ typedef int fcntl_fn(int, int, ...);
  * pointer-sized word and pass it on, as glibc itself does for every cmd. */
 static SDP_COLD int fcntl_slow(fcntl_fn *real, int fd, int cmd, void *arg)
 {
-	if ((cmd == F_GETFL || cmd == F_SETFL || cmd == F_GETFD) && sdp_fd_state_raw(fd) == SDP_FD_INHERITED &&
-	    sdp_route_io(fd) == SDP_ROUTE_CORE) {
+	if ((cmd == F_GETFL || cmd == F_SETFL || cmd == F_GETFD) && sdp_fd_continues(fd)) {
 		/* A fork child going on over its parent's area: the flags are
 		 * the kernel's, O_NONBLOCK copied to the handle. */
 		int r = real(fd, cmd, arg);
@@ -306,7 +305,7 @@ SDP_EXPORT int fcntl64(int fd, int cmd, ...)
 
 static SDP_COLD int ioctl_slow(int fd, unsigned long req, void *arg)
 {
-	if (req == FIONBIO && sdp_fd_state_raw(fd) == SDP_FD_INHERITED && sdp_route_io(fd) == SDP_ROUTE_CORE) {
+	if (req == FIONBIO && sdp_fd_continues(fd)) {
 		int r = sdp_real.ioctl(fd, req, arg); /* as fcntl_slow's F_SETFL */
 		if (r == 0)
 			sdp_direct_nonblock(fd, *(int *)arg != 0);

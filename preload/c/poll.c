@@ -80,12 +80,8 @@ static struct timespec sdp_ts_left(int64_t deadline, int64_t now)
  * whose readiness is the area's as for any direct socket here. */
 static int sdp_poll_state(int fd, int *inh)
 {
-	*inh = 0;
-	if (unlikely(sdp_fd_state_raw(fd) == SDP_FD_INHERITED) && !sdp_passthrough() && sdp_fork_kept_continues(fd)) {
-		*inh = 1;
-		return SDPSHIM_FD_MANAGED;
-	}
-	return sdp_fd_state(fd);
+	*inh = sdp_fd_continues(fd);
+	return *inh ? SDPSHIM_FD_MANAGED : sdp_fd_state(fd);
 }
 
 /* What a poll set holds: MANAGED fds (with the core running, or

@@ -260,7 +260,8 @@ SDP_HIDDEN unsigned long sdp_fd_recast(const signed char to[SDP_FD_STATES], int 
 SDP_HIDDEN void sdp_plain_listener(int fd, uint64_t cookie);
 SDP_HIDDEN void sdp_plain_held(uint32_t n);
 SDP_HIDDEN void sdp_plain_quiet(const char *dir, uint64_t dev, uint64_t ino, int64_t sec, int64_t nsec);
-/* host->accept_plain: the accepts decided here. */
+/* host->accept_plain: the accepts decided here (fallback[] also counts the
+ * core's peer-not-shimmed ones: the core adds only these to its own). */
 SDP_HIDDEN extern uint64_t sdp_plain_accepts;
 /* fd was just accepted on lfd: 1 when nobody can have offered it (it
  * stays on kernel TCP, counted, traced and logged here), 0: ask the core.
@@ -437,9 +438,9 @@ SDP_HIDDEN void sdp_thread_first_done(const sigset_t *saved);
 /* How a call on fd is routed. */
 enum sdp_route { SDP_ROUTE_REAL, SDP_ROUTE_CORE, SDP_ROUTE_BADF };
 
-static inline int sdp_route(int fd)
+/* The route of a call on an fd in state s (sdp_fd_state's). */
+static inline int sdp_route_of(int s)
 {
-	int s = sdp_fd_state(fd);
 	if (s == SDPSHIM_FD_UNMANAGED || sdp_passthrough())
 		return SDP_ROUTE_REAL;
 	if (s == SDPSHIM_FD_PROTECTED)
@@ -447,15 +448,30 @@ static inline int sdp_route(int fd)
 	return sdp_core_want() ? SDP_ROUTE_CORE : SDP_ROUTE_REAL;
 }
 
-/* The route of a data call (and of the few calls a fork child answers
- * without its parent's switch: sdp_fork_kept_continues): CORE for an
- * inherited fd that goes on over its area; the caller's direct attempt
- * then answers it, or resolves it (sdp_direct_only). */
+static inline int sdp_route(int fd) { return sdp_route_of(sdp_fd_state(fd)); }
+
+/* 1 when fd is inherited by a fork child that goes on over its area
+ * (forkkeep.c): the calls the interposer answers there alone (the data
+ * calls, fcntl's flags, the names, poll, select, shutdown(SHUT_WR), the
+ * common socket options) take it without the parent's switch. */
+static inline int sdp_fd_continues(int fd)
+{
+	return sdp_fd_state_raw(fd) == SDP_FD_INHERITED && !sdp_passthrough() && sdp_fork_kept_continues(fd);
+}
+
+/* The route of a data call: CORE for an inherited fd that goes on over
+ * its area (sdp_fd_continues); the caller's direct attempt then answers
+ * it, or resolves it (sdp_direct_only). The state byte is loaded once:
+ * this is every managed socket's data path. */
 static inline int sdp_route_io(int fd)
 {
-	if (unlikely(sdp_fd_state_raw(fd) == SDP_FD_INHERITED) && !sdp_passthrough() && sdp_fork_kept_continues(fd))
-		return SDP_ROUTE_CORE;
-	return sdp_route(fd);
+	int s = sdp_fd_state_raw(fd);
+	if (unlikely(s == SDP_FD_INHERITED)) {
+		if (!sdp_passthrough() && sdp_fork_kept_continues(fd))
+			return SDP_ROUTE_CORE;
+		s = sdp_fork_kept_resolve(fd);
+	}
+	return sdp_route_of(s);
 }
 
 /* Route for a call on two fds: BADF if either is protected, CORE if either

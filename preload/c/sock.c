@@ -192,8 +192,7 @@ SDP_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 
 static SDP_COLD int shutdown_slow(int fd, int how)
 {
-	if (how == SHUT_WR && sdp_fd_state_raw(fd) == SDP_FD_INHERITED && sdp_route_io(fd) == SDP_ROUTE_CORE &&
-	    sdp_direct_shut_wr(fd) == 0)
+	if (how == SHUT_WR && sdp_fd_continues(fd) && sdp_direct_shut_wr(fd) == 0)
 		return 0; /* a fork child going on over its parent's area (forkkeep.c) */
 	switch (sdp_route(fd)) {
 	case SDP_ROUTE_REAL:
@@ -216,8 +215,7 @@ SDP_EXPORT int shutdown(int fd, int how)
  * kernel answers (sdp_direct_inherited_sockopt). */
 static int sockopt_inherited(int fd, int set, int level, int name, const void *val, socklen_t len)
 {
-	return sdp_fd_state_raw(fd) == SDP_FD_INHERITED && sdp_route_io(fd) == SDP_ROUTE_CORE &&
-	       sdp_direct_inherited_sockopt(fd, set, level, name, val, len);
+	return sdp_fd_continues(fd) && sdp_direct_inherited_sockopt(fd, set, level, name, val, len);
 }
 
 static SDP_COLD int getsockopt_slow(int fd, int level, int name, void *val, socklen_t *len)

@@ -34,12 +34,16 @@ type pendingConnect struct {
 	id         uint32
 	dst        netip.AddrPort
 	kernelDone bool // the kernel connect completed (successfully)
+	// A committed direct offer (offerDirectTo): its answer comes with the
+	// verdict; gave is the mask of this process's bells the offer carried.
+	unanswered bool
+	gave       uint64
 }
 
-// abandon gives the offer up: the rendezvous connection closed, the
-// stream id handed back to its channel end.
+// abandon gives the offer up: withdrawn and the rendezvous connection
+// closed, the stream id handed back to its channel end.
 func (pc *pendingConnect) abandon() {
-	pc.answer.Close()
+	pc.answer.Abort()
 	if pc.direct != nil {
 		pc.direct.abandon()
 		return
@@ -133,7 +137,9 @@ func (p *Process) Connect(fd int, raw []byte) int64 {
 		return s.connectDeferredLocked(fd, node, tuple, raw, fields, false)
 	}
 	entries[0] = entry
-	if s.nonblock.Load() {
+	if s.nonblock.Load() && p.cfg.Channel != config.ChannelDirect {
+		// A channel's offer waits for its answer; a direct offer is
+		// committed and waits for nothing (offerDirectTo).
 		offering := &pendingConnect{dst: dst}
 		s.pend = offering
 		s.wake.init(p, p.words.get())
@@ -144,7 +150,7 @@ func (p *Process) Connect(fd int, raw []byte) int64 {
 		go s.connectAsync(node, entries[0], tuple, offering, append([]byte(nil), raw...), fields)
 		return negErrno(unix.EINPROGRESS)
 	}
-	pc, err := p.offer(s, node, entries[0], tuple)
+	pc, err := p.offer(s, node, entries[0], tuple, true)
 	if err != nil {
 		return plain(rendezvous.ReasonOf(err), err)
 	}
@@ -200,7 +206,7 @@ func (s *Socket) connectOfferedLocked(fd int, pc *pendingConnect, dst netip.Addr
 // when the offer failed. A socket closed meanwhile only gives the offer up.
 func (s *Socket) connectAsync(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, offering *pendingConnect, raw []byte, fields logrus.Fields) {
 	p := s.p
-	pc, err := p.offer(s, node, e, t)
+	pc, err := p.offer(s, node, e, t, false)
 	s.mu.Lock()
 	if s.getState() != sockConnecting || s.pend != offering || len(s.fds) == 0 {
 		s.mu.Unlock()
@@ -249,11 +255,13 @@ func bindEphemeral(fd, family int) (netip.AddrPort, error) {
 
 // offer runs the rendezvous for s with the listener process e: over the
 // channel to it when one exists, else with a new channel set up over a
-// socketpair whose other end travels in the offer.
-func (p *Process) offer(s *Socket, node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple) (*pendingConnect, error) {
+// socketpair whose other end travels in the offer. A direct offer is
+// committed when the caller connects right after it (committed: see
+// offerDirectTo).
+func (p *Process) offer(s *Socket, node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, committed bool) (*pendingConnect, error) {
 	peer := procID{pid: e.PID, start: e.Start}
 	if p.cfg.Channel == config.ChannelDirect {
-		return p.offerDirectTo(s, node, e, t)
+		return p.offerDirectTo(s, node, e, t, committed)
 	}
 	shared := p.cfg.Channel == config.ChannelShared
 	if shared {
@@ -306,31 +314,45 @@ func (p *Process) offer(s *Socket, node *rendezvous.Node, e rendezvous.Entry, t 
 }
 
 // offerDirectTo runs the rendezvous for a direct connection: the offer
-// carries the new area.
-func (p *Process) offerDirectTo(s *Socket, node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple) (*pendingConnect, error) {
+// carries the new area. A committed offer (the caller connects at once)
+// waits for no answer: the acceptor answers when its accept() claims the
+// connection, and the answer, which is the verdict, finishes this side
+// (settleLocked: answeredLocked). Writes made meanwhile go into the area
+// (early.go), so the round trip of an answer before the connect is gone
+// from every connection's setup. A deferred connection's offer, made
+// while a puller waits (deferred.go), is answered first.
+func (p *Process) offerDirectTo(s *Socket, node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, committed bool) (*pendingConnect, error) {
 	ds, files, bells, err := p.offerDirect(e.PID)
 	if err != nil {
 		return nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: err}
 	}
 	msg := offerMsg{direct: true, from: p.self, bells: bells}
+	pl := rendezvous.Payload{Data: msg.encode(), Files: files}
+	if committed {
+		a, err := node.OfferCommitted(e, t, pl)
+		if err != nil {
+			ds.abandon()
+			return nil, err
+		}
+		ds.sent()
+		return &pendingConnect{answer: a, direct: ds, id: 1, gave: bells, unanswered: true}, nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), offerTimeout)
 	defer cancel()
-	a, err := node.Offer(ctx, e, t, rendezvous.Payload{Data: msg.encode(), Files: files})
+	a, err := node.Offer(ctx, e, t, pl)
 	if err != nil {
 		ds.abandon()
 		return nil, err
 	}
-	ans, err := decodeAnswer(a.Payload.Data)
-	if err == nil {
-		err = ds.offered(bells, ans, a.Payload.Files)
-	}
+	ds.sent()
+	err = ds.answered(bells, a.Payload)
 	a.Payload.CloseFiles()
 	if err != nil {
 		a.Abort()
 		ds.abandon()
 		return nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonProtocol, Err: err}
 	}
-	return &pendingConnect{answer: a, direct: ds, id: ans.id}, nil
+	return &pendingConnect{answer: a, direct: ds, id: 1}, nil
 }
 
 // offerOn sends the offer: for end's channel, or (sock != nil) for a new

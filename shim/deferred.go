@@ -273,7 +273,7 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 	pc.def.state = defPulling
 	s.mu.Unlock()
 
-	offered, oerr := p.offer(s, node, req.From, t)
+	offered, oerr := p.offer(s, node, req.From, t, false)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()

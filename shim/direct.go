@@ -108,13 +108,23 @@ func (p *Process) offerDirect(peerPID int) (ds *directStream, files []int, bells
 	return ds, append([]int{a.FD()}, give...), bells, nil
 }
 
-// offered finishes the connector's side once the offer went (the peer
-// has the memfd and the bells given, bells) and its answer came, with the
-// acceptor's bells.
-func (ds *directStream) offered(bells uint64, ans answerMsg, answerFiles []int) error {
+// sent closes the area's memfd once the offer carried it: the peer has
+// its copy, and the mapping stays.
+func (ds *directStream) sent() {
 	a := ds.conn.Area()
 	ds.p.unprotect(a.FD())
 	a.CloseFD()
+}
+
+// answered finishes the connector's side once the offer's answer came
+// (the peer has the bells given, bells), with the acceptor's bells. The
+// caller keeps the answer's files.
+func (ds *directStream) answered(bells uint64, answer rendezvous.Payload) error {
+	ans, err := decodeAnswer(answer.Data)
+	if err != nil {
+		return err
+	}
+	answerFiles := answer.Files
 	if len(answerFiles) != bits.OnesCount64(ans.bells) {
 		return errBadOffer
 	}

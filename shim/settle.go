@@ -149,16 +149,32 @@ func (s *Socket) settleLocked() settleResult {
 		return settleResult{waitFD: pc.answer.Fd(), waitEvents: unix.POLLIN}
 	case rendezvous.VerdictDeclined:
 		s.takeBackEarlyLocked(pc)
+		reason, why := rendezvous.ReasonRefused, error(errDeclined)
+		if r := pc.answer.Refusal(); r != nil {
+			reason, why = rendezvous.ReasonOf(r), r
+		}
 		pc.abandon()
 		s.pend = nil
-		p.fallback(rendezvous.ReasonRefused, fd, logrus.Fields{"remote": pc.dst}, errDeclined)
+		p.fallback(reason, fd, logrus.Fields{"remote": pc.dst}, why)
 		s.fallBackLocked()
 		return settleResult{fallback: true}
+	}
+	var err error
+	if pc.unanswered {
+		// A committed offer's answer came with the verdict.
+		err = pc.direct.answered(pc.gave, pc.answer.Payload)
+		pc.answer.Payload.CloseFiles()
 	}
 	pc.answer.Close()
 	s.pend = nil
 	var st dataStream
-	var err error
+	if err != nil {
+		// A peer that claimed the connection with a malformed answer: the
+		// stream goes on without its bells (its rings go over the socket).
+		p.log.WithError(err).WithField("remote", pc.dst).Warn("malformed answer to an accelerated connection's offer")
+		p.count("answer.malformed")
+		err = nil
+	}
 	if pc.direct != nil {
 		st = pc.direct
 	} else {

@@ -25,12 +25,19 @@ import (
 // it, and Fd can be polled for it. A caller that closes the Answer right
 // after Commit must learn the outcome another way (the channel layer's
 // shared-memory flag).
+//
+// The Answer of a committed offer (OfferCommitted) is committed from the
+// start, and its Payload is empty until Verdict reads the answer, which
+// is the verdict "accepted"; Refusal then tells why one was declined.
 type Answer struct {
 	Payload Payload
 
 	g         *guardedFD
 	committed bool
+	oneWay    bool  // a committed offer's: the answer is the verdict
+	tuple     Tuple // oneWay: the connection offered
 	verdict   Verdict
+	refusal   error // oneWay: why it was declined, when the listener said
 }
 
 // Verdict is the acceptor's decision on a committed offer.
@@ -60,6 +67,9 @@ func (v Verdict) String() string {
 func (a *Answer) Commit() error {
 	a.g.mu.Lock()
 	defer a.g.mu.Unlock()
+	if a.oneWay && !a.g.closed {
+		return nil // the offer was its commit
+	}
 	if a.g.closed || a.committed {
 		return &FallbackError{ReasonProtocol, fmt.Errorf("commit: answer closed or already committed")}
 	}
@@ -71,8 +81,18 @@ func (a *Answer) Commit() error {
 }
 
 // Abort withdraws the offer: the acceptor will not claim the connection.
-// Call it before a plain connect(). Same as Close.
-func (a *Answer) Abort() { a.g.close() }
+// Call it before a plain connect(). Same as Close, except for a committed
+// offer whose verdict is pending: Abort tells the listener first (its
+// claim then declines), while a Close alone, like the connector's death,
+// leaves the offer standing.
+func (a *Answer) Abort() {
+	a.g.mu.Lock()
+	if a.oneWay && !a.g.closed && a.verdict == VerdictPending {
+		sendByte(a.g.fd, abortByte)
+	}
+	a.g.mu.Unlock()
+	a.g.close()
+}
 
 // Close releases the rendezvous connection. Before Commit it aborts;
 // after Commit it only stops listening for the verdict. It does not close
@@ -93,6 +113,10 @@ func (a *Answer) Verdict() Verdict {
 	a.g.mu.Lock()
 	defer a.g.mu.Unlock()
 	if a.verdict != VerdictPending || !a.committed || a.g.closed {
+		return a.verdict
+	}
+	if a.oneWay {
+		a.readAnswerLocked()
 		return a.verdict
 	}
 	b, ok, eof := recvByte(a.g.fd)
@@ -125,4 +149,56 @@ func (a *Answer) WaitVerdict(timeout time.Duration) Verdict {
 			return a.Verdict()
 		}
 	}
+}
+
+// Refusal returns why the listener declined a committed offer, when it
+// said (a *FallbackError with its reason); nil otherwise.
+func (a *Answer) Refusal() error {
+	a.g.mu.Lock()
+	defer a.g.mu.Unlock()
+	return a.refusal
+}
+
+// readAnswerLocked reads a committed offer's answer without waiting:
+// accepted with the answer in Payload, declined on a refusal (kept in
+// refusal), the connection's end or a malformed frame; pending while
+// nothing came. The listener sends its frame in one piece, so a frame
+// that began is read whole (bounded by answerSendTimeout's wait). a.g.mu
+// held.
+func (a *Answer) readAnswerLocked() {
+	var b [1]byte
+	n, _, err := unix.Recvfrom(a.g.fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	if err == unix.EAGAIN || err == unix.EINTR {
+		return
+	}
+	a.verdict = VerdictDeclined
+	if err != nil || n == 0 {
+		return
+	}
+	body, files, err := recvFrame(a.g.fd, time.Now().Add(answerSendTimeout))
+	var r message
+	if err == nil {
+		r, err = decodeMessage(body)
+	}
+	switch {
+	case err != nil:
+	case r.kind == kindRefusal:
+		a.refusal = &FallbackError{r.reason, &RefusedError{Reason: r.reason, Text: string(r.data)}}
+		err = a.refusal
+	case r.kind != kindAnswer:
+		err = fmt.Errorf("kind %d, want answer: %w", r.kind, errMessage)
+	case r.nfiles != len(files):
+		err = fmt.Errorf("%d files announced, %d received: %w", r.nfiles, len(files), errMessage)
+	case r.tuple.canon() != a.tuple.canon():
+		err = fmt.Errorf("answer for %s, offered %s: %w", r.tuple, a.tuple, errMessage)
+	}
+	if err != nil {
+		closeFiles(files)
+		if a.refusal == nil {
+			a.refusal = fallback(ReasonProtocol, err)
+		}
+		return
+	}
+	a.Payload = Payload{Data: r.data, Files: files}
+	a.verdict = VerdictAccepted
 }

@@ -24,7 +24,7 @@ import (
 // reason of the Handler's refusal; files that arrived are closed.
 func (n *Node) Offer(ctx context.Context, e Entry, t Tuple, offer Payload) (*Answer, error) {
 	n.stats.offers.Add(1)
-	a, err := n.offer(ctx, e, t, offer)
+	a, err := n.offer(ctx, e, t, offer, false)
 	if err != nil {
 		n.stats.fallback(err)
 		return nil, err
@@ -33,34 +33,63 @@ func (n *Node) Offer(ctx context.Context, e Entry, t Tuple, offer Payload) (*Ans
 	return a, nil
 }
 
-func (n *Node) offer(ctx context.Context, e Entry, t Tuple, offer Payload) (*Answer, error) {
+// OfferCommitted sends a committed offer: the offer and its commit at
+// once, for a connector that makes its TCP connect() right after it
+// returns, without waiting for an answer. The listener files the offer
+// (its server, or the Claim that looks for it); the answer comes when
+// accept() claims the connection and is the verdict "accepted"
+// (Answer.Verdict, whose Payload then holds the answer). The caller keeps
+// ownership of offer.Files. Errors are those of Offer before the answer:
+// the listener's process gone or not allowed, a full backlog, a bad tuple.
+func (n *Node) OfferCommitted(e Entry, t Tuple, offer Payload) (*Answer, error) {
+	n.stats.offers.Add(1)
+	a, err := n.offer(context.Background(), e, t, offer, true)
+	if err != nil {
+		n.stats.fallback(err)
+		return nil, err
+	}
+	return a, nil
+}
+
+func (n *Node) offer(ctx context.Context, e Entry, t Tuple, offer Payload, committed bool) (*Answer, error) {
 	if !t.valid() || !offer.fits() || len(e.Socket) > maxSockPath {
 		return nil, &FallbackError{ReasonProtocol, fmt.Errorf("offer %s: invalid tuple, payload or entry", t)}
 	}
 	if int(n.answers.Load()) >= fdShare() {
 		return nil, &FallbackError{ReasonFDLimit, fmt.Errorf("offer %s: answers waiting for their verdict hold this process's share of its fd limit", t)}
 	}
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(n.cfg.OfferTimeout)
-	}
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, &FallbackError{ReasonPeerGone, fmt.Errorf("offer: socket: %w", err)}
 	}
 	g := newGuardedFD(fd)
-	stop := context.AfterFunc(ctx, g.shutdown)
-	a, err := n.exchange(fd, e, t, offer, deadline)
-	if !stop() && err == nil {
-		// ctx ended while the answer came: the socket may be shut down.
-		a.Payload.CloseFiles()
-		err = ctx.Err()
+	var a *Answer
+	if committed {
+		// Nothing to wait for: the frame fits the empty socket's buffer.
+		if err = n.dial(fd, e); err == nil {
+			err = n.send(fd, kindOfferCommitted, t, offer, time.Now().Add(n.cfg.OfferTimeout))
+		}
+		if err == nil {
+			a = &Answer{committed: true, oneWay: true, tuple: t}
+		}
+	} else {
+		deadline, ok := ctx.Deadline()
+		if !ok {
+			deadline = time.Now().Add(n.cfg.OfferTimeout)
+		}
+		stop := context.AfterFunc(ctx, g.shutdown)
+		a, err = n.exchange(fd, e, t, offer, deadline)
+		if !stop() && err == nil {
+			// ctx ended while the answer came: the socket may be shut down.
+			a.Payload.CloseFiles()
+			err = ctx.Err()
+		}
+		if err != nil && ctx.Err() != nil {
+			err = &FallbackError{ReasonTimeout, fmt.Errorf("offer %s: %w", t, ctx.Err())}
+		}
 	}
 	if err != nil {
 		g.close()
-		if ctx.Err() != nil {
-			err = &FallbackError{ReasonTimeout, fmt.Errorf("offer %s: %w", t, ctx.Err())}
-		}
 		return nil, err
 	}
 	n.answers.Add(1)
@@ -71,30 +100,11 @@ func (n *Node) offer(ctx context.Context, e Entry, t Tuple, offer Payload) (*Ans
 
 // exchange connects, sends the offer and reads the answer on fd.
 func (n *Node) exchange(fd int, e Entry, t Tuple, offer Payload, deadline time.Time) (*Answer, error) {
-	err := unix.Connect(fd, &unix.SockaddrUnix{Name: e.Socket})
-	switch err {
-	case nil:
-	case unix.EAGAIN:
-		return nil, &FallbackError{ReasonTimeout, fmt.Errorf("offer: %s backlog full", e.Socket)}
-	case unix.ENOENT, unix.ECONNREFUSED:
-		n.forget(e) // its process died (in another pid namespace, Lookup could not tell)
-		return nil, &FallbackError{ReasonPeerGone, fmt.Errorf("offer: connect %s: %w", e.Socket, err)}
-	default:
-		return nil, &FallbackError{ReasonPeerGone, fmt.Errorf("offer: connect %s: %w", e.Socket, err)}
+	if err := n.dial(fd, e); err != nil {
+		return nil, err
 	}
-	cred, err := peerCred(fd)
-	if err != nil {
-		return nil, &FallbackError{ReasonPeerGone, fmt.Errorf("offer: SO_PEERCRED: %w", err)}
-	}
-	if !n.allowed(cred.Uid) {
-		return nil, &FallbackError{ReasonRefused, fmt.Errorf("offer: listener uid %d: %w", cred.Uid, ErrUIDNotAllowed)}
-	}
-	m := message{kind: kindOffer, nfiles: len(offer.Files), tuple: t, pid: uint32(n.pid), data: offer.Data}
-	if err := sendFrame(fd, m.encode(), offer.Files, deadline); err != nil {
-		if r := refusalQueued(fd); r != nil {
-			return nil, r // refused before it read the offer (our uid)
-		}
-		return nil, ioFallback("send offer", err)
+	if err := n.send(fd, kindOffer, t, offer, deadline); err != nil {
+		return nil, err
 	}
 	body, files, err := recvFrame(fd, deadline)
 	if err != nil {
@@ -117,6 +127,41 @@ func (n *Node) exchange(fd int, e Entry, t Tuple, offer Payload, deadline time.T
 		return nil, fallback(ReasonProtocol, err)
 	}
 	return &Answer{Payload: Payload{Data: r.data, Files: files}}, nil
+}
+
+// dial connects fd to the listener process's socket and checks its uid.
+func (n *Node) dial(fd int, e Entry) error {
+	err := unix.Connect(fd, &unix.SockaddrUnix{Name: e.Socket})
+	switch err {
+	case nil:
+	case unix.EAGAIN:
+		return &FallbackError{ReasonTimeout, fmt.Errorf("offer: %s backlog full", e.Socket)}
+	case unix.ENOENT, unix.ECONNREFUSED:
+		n.forget(e) // its process died (in another pid namespace, Lookup could not tell)
+		return &FallbackError{ReasonPeerGone, fmt.Errorf("offer: connect %s: %w", e.Socket, err)}
+	default:
+		return &FallbackError{ReasonPeerGone, fmt.Errorf("offer: connect %s: %w", e.Socket, err)}
+	}
+	cred, err := peerCred(fd)
+	if err != nil {
+		return &FallbackError{ReasonPeerGone, fmt.Errorf("offer: SO_PEERCRED: %w", err)}
+	}
+	if !n.allowed(cred.Uid) {
+		return &FallbackError{ReasonRefused, fmt.Errorf("offer: listener uid %d: %w", cred.Uid, ErrUIDNotAllowed)}
+	}
+	return nil
+}
+
+// send sends an offer of kind k (offer or committed offer).
+func (n *Node) send(fd int, k kind, t Tuple, offer Payload, deadline time.Time) error {
+	m := message{kind: k, nfiles: len(offer.Files), tuple: t, pid: uint32(n.pid), data: offer.Data}
+	if err := sendFrame(fd, m.encode(), offer.Files, deadline); err != nil {
+		if r := refusalQueued(fd); r != nil {
+			return r // refused before it read the offer (our uid)
+		}
+		return ioFallback("send offer", err)
+	}
+	return nil
 }
 
 // ioFallback classifies a send or receive failure.

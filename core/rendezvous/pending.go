@@ -2,6 +2,7 @@ package rendezvous
 
 import (
 	"net/netip"
+	"os"
 	"sync"
 	"time"
 
@@ -31,14 +32,17 @@ type pendingTable struct {
 }
 
 // pendingEntry is one accepted offer. fd is the rendezvous connection,
-// kept to read the connector's commit byte and to send the verdict.
+// kept to read the connector's commit byte and to send the verdict. A
+// committed offer's entry keeps the Handler's answer, which is its
+// verdict "accepted".
 type pendingEntry struct {
-	mu    sync.Mutex
-	fd    int
-	match Match
-	key   Tuple
-	timer *time.Timer
-	done  bool // finished: fd closed
+	mu     sync.Mutex
+	fd     int
+	match  Match
+	answer *Payload // a committed offer's answer, sent at the claim; else nil
+	key    Tuple
+	timer  *time.Timer
+	done   bool // finished: fd closed
 }
 
 func (p *pendingTable) init(n *Node) {
@@ -136,6 +140,17 @@ func (p *pendingTable) take(key Tuple, e *pendingEntry) bool {
 	return true
 }
 
+// takeFor takes the entry of the connection key (canonical): filed
+// under its exact client address, or under its port alone (a connector
+// that bound a wildcard).
+func (p *pendingTable) takeFor(key Tuple) *pendingEntry {
+	e := p.takeKey(key)
+	if e == nil && !key.Client.Addr().IsUnspecified() {
+		e = p.takeKey(key.withAnyClient())
+	}
+	return e
+}
+
 func (p *pendingTable) takeKey(key Tuple) *pendingEntry {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -190,11 +205,30 @@ func (e *pendingEntry) finishLocked(verdict byte) bool {
 	if e.timer != nil {
 		e.timer.Stop()
 	}
-	sendByte(e.fd, verdict)
+	switch {
+	case e.answer == nil:
+		sendByte(e.fd, verdict)
+	case verdict == verdictAccepted:
+		a, t := e.answer, e.match.Request.Tuple
+		m := message{kind: kindAnswer, nfiles: len(a.Files), tuple: t, pid: uint32(os.Getpid()), data: a.Data}
+		sendFrame(e.fd, m.encode(), a.Files, time.Now().Add(answerSendTimeout))
+	default:
+		m := message{kind: kindRefusal, reason: ReasonRefused, pid: uint32(os.Getpid()), data: []byte(errNotClaimed)}
+		sendFrame(e.fd, m.encode(), nil, time.Now().Add(answerSendTimeout))
+	}
 	unix.Close(e.fd)
 	e.fd = -1
 	return true
 }
+
+// answerSendTimeout bounds the send of a committed offer's answer or
+// refusal: a small frame into an empty socket buffer, which waits only
+// on a connector that filled it against the protocol.
+const answerSendTimeout = 10 * time.Millisecond
+
+// errNotClaimed is the text of a committed offer's refusal when its
+// entry is dropped.
+const errNotClaimed = "the listener process did not claim the connection"
 
 func (p *pendingTable) closeAll() {
 	p.mu.Lock()
@@ -220,9 +254,17 @@ func (p *pendingTable) closeAll() {
 // may wait for an answer still being written (bounded by ReadTimeout).
 func (n *Node) Claim(local, remote netip.AddrPort) (Match, bool) {
 	key := Tuple{Client: remote, Server: local}.canon()
-	e := n.pend.takeKey(key)
-	if e == nil && !key.Client.Addr().IsUnspecified() {
-		e = n.pend.takeKey(key.withAnyClient())
+	e := n.pend.takeFor(key)
+	if e == nil {
+		// A committed offer went before the connector's connect(), so it
+		// is in the rendezvous socket's backlog if nobody filed it yet.
+		n.mu.Lock()
+		srv := n.srv
+		n.mu.Unlock()
+		if srv != nil {
+			srv.intake()
+			e = n.pend.takeFor(key)
+		}
 	}
 	if e == nil {
 		n.stats.claimMisses.Add(1)
@@ -237,8 +279,12 @@ func (n *Node) Claim(local, remote netip.AddrPort) (Match, bool) {
 	// The connector writes the commit byte before its connect(), so when
 	// accept() returns the connection the byte is already queued: absent
 	// means the connector aborted (closed: EOF) or broke the protocol.
+	// After a committed offer only an abort byte may come, from a
+	// connector that gave the connection up (Answer.Abort); its end alone
+	// is a connector that died or exited after its connect(), whose bytes
+	// the connection still delivers.
 	b, ok, _ := recvByte(e.fd)
-	if ok && b == commitByte {
+	if (e.answer == nil && ok && b == commitByte) || (e.answer != nil && !ok) {
 		e.finishLocked(verdictAccepted)
 		e.mu.Unlock()
 		n.stats.claims.Add(1)

@@ -28,6 +28,8 @@ type Request struct {
 	// Payload is the connector's offer. The Handler owns Payload.Files in
 	// every case (it keeps or closes them, also when it returns an error).
 	Payload Payload
+
+	committed bool // a committed offer (OfferCommitted): answered at the claim
 }
 
 // Handler answers an offer in the listener process. A nil error accepts:
@@ -37,7 +39,8 @@ type Request struct {
 // (Config.OnDrop). An error refuses, with the reason it carries
 // (a *FallbackError) or ReasonRefused. A Handler runs on the rendezvous
 // server's goroutine while the connector waits (its deadline is about
-// 200 ms): it must be quick and must not call Claim.
+// 200 ms), or, for a committed offer, on the goroutine of a Claim that
+// looked for it (intake): it must be quick and must not call Claim.
 type Handler func(req Request) (answer Payload, prepared any, err error)
 
 // Match is what Claim returns and OnDrop receives: the request (its

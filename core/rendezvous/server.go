@@ -19,15 +19,35 @@ import (
 // accept loop, and one goroutine per connection (at most MaxConns, and at
 // most half of them from one peer process: peerShare), each bounded by
 // ReadTimeout plus the Handler's time.
+//
+// Every accept of the listening socket is made under intakeMu, and the
+// connections whose request has not arrived yet wait in waiting, looked
+// at again under intakeMu, instead of on goroutines of their own. So a
+// Claim that finds no offer for its connection and then takes the
+// socket's backlog and waiting connections itself (intake) has seen
+// every committed offer sent before the connector's connect(): filed, or
+// served by it.
 type server struct {
 	n       *Node
-	fd      int // listening socket, blocking
+	fd      int // listening socket, nonblocking
 	path    string
 	closing atomic.Bool
 	active  atomic.Int32 // connections being served
 	peers   peerCounts   // the same, per peer process
 	loop    sync.WaitGroup
 	conns   sync.WaitGroup
+
+	intakeMu sync.Mutex
+	waiting  []waitingConn // +checklocks:intakeMu
+}
+
+// waitingConn is an accepted rendezvous connection whose request has not
+// arrived whole yet.
+type waitingConn struct {
+	fd    int
+	cred  *unix.Ucred
+	peer  peerKey
+	until time.Time // ReadTimeout after its accept
 }
 
 // startServer binds <rundir>/p<pid>-<random>.sock (mode 0600) and starts
@@ -36,7 +56,7 @@ func startServer(n *Node) (*server, error) {
 	var srv *server
 	err := n.withRunDir(true, func(dirfd int) error {
 		n.sweep(dirfd)
-		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 		if err != nil {
 			return err
 		}
@@ -85,8 +105,8 @@ func startServer(n *Node) (*server, error) {
 // connection goroutine.
 func (s *server) stop() {
 	s.closing.Store(true)
-	// shutdown wakes the blocked accept (it returns EINVAL); the fd stays
-	// valid until the loop has returned.
+	// shutdown wakes the loop's poll (and the accept after it returns
+	// EINVAL); the fd stays valid until the loop has returned.
 	unix.Shutdown(s.fd, unix.SHUT_RDWR)
 	s.loop.Wait()
 	fdhook.CloseFD(s.fd)
@@ -96,7 +116,53 @@ func (s *server) stop() {
 
 func (s *server) acceptLoop() {
 	defer s.loop.Done()
-	for {
+	for !s.closing.Load() {
+		s.intakeMu.Lock()
+		pfd := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}}
+		ms := -1
+		for _, w := range s.waiting {
+			pfd = append(pfd, unix.PollFd{Fd: int32(w.fd), Events: unix.POLLIN})
+			left := int(time.Until(w.until)/time.Millisecond) + 1
+			if ms < 0 || left < ms {
+				ms = max(left, 0)
+			}
+		}
+		s.intakeMu.Unlock()
+		// A waiting connection that a Claim served meanwhile may have
+		// left its number to another file here: one early return at
+		// most, since the next round polls the list as it is then.
+		if _, err := unix.Poll(pfd, ms); err != nil && err != unix.EINTR {
+			time.Sleep(10 * time.Millisecond)
+		}
+		s.intake()
+	}
+	s.intakeMu.Lock()
+	for _, w := range s.waiting {
+		unix.Close(w.fd)
+		s.served(w.peer)
+	}
+	s.waiting = nil
+	s.intakeMu.Unlock()
+}
+
+// intake serves what the rendezvous socket holds now: the requests that
+// arrived on waiting connections, then its backlog. Claim calls it when
+// it found no offer.
+func (s *server) intake() {
+	s.intakeMu.Lock()
+	defer s.intakeMu.Unlock()
+	waiting := s.waiting
+	s.waiting = nil
+	for _, w := range waiting {
+		s.take(w)
+	}
+	s.acceptAllLocked()
+}
+
+// acceptAllLocked accepts until the backlog is empty and takes each
+// connection. s.intakeMu held.
+func (s *server) acceptAllLocked() {
+	for !s.closing.Load() {
 		fd, _, err := unix.Accept4(s.fd, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
 		if s.closing.Load() {
 			if err == nil {
@@ -107,15 +173,26 @@ func (s *server) acceptLoop() {
 		switch {
 		case err == unix.EINTR || err == unix.ECONNABORTED:
 			continue
-		case (err == unix.EMFILE || err == unix.ENFILE) && fdhook.AtLimit(s.refuseAtLimit):
-			// The process is at its fd limit: the connector hears so at
-			// once (and its connection stays on kernel TCP).
-			continue
+		case err == unix.EAGAIN:
+			return
+		case err == unix.EMFILE || err == unix.ENFILE:
+			// The process is at its fd limit (the kernel says so before
+			// it looks at the backlog): the connector hears so at once,
+			// and its connection stays on kernel TCP.
+			took := false
+			if fdhook.AtLimit(func() { took = s.refuseAtLimit() }) && !took {
+				return // the backlog is empty
+			}
+			if took {
+				continue
+			}
+			time.Sleep(10 * time.Millisecond) // no spare fd: the connection waits in the backlog
+			return
 		case err != nil:
 			// Out of memory, or no spare fd: the connection waits in the
 			// backlog; back off instead of spinning on the same failure.
 			time.Sleep(10 * time.Millisecond)
-			continue
+			return
 		}
 		s.n.stats.conns.Add(1)
 		cred, err := peerCred(fd)
@@ -139,39 +216,76 @@ func (s *server) acceptLoop() {
 			continue
 		}
 		s.conns.Add(1)
-		if frameQueued(fd) {
-			// The whole request is there already (the usual case: the
-			// connector sends it right after its connect): served on
-			// this goroutine, without the hand-off to a new one.
-			s.serve(fd, cred, peer)
-			continue
-		}
-		go s.serve(fd, cred, peer)
+		s.take(waitingConn{fd: fd, cred: cred, peer: peer, until: time.Now().Add(s.n.cfg.ReadTimeout)})
 	}
 }
 
-// frameQueued reports whether a whole small offer is queued on fd, so
-// that serving it cannot wait on the peer (a peer that sends half a
-// frame and stops would hold the accept loop until ReadTimeout). Only an
-// offer: a pull's handler makes an offer itself, maybe to this very
-// process, whose accept loop would then be the one waiting.
-func frameQueued(fd int) bool {
+// take serves a connection whose whole offer is queued on this goroutine
+// (the usual case: the connector sends it right after its connect),
+// other requests on a goroutine of their own, and keeps it waiting while
+// its request has not arrived, until ReadTimeout. s.intakeMu held.
+func (s *server) take(w waitingConn) {
+	switch queued(w.fd) {
+	case queuedOffer, queuedEnd:
+		s.serve(w.fd, w.cred, w.peer) // an end: closed at once
+	case queuedOther:
+		go s.serve(w.fd, w.cred, w.peer)
+	default:
+		if time.Now().Before(w.until) {
+			s.waiting = append(s.waiting, w)
+			return
+		}
+		s.n.stats.readTimeouts.Add(1)
+		unix.Close(w.fd)
+		s.served(w.peer)
+	}
+}
+
+// served releases a connection's share of the server's limits.
+func (s *server) served(peer peerKey) {
+	s.peers.remove(peer)
+	s.active.Add(-1)
+	s.conns.Done()
+}
+
+// What a rendezvous connection's queued bytes show.
+const (
+	queuedNothing = iota // nothing yet
+	queuedOffer          // a whole offer (or committed offer)
+	queuedOther          // another request, a large one, or part of one (a sender sends its frame in one call)
+	queuedEnd            // the connection's end before a byte (a liveness probe) or an error
+)
+
+// queued looks at fd's queued bytes without taking them. Only a whole
+// small offer is served on the intake's goroutine, so that serving it
+// cannot wait on the peer (a peer that sends half a frame and stops
+// would hold the intake until ReadTimeout), nor a pull, whose handler
+// makes an offer itself, maybe to this very process, whose intake would
+// then be the one waiting.
+func queued(fd int) int {
 	var b [512]byte
 	n, _, err := unix.Recvfrom(fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-	if err != nil || n < 4+headerLen {
-		return false
+	switch {
+	case err == unix.EAGAIN || err == unix.EINTR:
+		return queuedNothing
+	case err != nil || n == 0:
+		return queuedEnd
+	case n < 4+headerLen:
+		return queuedOther
 	}
 	want := 4 + int(binary.LittleEndian.Uint32(b[:4]))
-	return want <= len(b) && n >= want && kind(b[4+5]) == kindOffer
+	k := kind(b[4+5])
+	if (k == kindOffer || k == kindOfferCommitted) && want <= len(b) && n >= want {
+		return queuedOffer
+	}
+	return queuedOther
 }
 
 // serve handles one rendezvous connection from cred (peer is its key):
 // one request, the Handler, the answer. On success the fd passes to the
 // pending entry, which closes it; otherwise it is closed here.
 func (s *server) serve(fd int, cred *unix.Ucred, peer peerKey) {
-	defer s.conns.Done()
-	defer s.active.Add(-1)
-	defer s.peers.remove(peer)
+	defer s.served(peer)
 	n := s.n
 	deadline := time.Now().Add(n.cfg.ReadTimeout)
 	if !n.allowed(cred.Uid) {
@@ -230,7 +344,29 @@ func (s *server) serve(fd int, cred *unix.Ucred, peer peerKey) {
 		s.refuse(fd, ReasonProtocol, "answer too large")
 		return
 	}
+	if req.committed {
+		s.file(fd, match, answer)
+		return
+	}
 	s.answer(fd, match, answer)
+}
+
+// file files the pending entry of a committed offer, with the answer its
+// claim sends (pendingEntry.finishLocked).
+func (s *server) file(fd int, match Match, answer Payload) {
+	n := s.n
+	e := &pendingEntry{fd: fd, match: match, answer: &answer}
+	e.mu.Lock()
+	old, why := n.pend.insert(match.Request.Tuple.canon(), e)
+	e.mu.Unlock()
+	if why != ReasonNone {
+		n.pend.dropped(match, DropUndelivered)
+		s.refuse(fd, why, "too many pending offers")
+		return
+	}
+	if old != nil {
+		n.pend.finish(old, DropReplaced)
+	}
 }
 
 // answer files the pending entry, then sends the answer. The entry is in
@@ -277,17 +413,19 @@ func (s *server) callHandler(req Request) (answer Payload, prepared any, err err
 	return s.n.cfg.Handler(req)
 }
 
-// refuse sends a refusal without waiting long, then closes fd.
 // refuseAtLimit accepts one connection in the spare fd's place and
-// refuses it (fdhook.AtLimit).
-func (s *server) refuseAtLimit() {
+// refuses it (fdhook.AtLimit); false when the backlog is empty.
+func (s *server) refuseAtLimit() bool {
 	fd, _, err := unix.Accept4(s.fd, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
-	if err == nil {
-		s.n.stats.conns.Add(1)
-		s.refuse(fd, ReasonFDLimit, "the process is at its fd limit")
+	if err != nil {
+		return false
 	}
+	s.n.stats.conns.Add(1)
+	s.refuse(fd, ReasonFDLimit, "the process is at its fd limit")
+	return true
 }
 
+// refuse sends a refusal without waiting long, then closes fd.
 func (s *server) refuse(fd int, r Reason, text string) {
 	s.n.stats.refused.Add(1)
 	if len(text) > maxText {
@@ -303,7 +441,7 @@ func (s *server) refuse(fd int, r Reason, text string) {
 func requestOf(m message, files []int, err error) (Request, error) {
 	switch {
 	case err != nil:
-	case m.kind != kindOffer:
+	case m.kind != kindOffer && m.kind != kindOfferCommitted:
 		err = fmt.Errorf("kind %d, want offer: %w", m.kind, errMessage)
 	case m.nfiles != len(files):
 		err = fmt.Errorf("%d files announced, %d received: %w", m.nfiles, len(files), errMessage)
@@ -314,7 +452,7 @@ func requestOf(m message, files []int, err error) (Request, error) {
 		closeFiles(files)
 		return Request{}, err
 	}
-	return Request{Tuple: m.tuple, PID: int(m.pid), Payload: Payload{Data: m.data, Files: files}}, nil
+	return Request{Tuple: m.tuple, PID: int(m.pid), Payload: Payload{Data: m.data, Files: files}, committed: m.kind == kindOfferCommitted}, nil
 }
 
 // listening reports whether a registered address accepts connections to

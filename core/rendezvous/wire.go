@@ -16,7 +16,8 @@ import (
 //
 //	0..3    magic "SDPr"
 //	4       version (WireVersion)
-//	5       kind: 1 offer, 2 answer, 3 refusal, 4 pull (pull.go)
+//	5       kind: 1 offer, 2 answer, 3 refusal, 4 pull (pull.go), 5
+//	        committed offer
 //	6       reason (refusal only, else 0)
 //	7       number of files sent with the frame
 //	8..23   client address, 16 bytes (IPv4 as v4-mapped)
@@ -29,6 +30,14 @@ import (
 // After a positive answer the connector writes one byte, commitByte, just
 // before its TCP connect(); after the acceptor's claim or drop the listener
 // writes one verdict byte (verdictAccepted, verdictDeclined) and closes.
+//
+// A committed offer is an offer and its commit at once: the connector
+// sends it just before its TCP connect() and does not wait for an answer
+// (OfferCommitted). The listener answers when its accept() claims the
+// connection, and that answer is the verdict "accepted"; a refusal, or
+// the connection's end without one, is "declined". A connector that gives
+// the connection up before the verdict writes abortByte; its end without
+// that byte (it died) does not withdraw the offer.
 // A reader checks magic and version before anything else; a message of
 // another version is refused with ReasonProtocol.
 const (
@@ -46,15 +55,17 @@ const (
 type kind uint8
 
 const (
-	kindOffer   kind = 1
-	kindAnswer  kind = 2
-	kindRefusal kind = 3
-	kindPull    kind = 4
+	kindOffer          kind = 1
+	kindAnswer         kind = 2
+	kindRefusal        kind = 3
+	kindPull           kind = 4
+	kindOfferCommitted kind = 5
 )
 
 // Single bytes written after the answer.
 const (
 	commitByte      = 'C'
+	abortByte       = 'X' // a committed offer withdrawn
 	verdictAccepted = 'A'
 	verdictDeclined = 'D'
 )
@@ -131,7 +142,7 @@ func decodeMessage(body []byte) (message, error) {
 		data:   body[headerLen:],
 	}
 	switch {
-	case m.kind != kindOffer && m.kind != kindAnswer && m.kind != kindRefusal && m.kind != kindPull:
+	case m.kind < kindOffer || m.kind > kindOfferCommitted:
 		return message{}, fmt.Errorf("kind %d: %w", m.kind, errMessage)
 	case m.nfiles > MaxFiles:
 		return message{}, fmt.Errorf("%d files: %w", m.nfiles, errMessage)

@@ -98,9 +98,12 @@ func (p *Process) closeShared(s *Socket, fd int) bool {
 // The peer's switch watcher may meet this FIN before the area's: it then
 // ends the stream itself after the same blocks (peerGone), as the area's
 // FIN would. Not while a switch to kernel TCP runs: its records still go
-// on the kernel socket.
+// on the kernel socket. The switch watcher lets the socket go first (as
+// the close does after): the peer, which reads the end and closes at
+// once, would otherwise wake it with its own FIN.
 func (s *Socket) kernelFINFirst(fd int) {
 	if s.getState() == sockAccelerated && s.direct() != nil && s.sw.Load() == swNone && !s.abortClose.Load() && s.earlyN.Load() == 0 {
+		s.p.unwatchSwitch(s, fd)
 		unix.Shutdown(fd, unix.SHUT_WR)
 	}
 }

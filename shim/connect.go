@@ -320,7 +320,8 @@ func (p *Process) offer(s *Socket, node *rendezvous.Node, e rendezvous.Entry, t 
 // (settleLocked: answeredLocked). Writes made meanwhile go into the area
 // (early.go), so the round trip of an answer before the connect is gone
 // from every connection's setup. A deferred connection's offer, made
-// while a puller waits (deferred.go), is answered first.
+// while a puller waits (deferred.go), is committed too: the puller's
+// claim, right after the pull's answer, finds it.
 func (p *Process) offerDirectTo(s *Socket, node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, committed bool) (*pendingConnect, error) {
 	ds, files, bells, err := p.offerDirect(e.PID)
 	if err != nil {

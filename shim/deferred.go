@@ -273,7 +273,7 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 	pc.def.state = defPulling
 	s.mu.Unlock()
 
-	offered, oerr := p.offer(s, node, req.From, t, false)
+	offered, oerr := p.offer(s, node, req.From, t, true)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -297,6 +297,7 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 		return oerr
 	}
 	pc.answer, pc.end, pc.id, pc.direct = offered.answer, offered.end, offered.id, offered.direct
+	pc.unanswered, pc.gave = offered.unanswered, offered.gave
 	s.endDeferLocked(pc)
 	if len(s.early) > 0 || s.pendShut.Load() != 0 {
 		s.startPushLocked()

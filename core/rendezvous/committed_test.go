@@ -154,8 +154,8 @@ func TestCommittedOfferHostileListener(t *testing.T) {
 	for i, reply := range [][]byte{
 		[]byte("garbage that is no frame at all, long enough to be read as one"),
 		(message{kind: kindAnswer, nfiles: 3, data: []byte("x")}).encode(), // files announced, none sent
-		(message{kind: kindOffer}).encode(),                                 // the wrong kind
-		nil,                                                                 // closes without a word
+		(message{kind: kindOffer}).encode(),                                // the wrong kind
+		nil,                                                                // closes without a word
 	} {
 		tu := Tuple{Client: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(41100+i)), Server: ap("127.0.0.1:5000")}
 		a, err := n.OfferCommitted(e, tu, Payload{Data: []byte("h")})

@@ -2,6 +2,7 @@ package rendezvous
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -37,7 +38,8 @@ type Answer struct {
 	oneWay    bool  // a committed offer's: the answer is the verdict
 	tuple     Tuple // oneWay: the connection offered
 	verdict   Verdict
-	refusal   error // oneWay: why it was declined, when the listener said
+	refusal   error          // oneWay: why it was declined, when the listener said
+	answered  *atomic.Uint64 // oneWay: the Node's count of positive answers
 }
 
 // Verdict is the acceptor's decision on a committed offer.
@@ -201,4 +203,5 @@ func (a *Answer) readAnswerLocked() {
 	}
 	a.Payload = Payload{Data: r.data, Files: files}
 	a.verdict = VerdictAccepted
+	a.answered.Add(1)
 }

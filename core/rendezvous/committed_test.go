@@ -51,6 +51,9 @@ func TestCommittedOfferClaimed(t *testing.T) {
 	if a.Refusal() != nil {
 		t.Fatalf("refusal %v", a.Refusal())
 	}
+	if s := p.c.Stats(); s.Offers != 1 || s.OffersAnswered != 1 {
+		t.Fatalf("connector's stats %+v", s)
+	}
 }
 
 // A claim that comes before the listener's server served the offer takes

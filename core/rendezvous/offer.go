@@ -70,7 +70,7 @@ func (n *Node) offer(ctx context.Context, e Entry, t Tuple, offer Payload, commi
 			err = n.send(fd, kindOfferCommitted, t, offer, time.Now().Add(n.cfg.OfferTimeout))
 		}
 		if err == nil {
-			a = &Answer{committed: true, oneWay: true, tuple: t}
+			a = &Answer{committed: true, oneWay: true, tuple: t, answered: &n.stats.offersAnswered}
 		}
 	} else {
 		deadline, ok := ctx.Deadline()

@@ -10,7 +10,7 @@ type Stats struct {
 	Removed        uint64 // files of dead processes removed (entries, records, sockets, temporaries)
 	// Connector side.
 	Offers         uint64 // Offer calls
-	OffersAnswered uint64 // positive answers received
+	OffersAnswered uint64 // positive answers received (a committed offer's at its claim)
 	Fallbacks      [numReasons]uint64
 	// Listener side.
 	Conns         uint64 // rendezvous connections accepted

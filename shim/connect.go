@@ -197,6 +197,10 @@ func (s *Socket) connectOfferedLocked(fd int, pc *pendingConnect, dst netip.Addr
 	for _, f := range s.fds {
 		p.host.SetFDState(f, FDManaged)
 	}
+	// Early bytes go into the offer's area before this side has the
+	// acceptor's bells (they come with the verdict): a sleeper they
+	// must wake is rung on the socket.
+	s.ringLocked()
 	p.log.WithFields(fields).Debug("connecting accelerated, verdict pending")
 	return errno
 }

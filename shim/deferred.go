@@ -298,6 +298,7 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 	}
 	pc.answer, pc.end, pc.id, pc.direct = offered.answer, offered.end, offered.id, offered.direct
 	pc.unanswered, pc.gave = offered.unanswered, offered.gave
+	s.ringLocked() // early bytes' rings, before the verdict (connectOfferedLocked)
 	s.endDeferLocked(pc)
 	if len(s.early) > 0 || s.pendShut.Load() != 0 {
 		s.startPushLocked()

@@ -557,17 +557,24 @@ func (s *Socket) adoptDirectLocked(ds *directStream) {
 
 // ringLocked names the fd that rings of the peer's sleeps go out on: the
 // socket's first fd while it is a direct connection not switching to
-// kernel TCP (whose records then travel on the socket), else none. Called
-// whenever the fds change: a number the program closed is never rung.
+// kernel TCP (whose records then travel on the socket), or one whose
+// offer's area takes early bytes while the verdict is pending, else none.
+// Called whenever the fds change: a number the program closed is never
+// rung. A connecting socket rings only a sleeper the acceptor armed,
+// which it does once it claimed the connection, so a ring's zero byte
+// never lands in a connection that ends up plain.
 //
 // +checklocks:s.mu
 func (s *Socket) ringLocked() {
-	ds := s.direct()
+	ds, st := s.direct(), s.getState()
+	if ds == nil && st == sockConnecting && s.pend != nil {
+		ds = s.pend.direct
+	}
 	if ds == nil {
 		return
 	}
 	fd := -1
-	if len(s.fds) > 0 && s.sw.Load() == swNone && s.getState() == sockAccelerated {
+	if len(s.fds) > 0 && s.sw.Load() == swNone && (st == sockAccelerated || st == sockConnecting) {
 		fd = s.fds[0]
 		s.tcpOpts.hold(fd) // rings go at once (tcpopts.go)
 	}

@@ -47,8 +47,8 @@ func (p *Process) Close(fd int) {
 	}
 	if ds := s.direct(); ds != nil {
 		ds.detach(fd)
-		s.ringLocked() // before the interposer closes fd
 	}
+	s.ringLocked() // before the interposer closes fd
 	sets := s.epollsLocked()
 	last := len(s.fds) == 0
 	s.mu.Unlock()

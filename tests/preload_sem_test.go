@@ -49,6 +49,25 @@ func TestSemantics(t *testing.T) {
 	}
 }
 
+// A kernel fd (a pipe) of an epoll set that holds an accelerated socket
+// becomes ready while epoll_wait polls (testdata/epoll_spin.c), with the
+// default wait policy and with SDPSHIM_POLL=busy, where every wait polls
+// until it finds the fd. A wait that found it during its poll returned
+// it twice, and a server that accepts once per listener event then
+// blocked in accept().
+func TestEpollSpinKernelFD(t *testing.T) {
+	a := build(t)
+	t.Parallel()
+	bin := semBuild(t, "epoll_spin")
+	kernel, _, _ := semRun(t, a, bin, side{})
+	for _, env := range [][]string{nil, {"SDPSHIM_POLL=busy"}} {
+		shimmed, pairs, _ := semRun(t, a, bin, side{shim: true, env: env})
+		if d := transcriptDiff(kernel, shimmed); d != "" || pairs == 0 {
+			t.Errorf("%v: transcripts differ (kernel TCP, then the shim):\n%s", env, d)
+		}
+	}
+}
+
 // An idle server under the shim (epoll_wait, a blocked read and a
 // blocked poll over accelerated connections, testdata/sem_idle.c) costs
 // no CPU: its CPU time over a few seconds stays under 10% of the elapsed

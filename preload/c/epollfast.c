@@ -388,7 +388,7 @@ int sdp_epoll_fast_look(int epfd, struct epoll_event *ev, int max, int spin, uin
 	if (t == NULL)
 		return SDPSHIM_PASS;
 	*gen = __atomic_load_n(&t->gen, __ATOMIC_SEQ_CST);
-	int n = sdp_es_scan(t, ev, max, 1);
+	int n = sdp_es_scan(t, ev, max, 1), kernel = 0;
 	if (n == 0 && spin && __atomic_load_n(&t->n, __ATOMIC_RELAXED) > 0) {
 		struct sdp_dconn *lead = sdp_es_conn(&t->ent[0]);
 		if (lead == NULL) {
@@ -398,7 +398,7 @@ int sdp_epoll_fast_look(int epfd, struct epoll_event *ev, int max, int spin, uin
 			for (k = 1; k <= budget && n == 0; k++) {
 				sdp_spin_step(&k);
 				if ((k & 63) == 0)
-					n = sdp_es_kernel_now(epfd, t, ev, 0, max);
+					kernel = n = sdp_es_kernel_now(epfd, t, ev, 0, max);
 				if (n == 0)
 					n = sdp_es_scan(t, ev, max, 0);
 			}
@@ -408,7 +408,10 @@ int sdp_epoll_fast_look(int epfd, struct epoll_event *ev, int max, int spin, uin
 	}
 	if (n == 0 && (n = sdp_es_arm(t)) == 0)
 		n = sdp_es_scan(t, ev, max, 0);
-	if (n > 0)
+	/* The kernel's ready fds after the sockets, unless ev holds them
+	 * already (the spin found them first): each event once, as the
+	 * kernel's epoll gives it. */
+	if (n > 0 && !kernel)
 		n = sdp_es_kernel_now(epfd, t, ev, n, max);
 	sdp_es_put(t);
 	return n < 0 ? SDPSHIM_PASS : n; /* 0: armed, for the kernel's wait */

@@ -391,7 +391,7 @@ func TestDeferredNonblockingEpoll(t *testing.T) {
 	fds := []unix.PollFd{{Fd: int32(cfd), Events: unix.POLLOUT}}
 	for end := time.Now().Add(10 * time.Second); ; {
 		wait := make([]unix.PollFd, 8)
-		if ready, _ := p.Poll(fds, wait); ready == 1 && fds[0].Revents&unix.POLLOUT != 0 {
+		if ready, _ := p.Poll(fds, wait, -1); ready == 1 && fds[0].Revents&unix.POLLOUT != 0 {
 			break
 		}
 		if time.Now().After(end) {

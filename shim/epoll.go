@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -659,7 +660,8 @@ func (set *epollSet) forgetSocket(s *Socket) {
 // EpollWait is the epoll_wait hook. nkernel < 0: before sleeping, report
 // what is ready now (> 0) or 0 to let the interposer sleep in the kernel;
 // -1 lets it poll for the wait policy's budget first (kernel fds of the
-// set included), -2 (a zero timeout) does not. nkernel >= 0: the kernel
+// set included), for at most timeout (the program's time left; < 0: no
+// bound), -2 (a zero timeout) does not. nkernel >= 0: the kernel
 // returned ev[:nkernel]; drop our tokens' events, add the ready sockets,
 // return the count (0: sleep again). epollDisarm: the interposer leaves
 // without events after a 0 (an error, EINTR, the timeout).
@@ -667,7 +669,7 @@ func (set *epollSet) forgetSocket(s *Socket) {
 // A 0 answer to nkernel < 0 arms the set (arm) and every answer > 0 to a
 // later call disarms it, as does epollDisarm: the set's events write its
 // eventfds only while some thread is armed (wakeup.ringWanted).
-func (p *Process) EpollWait(epfd int, ev []unix.EpollEvent, nkernel int) int64 {
+func (p *Process) EpollWait(epfd int, ev []unix.EpollEvent, nkernel int, timeout time.Duration) int64 {
 	set := p.fds.epoll(epfd)
 	if set == nil {
 		return Pass
@@ -711,7 +713,11 @@ func (p *Process) EpollWait(epfd int, ev []unix.EpollEvent, nkernel int) int64 {
 			n += set.collectAt(ev[n:], false)
 			return n > 0
 		}
-		p.pollWaiter().Wait(check, kernelBell{}, zeroTime)
+		deadline := zeroTime
+		if timeout >= 0 {
+			deadline = time.Now().Add(timeout) // the program's timeout bounds the poll (SDPSHIM_POLL=busy)
+		}
+		p.pollWaiter().Wait(check, kernelBell{}, deadline)
 		if n > 0 {
 			return int64(n)
 		}

@@ -13,13 +13,13 @@ import (
 func scanSet(t *testing.T, p *Process, epfd int) map[uint64]uint32 {
 	t.Helper()
 	ev := make([]unix.EpollEvent, 8)
-	n := p.EpollWait(epfd, ev, -2)
+	n := p.EpollWait(epfd, ev, -2, -1)
 	if n == 0 {
 		k, err := unix.EpollWait(epfd, ev, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		n = p.EpollWait(epfd, ev, k)
+		n = p.EpollWait(epfd, ev, k, -1)
 	}
 	if n < 0 {
 		t.Fatalf("epoll_wait: %d", n)

@@ -3,6 +3,7 @@ package shim
 import (
 	"errors"
 	"io"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -152,7 +153,7 @@ func kernelPoll(fd int, events int16) int16 {
 // sockets themselves, the descriptors connecting sockets wait for; the
 // engine adds the thread's kick eventfd); nwait is how many. The
 // thread's next Poll ends that attendance.
-func (p *Process) Poll(fds, wait []unix.PollFd) (ready, nwait int) {
+func (p *Process) Poll(fds, wait []unix.PollFd, timeout time.Duration) (ready, nwait int) {
 	tid := unix.Gettid()
 	p.tids.end(tid)
 	type entry struct {
@@ -163,8 +164,12 @@ func (p *Process) Poll(fds, wait []unix.PollFd) (ready, nwait int) {
 		connecting bool  // at the attendance: kicked by its settling, watched, not attended
 	}
 	var managed []entry
-	var sets []int32 // emulated epoll fds not ready: slept on themselves
+	var sets []int32            // emulated epoll fds not ready: slept on themselves
+	var kernelFDs []unix.PollFd // the kernel's: looked at while polling
 	for i := range fds {
+		if fds[i].Fd >= 0 && p.host.FDState(int(fds[i].Fd)) != FDManaged {
+			kernelFDs = append(kernelFDs, unix.PollFd{Fd: fds[i].Fd, Events: fds[i].Events})
+		}
 		if fds[i].Fd < 0 || p.host.FDState(int(fds[i].Fd)) != FDManaged {
 			continue
 		}
@@ -198,6 +203,7 @@ func (p *Process) Poll(fds, wait []unix.PollFd) (ready, nwait int) {
 	if len(managed) == 0 {
 		return 0, addSets(0)
 	}
+	polls, kernelReady := 0, false
 	check := func() bool {
 		n := 0
 		for k := range managed {
@@ -209,13 +215,29 @@ func (p *Process) Poll(fds, wait []unix.PollFd) (ready, nwait int) {
 			}
 		}
 		ready = n
-		return n > 0
+		if n == 0 && len(kernelFDs) > 0 && polls%kernelEvery == 0 {
+			// The kernel fds every so often: the engine's kernel
+			// sleep, which follows at once, reports them.
+			k, _ := unix.Poll(kernelFDs, 0)
+			kernelReady = k > 0
+		}
+		polls++
+		return n > 0 || kernelReady
 	}
-	if check() {
+	if check() && ready > 0 {
 		return ready, 0
 	}
-	if p.pollWaiter().Wait(check, kernelBell{}, zeroTime) != errKernelSleep {
-		return ready, 0
+	if timeout != 0 && !kernelReady {
+		deadline := zeroTime
+		if timeout > 0 {
+			deadline = time.Now().Add(timeout) // the program's timeout bounds the poll (SDPSHIM_POLL=busy)
+		}
+		// Ready sockets end it; a kernel fd ready, the deadline, or the
+		// budget spent go on to the engine's kernel sleep.
+		p.pollWaiter().Wait(check, kernelBell{}, deadline)
+		if ready > 0 {
+			return ready, 0
+		}
 	}
 	bell := 0 // the thread's, which direct sockets arm with (bells.go)
 	if h, ok := p.host.(pollBellHost); ok {

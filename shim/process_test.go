@@ -228,14 +228,14 @@ func TestSelfConnectDataPath(t *testing.T) {
 			// Poll: nothing to read, writable; then readable.
 			fds := []unix.PollFd{{Fd: int32(a), Events: unix.POLLIN | unix.POLLOUT}}
 			wait := make([]unix.PollFd, 3)
-			if n, _ := p.Poll(fds, wait); n != 1 || fds[0].Revents != unix.POLLOUT {
+			if n, _ := p.Poll(fds, wait, -1); n != 1 || fds[0].Revents != unix.POLLOUT {
 				t.Fatalf("poll idle: %d %#x", n, fds[0].Revents)
 			}
 			send(c, []byte("x"), 0)
 			fds[0] = unix.PollFd{Fd: int32(a), Events: unix.POLLIN}
 			deadline := time.Now().Add(5 * time.Second)
 			for {
-				n, nw := p.Poll(fds, wait)
+				n, nw := p.Poll(fds, wait, -1)
 				if n == 1 && fds[0].Revents&unix.POLLIN != 0 {
 					break
 				}

@@ -68,6 +68,21 @@ func TestEpollSpinKernelFD(t *testing.T) {
 	}
 }
 
+// sem_epoll's transcript with SDPSHIM_POLL=busy, whose waits poll
+// without end until something is ready or the program's timeout passes:
+// an epoll_wait with a timeout on a set with nothing ready polled on past
+// it, for good.
+func TestSemanticsBusyPoll(t *testing.T) {
+	a := build(t)
+	t.Parallel()
+	bin := semBuild(t, "sem_epoll")
+	kernel, _, _ := semRun(t, a, bin, side{})
+	shimmed, _, _ := semRun(t, a, bin, side{shim: true, env: []string{"SDPSHIM_POLL=busy"}})
+	if d := transcriptDiff(kernel, shimmed); d != "" {
+		t.Errorf("transcripts differ (kernel TCP, then the shim polling):\n%s", d)
+	}
+}
+
 // An idle server under the shim (epoll_wait, a blocked read and a
 // blocked poll over accelerated connections, testdata/sem_idle.c) costs
 // no CPU: its CPU time over a few seconds stays under 10% of the elapsed

@@ -79,7 +79,7 @@ static int sdp_epoll_kernel(int epfd, struct epoll_event *ev, int max, int64_t d
 
 static void epoll_disarm(int epfd, struct epoll_event *ev, int max)
 {
-	(void)SDP_CORE_CALL(sdp_core.epoll_wait(epfd, ev, max, SDPSHIM_EPOLL_DISARM));
+	(void)SDP_CORE_CALL(sdp_core.epoll_wait(epfd, ev, max, SDPSHIM_EPOLL_DISARM, -1));
 }
 
 /* epoll_wait on a MANAGED epoll fd. timeout_ns < 0 waits forever.
@@ -105,7 +105,11 @@ static SDP_COLD int epoll_engine(int epfd, struct epoll_event *ev, int max, int6
 	int forever = timeout_ns < 0;
 	int64_t deadline = forever ? 0 : sdp_now_ns() + timeout_ns;
 	uint32_t gen = 0;
-	int fast = sdp_epoll_fast_look(epfd, ev, max, timeout_ns != 0, &gen);
+	/* No poll budget for a wait with a signal mask of its own: a signal
+	 * the mask unblocks must end it, and only the kernel's wait applies
+	 * the mask. */
+	int spin = timeout_ns != 0 && mask == NULL;
+	int fast = sdp_epoll_fast_look(epfd, ev, max, spin, deadline, &mark, &gen);
 	if (fast > 0)
 		return fast;
 	if (fast == 0) { /* the interposer's own wait (epollfast.c) */
@@ -122,7 +126,7 @@ static SDP_COLD int epoll_engine(int epfd, struct epoll_event *ev, int max, int6
 		return r;
 	}
 	/* -1: the core may poll for its budget first; -2 (zero timeout): not. */
-	int r = SDP_CORE_CALL(sdp_core.epoll_wait(epfd, ev, max, timeout_ns == 0 ? -2 : -1));
+	int r = SDP_CORE_CALL(sdp_core.epoll_wait(epfd, ev, max, spin ? -1 : -2, timeout_ns));
 	if (r != 0 && r != SDPSHIM_PASS)
 		return (int)sdp_result(r, 0);
 	sigset_t old;
@@ -161,7 +165,7 @@ static int epoll_sleep_held(int epfd, struct epoll_event *ev, int max, int64_t d
 			errno = err;
 			return k;
 		}
-		int r = SDP_CORE_CALL(sdp_core.epoll_wait(epfd, ev, max, k));
+		int r = SDP_CORE_CALL(sdp_core.epoll_wait(epfd, ev, max, k, -1));
 		if (r == SDPSHIM_PASS)
 			return k;
 		if (r != 0)
@@ -193,7 +197,7 @@ static int epoll_fast_held(int epfd, struct epoll_event *ev, int max, int64_t de
 		if (n == SDPSHIM_PASS) {
 			/* As after the core's own sleep, with what the kernel
 			 * returned that the core must still filter. */
-			int r = SDP_CORE_CALL(sdp_core.epoll_wait(epfd, ev, max, left));
+			int r = SDP_CORE_CALL(sdp_core.epoll_wait(epfd, ev, max, left, -1));
 			if (r == SDPSHIM_PASS)
 				return sdp_epoll_kernel(epfd, ev, max, deadline, forever, ns, mask);
 			if (r != 0)
@@ -206,7 +210,7 @@ static int epoll_fast_held(int epfd, struct epoll_event *ev, int max, int64_t de
 			 * interposer's, counted as a sleeper of the snapshot, which
 			 * a change of the set kicks (shim/epoll.go, changedLocked);
 			 * the core's own sleep only while there is none. */
-			n = sdp_epoll_fast_look(epfd, ev, max, 0, &gen);
+			n = sdp_epoll_fast_look(epfd, ev, max, 0, 0, NULL, &gen);
 			if (n > 0)
 				return n;
 			if (n == 0)

@@ -24,6 +24,7 @@
  */
 #include "direct.h"
 #include "shim.h"
+#include "sigcount.h"
 
 #include <sched.h>
 #include <sys/epoll.h>
@@ -382,7 +383,8 @@ static int sdp_es_kernel_now(int epfd, struct sdpshim_eset *t, struct epoll_even
 	return k > 0 ? n + sdp_es_filter(t, ev + n, k) : n;
 }
 
-int sdp_epoll_fast_look(int epfd, struct epoll_event *ev, int max, int spin, uint32_t *gen)
+int sdp_epoll_fast_look(int epfd, struct epoll_event *ev, int max, int spin, int64_t deadline,
+			const struct sdp_sigmark *mark, uint32_t *gen)
 {
 	struct sdpshim_eset *t = sdp_es_get(epfd);
 	if (t == NULL)
@@ -397,8 +399,12 @@ int sdp_epoll_fast_look(int epfd, struct epoll_event *ev, int max, int spin, uin
 			uint32_t budget = sdp_dconn_budget(lead), k;
 			for (k = 1; k <= budget && n == 0; k++) {
 				sdp_spin_step(&k);
-				if ((k & 63) == 0)
+				if ((k & 63) == 0) {
 					kernel = n = sdp_es_kernel_now(epfd, t, ev, 0, max);
+					if (n == 0 && ((deadline != 0 && sdp_now_ns() >= deadline) ||
+						       (mark != NULL && sdp_sig_since(mark) != SDP_SIG_NONE)))
+						break; /* the timeout, or a handler ran: the caller's checks end the wait */
+				}
 				if (n == 0)
 					n = sdp_es_scan(t, ev, max, 0);
 			}

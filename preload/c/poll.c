@@ -146,12 +146,15 @@ static void sdp_direct_release(struct sdp_dconn **h, nfds_t n)
  * wait (*nwait of cap: the peer's ring is a byte on it, the peer's end
  * its end, a switch's request its urgent byte) and records in at[] which
  * entry each is; -1 when the set is the core's to answer after all (a
- * drain met a switch record). lead keeps the budget. woke[i]: the last
+ * drain met a switch record). lead keeps the budget, which ends early
+ * once a kernel fd of the set (kfds[:nk]) is ready, the deadline
+ * (sdp_now_ns; 0: none) passed or a handler ran since mark. woke[i]: the last
  * sleep was ended by entry i's socket, whose rings are read here (the
  * kernel's poll reports them until then); *kicked: by the thread's
  * eventfd (a peer's bell, or the core's kick). */
 static int sdp_direct_round(struct pollfd *fds, struct sdp_dconn **h, nfds_t n, struct sdp_dconn *lead, int *polled,
-			    unsigned char *woke, int *kicked, struct pollfd *wait, unsigned int *at, nfds_t cap,
+			    unsigned char *woke, int *kicked, struct pollfd *kfds, nfds_t nk, int64_t deadline,
+			    const struct sdp_sigmark *mark, struct pollfd *wait, unsigned int *at, nfds_t cap,
 			    nfds_t *nwait)
 {
 	int any = *kicked;
@@ -174,6 +177,13 @@ static int sdp_direct_round(struct pollfd *fds, struct sdp_dconn **h, nfds_t n, 
 		for (k = 1; k <= budget && ready == 0; k++) {
 			sdp_spin_step(&k);
 			ready = sdp_direct_scan(fds, h, n);
+			/* Every so often the set's kernel fds, the program's
+			 * timeout and its signals: the kernel's wait that follows
+			 * reports them (a handler that ran: EINTR, as there). */
+			if (ready == 0 && (k & 63) == 0 &&
+			    ((nk > 0 && sdp_real.poll(kfds, nk, 0) > 0) || (deadline != 0 && sdp_now_ns() >= deadline) ||
+			     sdp_sig_since(mark) != SDP_SIG_NONE))
+				break;
 		}
 		sdp_dconn_polled(lead, ready > 0 ? k - 1 : 0);
 	}
@@ -218,7 +228,9 @@ static int sdp_poll_engine(struct pollfd *fds, nfds_t n, nfds_t managed, const s
 	struct sdp_dconn **h = sdp_scratch_get(&hs, hstack, sizeof hstack, n * sizeof(struct sdp_dconn *));
 	unsigned int *at = sdp_scratch_get(&as, astack, sizeof astack, n * sizeof(unsigned int));
 	unsigned char *woke = sdp_scratch_get(&ws, wstack, sizeof wstack, n);
-	int result, polled = 0, kicked = 0;
+	/* polled: no poll budget for a wait with a signal mask of its own (a
+	 * signal it unblocks must end it; only the kernel's wait applies it). */
+	int result, polled = sigmask != NULL, kicked = 0;
 	/* The core's wakes for what only this process knows (pollkick.c);
 	 * without an eventfd the sleep goes in slices. */
 	int kick = sdp_pollkick_begin();
@@ -262,7 +274,8 @@ static int sdp_poll_engine(struct pollfd *fds, nfds_t n, nfds_t managed, const s
 		if (managed_here)
 			sdp_direct_release(h, n); /* the core answers for every MANAGED entry */
 		if (!managed_here && lead != NULL) {
-			int r = sdp_direct_round(fds, h, n, lead, &polled, woke, &kicked, k + u, at, wcap, &nwait);
+			int r = sdp_direct_round(fds, h, n, lead, &polled, woke, &kicked, k, u, timeout ? deadline : 0, &mark,
+						 k + u, at, wcap, &nwait);
 			sdp_direct_release(h, n);
 			if (r < 0 && !sdp_core_ready()) {
 				/* A fork child going on over inherited areas: the
@@ -280,7 +293,10 @@ static int sdp_poll_engine(struct pollfd *fds, nfds_t n, nfds_t managed, const s
 			}
 		}
 		if (managed_here) {
-			int r = SDP_CORE_CALL(sdp_core.poll(fds, n, k + u, wcap, &nwait));
+			/* The core polls for the budget at most for the time left,
+			 * and not at all for a wait with a signal mask of its own. */
+			int64_t left = polled ? 0 : timeout ? deadline - sdp_now_ns() : -1;
+			int r = SDP_CORE_CALL(sdp_core.poll(fds, n, k + u, wcap, &nwait, left < -1 ? 0 : left));
 			if (r == SDPSHIM_PASS) { /* the whole set, in the kernel */
 				for (nfds_t i = 0; i < n; i++)
 					if (fds[i].fd >= 0 && sdp_fd_state(fds[i].fd) == SDPSHIM_FD_MANAGED) {

@@ -377,11 +377,12 @@ struct sdpshim_eset {
  *     Any ioctl but FIONBIO (FIONREAD/SIOCINQ, SIOCOUTQ, ...).
  * getsockopt(fd, level, name, val, len), setsockopt(fd, level, name, val, len)
  *     SDPSHIM_PASS, 0 or -errno.
- * poll(fds, nfds, wait, wcap, nwait)
+ * poll(fds, nfds, wait, wcap, nwait, timeout_ns)
  *     poll/ppoll/select/pselect over a set with MANAGED fds. fds is the
  *     caller's whole set with every revents zeroed; the core sets revents of
  *     the MANAGED entries only and returns how many it set non-zero (no
- *     sleeping beyond its spin budget). It appends up to wcap pollfds to
+ *     sleeping beyond its spin budget, which ends early when a kernel entry
+ *     is ready and lasts at most timeout_ns: < 0 no bound, 0 no polling). It appends up to wcap pollfds to
  *     sleep on to wait[] and sets *nwait (wcap >= 2 * MANAGED entries + 1).
  *     The interposer then ppoll()s the kernel entries plus wait[] with the
  *     caller's timeout and sigmask (timeout 0 when something is ready), and
@@ -395,10 +396,12 @@ struct sdpshim_eset {
  * epoll_ctl(epfd, op, fd, ev)
  *     epfd or fd is CANDIDATE/MANAGED. SDPSHIM_PASS, 0 or -errno. The core
  *     marks epfd MANAGED when its epoll_wait needs emulating.
- * epoll_wait(epfd, ev, maxevents, nkernel)
+ * epoll_wait(epfd, ev, maxevents, nkernel, timeout_ns)
  *     epfd is MANAGED. nkernel < 0: before sleeping; return the number of
  *     ready events written to ev (> 0), 0 to let the interposer sleep in the
- *     kernel epoll_pwait on epfd, or -errno. nkernel >= 0: the kernel
+ *     kernel epoll_pwait on epfd, or -errno. With nkernel = -1 the core may
+ *     poll for its wait policy's budget first, for at most timeout_ns (the
+ *     program's time left; < 0: no bound). nkernel >= 0: the kernel
  *     returned nkernel events in ev; rewrite them (doorbells to socket
  *     events) and return the final count; 0 sends the interposer back to
  *     sleep for the rest of the timeout. SDPSHIM_PASS: a kernel epoll_wait.
@@ -463,10 +466,10 @@ struct sdpshim_eset {
 	X(int, getsockopt, (int fd, int level, int name, void *val, socklen_t *len))          \
 	X(int, setsockopt, (int fd, int level, int name, void *val, socklen_t len))           \
 	X(int, poll,                                                                           \
-	  (struct pollfd * fds, nfds_t nfds, struct pollfd *wait, nfds_t wcap, nfds_t *nwait)) \
+	  (struct pollfd * fds, nfds_t nfds, struct pollfd *wait, nfds_t wcap, nfds_t *nwait, int64_t timeout_ns)) \
 	X(int, claim, (int fd))                                                                \
 	X(int, epoll_ctl, (int epfd, int op, int fd, struct epoll_event *ev))                  \
-	X(int, epoll_wait, (int epfd, struct epoll_event *ev, int maxevents, int nkernel))     \
+	X(int, epoll_wait, (int epfd, struct epoll_event *ev, int maxevents, int nkernel, int64_t timeout_ns)) \
 	X(void, pass, (int fd))                                                                \
 	X(void, fork_prepare, (int kind))                                                      \
 	X(void, fork_child, (void))                                                            \

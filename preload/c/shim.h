@@ -593,11 +593,15 @@ SDP_HIDDEN int sdp_epoll_update(int epfd, int fd, uint32_t events, uint64_t data
 SDP_HIDDEN int sdp_epoll_append(int epfd, const struct sdpshim_eset_entry *entry);
 /* Fork child (async-signal-safe): no table of the parent's is the child's. */
 SDP_HIDDEN void sdp_epoll_forget_all(void);
+struct sdp_sigmark; /* sigcount.h */
 /* Before a wait: the ready events (> 0), or 0 with every socket entry
  * armed for the kernel's wait that follows, or SDPSHIM_PASS: the core's
- * wait. spin: poll for the adaptive budget first. *gen: the table's
- * generation the scan saw (for sdp_epoll_sleep_begin). */
-SDP_HIDDEN int sdp_epoll_fast_look(int epfd, struct epoll_event *ev, int max, int spin, uint32_t *gen);
+ * wait. spin: poll for the adaptive budget first, not past deadline
+ * (sdp_now_ns; 0: none) nor past a handler that ran since mark (NULL:
+ * none). *gen: the table's generation the scan saw (for
+ * sdp_epoll_sleep_begin). */
+SDP_HIDDEN int sdp_epoll_fast_look(int epfd, struct epoll_event *ev, int max, int spin, int64_t deadline,
+				   const struct sdp_sigmark *mark, uint32_t *gen);
 /* After the kernel's wait returned ev[:k]: the program's events and the
  * ready sockets (0: wait again, armed), or SDPSHIM_PASS when the core
  * takes over, with the kernel's events it must still see in ev[:*left].

@@ -9,6 +9,7 @@ extern int sdp_core_pid;
 import "C"
 
 import (
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -171,8 +172,8 @@ func sdpshim_core_setsockopt(fd, level, name C.int, val unsafe.Pointer, n C.sock
 }
 
 //export sdpshim_core_poll
-func sdpshim_core_poll(fds *C.struct_pollfd, n C.nfds_t, wait *C.struct_pollfd, wcap C.nfds_t, nwait *C.nfds_t) C.int {
-	ready, k := proc.Poll(pollfds(fds, n), pollfds(wait, wcap))
+func sdpshim_core_poll(fds *C.struct_pollfd, n C.nfds_t, wait *C.struct_pollfd, wcap C.nfds_t, nwait *C.nfds_t, timeout C.int64_t) C.int {
+	ready, k := proc.Poll(pollfds(fds, n), pollfds(wait, wcap), time.Duration(timeout))
 	*nwait = C.nfds_t(k)
 	return C.int(ready)
 }
@@ -191,12 +192,12 @@ func sdpshim_core_epoll_ctl(epfd, op, fd C.int, ev *C.struct_epoll_event) C.int 
 }
 
 //export sdpshim_core_epoll_wait
-func sdpshim_core_epoll_wait(epfd C.int, ev *C.struct_epoll_event, max, nkernel C.int) C.int {
+func sdpshim_core_epoll_wait(epfd C.int, ev *C.struct_epoll_event, max, nkernel C.int, timeout C.int64_t) C.int {
 	if ev == nil || max <= 0 {
 		return -C.EINVAL
 	}
 	evs := unsafe.Slice((*unix.EpollEvent)(unsafe.Pointer(ev)), int(max))
-	return C.int(proc.EpollWait(int(epfd), evs, int(nkernel)))
+	return C.int(proc.EpollWait(int(epfd), evs, int(nkernel), time.Duration(timeout)))
 }
 
 //export sdpshim_core_claim

@@ -287,8 +287,10 @@ int sdpshim_core_setsockopt(int fd, int level, int name, void *val, socklen_t le
 }
 
 /* MANAGED entries: their readiness now, and the socket itself to sleep on. */
-int sdpshim_core_poll(struct pollfd *fds, nfds_t nfds, struct pollfd *wait, nfds_t wcap, nfds_t *nwait)
+int sdpshim_core_poll(struct pollfd *fds, nfds_t nfds, struct pollfd *wait, nfds_t wcap, nfds_t *nwait,
+		      int64_t timeout_ns)
 {
+	(void)timeout_ns; /* no polling here */
 	int ready = 0;
 	n_polls++;
 	*nwait = 0;
@@ -318,9 +320,9 @@ int sdpshim_core_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	return 0;
 }
 
-int sdpshim_core_epoll_wait(int epfd, struct epoll_event *ev, int maxevents, int nkernel)
+int sdpshim_core_epoll_wait(int epfd, struct epoll_event *ev, int maxevents, int nkernel, int64_t timeout_ns)
 {
-	(void)epfd, (void)ev, (void)maxevents;
+	(void)epfd, (void)ev, (void)maxevents, (void)timeout_ns;
 	n_epolls++;
 	return nkernel < 0 ? 0 : nkernel;
 }

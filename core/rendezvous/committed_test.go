@@ -182,3 +182,42 @@ func TestCommittedOfferHostileListener(t *testing.T) {
 		a.Close()
 	}
 }
+
+// A program's accept() that ran out of fds takes back the fds of the
+// offers waiting for their accept: their connectors hear "declined",
+// and offers are refused (ReasonFDLimit) for a while after.
+func TestReleaseForAccept(t *testing.T) {
+	checkNoLeak(t)
+	p := newPair(t, Config{})
+	a := p.committed(t, p.tuple(41200), "r")
+	b := p.committed(t, p.tuple(41201), "s")
+	filed := func() int {
+		p.l.pend.mu.Lock()
+		defer p.l.pend.mu.Unlock()
+		return len(p.l.pend.m)
+	}
+	for deadline := time.Now().Add(guard); filed() < 2; p.l.srv.intake() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d offers filed", filed())
+		}
+	}
+	if n := p.l.ReleaseForAccept(); n != 2 {
+		t.Fatalf("released %d, want 2", n)
+	}
+	for _, x := range []*Answer{a, b} {
+		if v := x.WaitVerdict(guard); v != VerdictDeclined {
+			t.Fatalf("verdict %s", v)
+		}
+	}
+	if c := p.drops.wait(t); c != DropFDLimit {
+		t.Fatalf("drop %s", c)
+	}
+	c := p.committed(t, p.tuple(41202), "t")
+	if v := c.WaitVerdict(guard); v != VerdictDeclined {
+		t.Fatalf("verdict right after the release: %s", v)
+	}
+	wantReason(t, c.Refusal(), ReasonFDLimit)
+	if _, ok := p.claim(p.tuple(41200)); ok {
+		t.Fatal("a released offer was claimed")
+	}
+}

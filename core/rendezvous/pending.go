@@ -29,6 +29,9 @@ type pendingTable struct {
 	// it refuses until the time noted (the connector then falls back).
 	expecting map[Tuple]int
 	gone      map[Tuple]time.Time
+	// Until then no offer is filed (ReasonFDLimit): the program's
+	// accept() ran out of fds (ReleaseForAccept).
+	scarceUntil time.Time
 }
 
 // pendingEntry is one accepted offer. fd is the rendezvous connection,
@@ -108,7 +111,7 @@ func (p *pendingTable) insert(key Tuple, e *pendingEntry) (old *pendingEntry, wh
 	if p.closed || (old == nil && len(p.m) >= p.n.cfg.MaxPending) {
 		return nil, ReasonRefused
 	}
-	if old == nil && len(p.m) >= fdShare() {
+	if old == nil && (len(p.m) >= fdShare() || time.Now().Before(p.scarceUntil)) {
 		return nil, ReasonFDLimit
 	}
 	if !p.peers.add(peerOf(&e.match.Request.Cred), peerShare(p.n.cfg.MaxPending)) {
@@ -229,6 +232,33 @@ const answerSendTimeout = 10 * time.Millisecond
 // errNotClaimed is the text of a committed offer's refusal when its
 // entry is dropped.
 const errNotClaimed = "the listener process did not claim the connection"
+
+// scarceFor is how long offers are refused after the program's accept()
+// ran out of fds: the program then accepts or closes, and new offers
+// would take the fds it frees.
+const scarceFor = time.Second
+
+// ReleaseForAccept is for a program's accept() that failed for want of an
+// fd (EMFILE, ENFILE): every offer waiting for its accept() gives its fd
+// back, and no new one is filed for a while. Kernel TCP holds no fd for a
+// connection waiting in a listener's backlog, so the program's own
+// accepts come first. The connectors hear "declined" and their
+// connections stay on kernel TCP, to be accepted as such. It returns how
+// many fds it released (the accept is worth trying again when > 0).
+func (n *Node) ReleaseForAccept() int {
+	p := &n.pend
+	p.mu.Lock()
+	p.scarceUntil = time.Now().Add(scarceFor)
+	all := p.m
+	p.m = map[Tuple]*pendingEntry{}
+	p.peers = peerCounts{}
+	p.told()
+	p.mu.Unlock()
+	for _, e := range all {
+		p.finish(e, DropFDLimit)
+	}
+	return len(all)
+}
 
 func (p *pendingTable) closeAll() {
 	p.mu.Lock()

@@ -69,6 +69,9 @@ const (
 	DropUndelivered
 	// DropClosed: the Node was closed.
 	DropClosed
+	// DropFDLimit: the program's accept() found its process at its fd
+	// limit while the offer waited (ReleaseForAccept).
+	DropFDLimit
 )
 
 func (c DropCause) String() string {
@@ -83,6 +86,8 @@ func (c DropCause) String() string {
 		return "undelivered"
 	case DropClosed:
 		return "closed"
+	case DropFDLimit:
+		return "fd-limit"
 	}
 	return "unknown"
 }

@@ -393,6 +393,11 @@ struct sdpshim_eset {
  *     hold deferred connections: if fd is a connection whose acceptance waits
  *     for its first use, this is it (the core claims it, waiting as a data
  *     call would). Returns fd's state now (MANAGED when accelerated).
+ * accept_nofd()
+ *     accept() on a CANDIDATE or MANAGED listener failed with EMFILE or
+ *     ENFILE: the core gives back the fds that offers waiting for their
+ *     accept hold (their connections stay on kernel TCP) and returns how
+ *     many; > 0: the interposer tries the accept once more.
  * epoll_ctl(epfd, op, fd, ev)
  *     epfd or fd is CANDIDATE/MANAGED. SDPSHIM_PASS, 0 or -errno. The core
  *     marks epfd MANAGED when its epoll_wait needs emulating.
@@ -468,6 +473,7 @@ struct sdpshim_eset {
 	X(int, poll,                                                                           \
 	  (struct pollfd * fds, nfds_t nfds, struct pollfd *wait, nfds_t wcap, nfds_t *nwait, int64_t timeout_ns)) \
 	X(int, claim, (int fd))                                                                \
+	X(int, accept_nofd, (void))                                                            \
 	X(int, epoll_ctl, (int epfd, int op, int fd, struct epoll_event *ev))                  \
 	X(int, epoll_wait, (int epfd, struct epoll_event *ev, int maxevents, int nkernel, int64_t timeout_ns)) \
 	X(void, pass, (int fd))                                                                \

@@ -116,6 +116,18 @@ static SDP_COLD int accept_slow(int lfd, struct sockaddr *addr, socklen_t *len, 
 	socklen_t sl = sizeof ss;
 	int fd = is4 ? sdp_real.accept4(lfd, (struct sockaddr *)&ss, &sl, flags)
 		     : sdp_real.accept(lfd, (struct sockaddr *)&ss, &sl);
+	if (fd < 0 && (errno == EMFILE || errno == ENFILE) && sdp_core_ready()) {
+		/* Offers waiting for their accept hold fds the kernel's backlog
+		 * would not: the program's accept comes first. */
+		int saved = errno;
+		if (SDP_CORE_CALL(sdp_core.accept_nofd()) > 0) {
+			sl = sizeof ss;
+			fd = is4 ? sdp_real.accept4(lfd, (struct sockaddr *)&ss, &sl, flags)
+				 : sdp_real.accept(lfd, (struct sockaddr *)&ss, &sl);
+		} else {
+			errno = saved;
+		}
+	}
 	if (fd < 0)
 		return fd;
 	if (addr != NULL && len != NULL) { /* truncate, report the full length */

@@ -203,6 +203,9 @@ func sdpshim_core_epoll_wait(epfd C.int, ev *C.struct_epoll_event, max, nkernel 
 //export sdpshim_core_claim
 func sdpshim_core_claim(fd C.int) C.int { return C.int(proc.Claim(int(fd))) }
 
+//export sdpshim_core_accept_nofd
+func sdpshim_core_accept_nofd() C.int { return C.int(proc.AcceptNoFD()) }
+
 //export sdpshim_core_pass
 func sdpshim_core_pass(fd C.int) { proc.Pass(int(fd)) }
 

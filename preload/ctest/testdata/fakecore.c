@@ -332,6 +332,7 @@ void sdpshim_core_fork_prepare(int kind) { logf_("fork_prepare %d", kind); }
 
 void sdpshim_core_exit_drain(void) { logf_("exit_drain"); }
 void sdpshim_core_pass(int fd) { logf_("pass %d", fd); }
+int sdpshim_core_accept_nofd(void) { return 0; }
 int sdpshim_core_claim(int fd)
 {
 	logf_("claim %d", fd);

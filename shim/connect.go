@@ -321,7 +321,7 @@ func (p *Process) offer(s *Socket, node *rendezvous.Node, e rendezvous.Entry, t 
 // carries the new area. A committed offer (the caller connects at once)
 // waits for no answer: the acceptor answers when its accept() claims the
 // connection, and the answer, which is the verdict, finishes this side
-// (settleLocked: answeredLocked). Writes made meanwhile go into the area
+// (settleLocked, directStream.answered). Writes made meanwhile go into the area
 // (early.go), so the round trip of an answer before the connect is gone
 // from every connection's setup. A deferred connection's offer, made
 // while a puller waits (deferred.go), is committed too: the puller's

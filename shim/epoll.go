@@ -713,11 +713,7 @@ func (p *Process) EpollWait(epfd int, ev []unix.EpollEvent, nkernel int, timeout
 			n += set.collectAt(ev[n:], false)
 			return n > 0
 		}
-		deadline := zeroTime
-		if timeout >= 0 {
-			deadline = time.Now().Add(timeout) // the program's timeout bounds the poll (SDPSHIM_POLL=busy)
-		}
-		p.pollWaiter().Wait(check, kernelBell{}, deadline)
+		p.pollWaiter().Wait(check, kernelBell{}, pollDeadline(timeout))
 		if n > 0 {
 			return int64(n)
 		}

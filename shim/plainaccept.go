@@ -88,20 +88,3 @@ func (p *Process) notOffered(node *rendezvous.Node) {
 		}
 	}
 }
-
-// AcceptNoFD follows a program's accept() that failed for want of an fd:
-// the offers waiting for their accept give their fds back (rendezvous
-// Node.ReleaseForAccept); it returns how many.
-func (p *Process) AcceptNoFD() int {
-	p.mu.Lock()
-	node := p.node
-	p.mu.Unlock()
-	if node == nil {
-		return 0
-	}
-	n := node.ReleaseForAccept()
-	if n > 0 {
-		p.count("accept.fds_released")
-	}
-	return n
-}

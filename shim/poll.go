@@ -167,10 +167,11 @@ func (p *Process) Poll(fds, wait []unix.PollFd, timeout time.Duration) (ready, n
 	var sets []int32            // emulated epoll fds not ready: slept on themselves
 	var kernelFDs []unix.PollFd // the kernel's: looked at while polling
 	for i := range fds {
-		if fds[i].Fd >= 0 && p.host.FDState(int(fds[i].Fd)) != FDManaged {
-			kernelFDs = append(kernelFDs, unix.PollFd{Fd: fds[i].Fd, Events: fds[i].Events})
+		if fds[i].Fd < 0 {
+			continue
 		}
-		if fds[i].Fd < 0 || p.host.FDState(int(fds[i].Fd)) != FDManaged {
+		if p.host.FDState(int(fds[i].Fd)) != FDManaged {
+			kernelFDs = append(kernelFDs, unix.PollFd{Fd: fds[i].Fd, Events: fds[i].Events})
 			continue
 		}
 		if s := p.fds.socket(int(fds[i].Fd)); s != nil {
@@ -228,13 +229,9 @@ func (p *Process) Poll(fds, wait []unix.PollFd, timeout time.Duration) (ready, n
 		return ready, 0
 	}
 	if timeout != 0 && !kernelReady {
-		deadline := zeroTime
-		if timeout > 0 {
-			deadline = time.Now().Add(timeout) // the program's timeout bounds the poll (SDPSHIM_POLL=busy)
-		}
 		// Ready sockets end it; a kernel fd ready, the deadline, or the
 		// budget spent go on to the engine's kernel sleep.
-		p.pollWaiter().Wait(check, kernelBell{}, deadline)
+		p.pollWaiter().Wait(check, kernelBell{}, pollDeadline(timeout))
 		if ready > 0 {
 			return ready, 0
 		}

@@ -149,3 +149,13 @@ func (p *Process) fallback(r rendezvous.Reason, fd int, fields logrus.Fields, wh
 func (p *Process) pollWaiter() *wait.Waiter { return p.pollWait }
 
 var zeroTime time.Time
+
+// pollDeadline is when the budget poll of a wait with timeout left (the
+// program's; < 0: none) must end, whatever the wait policy's budget
+// (SDPSHIM_POLL=busy polls without one).
+func pollDeadline(timeout time.Duration) time.Time {
+	if timeout < 0 {
+		return zeroTime
+	}
+	return time.Now().Add(timeout)
+}

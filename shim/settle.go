@@ -159,22 +159,20 @@ func (s *Socket) settleLocked() settleResult {
 		s.fallBackLocked()
 		return settleResult{fallback: true}
 	}
-	var err error
 	if pc.unanswered {
-		// A committed offer's answer came with the verdict.
-		err = pc.direct.answered(pc.gave, pc.answer.Payload)
+		// A committed offer's answer came with the verdict. A malformed
+		// one (a peer that claimed the connection all the same): the
+		// stream goes on without its bells, its rings over the socket.
+		if err := pc.direct.answered(pc.gave, pc.answer.Payload); err != nil {
+			p.log.WithError(err).WithField("remote", pc.dst).Warn("malformed answer to an accelerated connection's offer")
+			p.count("answer.malformed")
+		}
 		pc.answer.Payload.CloseFiles()
 	}
 	pc.answer.Close()
 	s.pend = nil
 	var st dataStream
-	if err != nil {
-		// A peer that claimed the connection with a malformed answer: the
-		// stream goes on without its bells (its rings go over the socket).
-		p.log.WithError(err).WithField("remote", pc.dst).Warn("malformed answer to an accelerated connection's offer")
-		p.count("answer.malformed")
-		err = nil
-	}
+	var err error
 	if pc.direct != nil {
 		st = pc.direct
 	} else {

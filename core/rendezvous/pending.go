@@ -246,31 +246,27 @@ const scarceFor = time.Second
 // connections stay on kernel TCP, to be accepted as such. It returns how
 // many fds it released (the accept is worth trying again when > 0).
 func (n *Node) ReleaseForAccept() int {
-	p := &n.pend
-	p.mu.Lock()
-	p.scarceUntil = time.Now().Add(scarceFor)
-	all := p.m
-	p.m = map[Tuple]*pendingEntry{}
-	p.peers = peerCounts{}
-	p.told()
-	p.mu.Unlock()
-	for _, e := range all {
-		p.finish(e, DropFDLimit)
-	}
-	return len(all)
+	return n.pend.dropAll(DropFDLimit, func(p *pendingTable) { p.scarceUntil = time.Now().Add(scarceFor) })
 }
 
 func (p *pendingTable) closeAll() {
+	p.dropAll(DropClosed, func(p *pendingTable) { p.closed = true })
+}
+
+// dropAll empties the table, after change (made under p.mu), and drops
+// every entry it held with cause; it returns how many.
+func (p *pendingTable) dropAll(cause DropCause, change func(*pendingTable)) int {
 	p.mu.Lock()
-	p.closed = true
+	change(p)
 	all := p.m
 	p.m = map[Tuple]*pendingEntry{}
 	p.peers = peerCounts{}
 	p.told()
 	p.mu.Unlock()
 	for _, e := range all {
-		p.finish(e, DropClosed)
+		p.finish(e, cause)
 	}
+	return len(all)
 }
 
 // Claim is called by accept() with the accepted connection's local and

@@ -401,9 +401,8 @@ int sdp_epoll_fast_look(int epfd, struct epoll_event *ev, int max, int spin, int
 				sdp_spin_step(&k);
 				if ((k & 63) == 0) {
 					kernel = n = sdp_es_kernel_now(epfd, t, ev, 0, max);
-					if (n == 0 && ((deadline != 0 && sdp_now_ns() >= deadline) ||
-						       (mark != NULL && sdp_sig_since(mark) != SDP_SIG_NONE)))
-						break; /* the timeout, or a handler ran: the caller's checks end the wait */
+					if (n == 0 && sdp_poll_over(deadline, mark))
+						break; /* the caller's checks end the wait */
 				}
 				if (n == 0)
 					n = sdp_es_scan(t, ev, max, 0);

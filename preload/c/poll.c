@@ -181,8 +181,7 @@ static int sdp_direct_round(struct pollfd *fds, struct sdp_dconn **h, nfds_t n, 
 			 * timeout and its signals: the kernel's wait that follows
 			 * reports them (a handler that ran: EINTR, as there). */
 			if (ready == 0 && (k & 63) == 0 &&
-			    ((nk > 0 && sdp_real.poll(kfds, nk, 0) > 0) || (deadline != 0 && sdp_now_ns() >= deadline) ||
-			     sdp_sig_since(mark) != SDP_SIG_NONE))
+			    ((nk > 0 && sdp_real.poll(kfds, nk, 0) > 0) || sdp_poll_over(deadline, mark)))
 				break;
 		}
 		sdp_dconn_polled(lead, ready > 0 ? k - 1 : 0);
@@ -296,7 +295,9 @@ static int sdp_poll_engine(struct pollfd *fds, nfds_t n, nfds_t managed, const s
 			/* The core polls for the budget at most for the time left,
 			 * and not at all for a wait with a signal mask of its own. */
 			int64_t left = polled ? 0 : timeout ? deadline - sdp_now_ns() : -1;
-			int r = SDP_CORE_CALL(sdp_core.poll(fds, n, k + u, wcap, &nwait, left < -1 ? 0 : left));
+			if (timeout && left < 0)
+				left = 0; /* passed: no polling (-1 would be none to end it) */
+			int r = SDP_CORE_CALL(sdp_core.poll(fds, n, k + u, wcap, &nwait, left));
 			if (r == SDPSHIM_PASS) { /* the whole set, in the kernel */
 				for (nfds_t i = 0; i < n; i++)
 					if (fds[i].fd >= 0 && sdp_fd_state(fds[i].fd) == SDPSHIM_FD_MANAGED) {

@@ -31,6 +31,15 @@ SDP_HIDDEN void sdp_sig_mark(struct sdp_sigmark *m);
 /* What ran on the calling thread since m. */
 SDP_HIDDEN enum sdp_sigsince sdp_sig_since(const struct sdp_sigmark *m);
 
+/* Whether a wait's budget poll is over: the program's deadline
+ * (sdp_now_ns, direct.h; 0: none) passed, or a handler ran since m (NULL:
+ * not looked at). The kernel's wait that follows then answers as it
+ * would have: the timeout, EINTR. */
+static inline int sdp_poll_over(int64_t deadline, const struct sdp_sigmark *m)
+{
+	return (deadline != 0 && sdp_now_ns() >= deadline) || (m != NULL && sdp_sig_since(m) != SDP_SIG_NONE);
+}
+
 /* What the kernel holds for sig (the trampoline where the program's
  * handler is behind one, unlike the program's sigaction), without the
  * blocking of signals the program's sigaction needs around its table.

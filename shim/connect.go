@@ -38,6 +38,7 @@ type pendingConnect struct {
 	// verdict; gave is the mask of this process's bells the offer carried.
 	unanswered bool
 	gave       uint64
+	unbound    bool // its offer waits for the port connect() picks (Answer.Bound)
 }
 
 // abandon gives the offer up: withdrawn and the rendezvous connection
@@ -122,13 +123,20 @@ func (p *Process) Connect(fd int, raw []byte) int64 {
 			break
 		}
 	}
-	bind := bindEphemeral
-	if entry.OtherNetns {
+	var local netip.AddrPort
+	switch {
+	case entry.OtherNetns:
 		// Another pod: a specific source address names this side of the
 		// 4-tuple, since ports repeat across namespaces (crossns.go).
-		bind = func(fd, family int) (netip.AddrPort, error) { return bindSource(fd, family, dst) }
+		local, err = bindSource(fd, s.family, dst)
+	case entry.Group || p.cfg.Channel != config.ChannelDirect:
+		local, err = bindEphemeral(fd, s.family)
+	default:
+		// A committed direct offer leaves the port to the kernel's
+		// connect(), as on kernel TCP, and names it after (an unbound
+		// offer: core/rendezvous/unbound.go), unless the program bound.
+		local, err = sockName(fd)
 	}
-	local, err := bind(fd, s.family)
 	if err != nil {
 		return plain(rendezvous.ReasonUnsupportedOption, err)
 	}
@@ -155,8 +163,8 @@ func (p *Process) Connect(fd int, raw []byte) int64 {
 		return plain(rendezvous.ReasonOf(err), err)
 	}
 	s.wake.init(p, p.words.get())
-	errno := s.connectOfferedLocked(fd, pc, dst, raw, fields)
-	if errno == 0 && s.getState() == sockFallback {
+	errno, made := s.connectOfferedLocked(fd, pc, dst, raw, fields)
+	if !made {
 		return Pass // the commit failed: a plain connect
 	}
 	return negErrno(errno)
@@ -165,21 +173,23 @@ func (p *Process) Connect(fd int, raw []byte) int64 {
 // connectOfferedLocked commits the offer pc and makes the real connect on
 // fd, as the program asked for it; the socket is connecting after it.
 // It returns the kernel's errno (0, EINPROGRESS, or a failure, after which
-// the socket is plain TCP); when the commit fails the socket is plain
-// TCP, not connected yet, and it returns 0.
+// the socket is plain TCP) and made true; when the commit fails the
+// socket is plain TCP, not connected yet, and made is false. An unbound
+// offer's port goes to the acceptor right after the connect; when it
+// cannot, the connection is plain.
 //
 // +checklocks:s.mu
-func (s *Socket) connectOfferedLocked(fd int, pc *pendingConnect, dst netip.AddrPort, raw []byte, fields logrus.Fields) unix.Errno {
+func (s *Socket) connectOfferedLocked(fd int, pc *pendingConnect, dst netip.AddrPort, raw []byte, fields logrus.Fields) (errno unix.Errno, made bool) {
 	p := s.p
 	fields["stream"] = pc.id
 	if err := pc.answer.Commit(); err != nil {
 		pc.abandon()
 		p.fallback(rendezvous.ReasonOf(err), fd, fields, err)
 		s.fallBackLocked()
-		return 0
+		return 0, false
 	}
 	pc.dst = dst
-	_, _, errno := unix.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&raw[0])), uintptr(len(raw)))
+	_, _, errno = unix.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&raw[0])), uintptr(len(raw)))
 	switch errno {
 	case 0:
 		pc.kernelDone = true
@@ -190,7 +200,20 @@ func (s *Socket) connectOfferedLocked(fd int, pc *pendingConnect, dst netip.Addr
 		pc.abandon()
 		p.count("connect.failed")
 		s.fallBackLocked()
-		return errno
+		return errno, true
+	}
+	var err error
+	if pc.unbound {
+		var local netip.AddrPort
+		if local, err = sockName(fd); err == nil {
+			err = pc.answer.Bound(local)
+		}
+	}
+	if err != nil {
+		pc.abandon()
+		p.fallback(rendezvous.ReasonOf(err), fd, fields, err)
+		s.fallBackLocked()
+		return errno, true
 	}
 	s.pend = pc
 	s.setState(sockConnecting)
@@ -202,7 +225,7 @@ func (s *Socket) connectOfferedLocked(fd int, pc *pendingConnect, dst netip.Addr
 	// must wake is rung on the socket.
 	s.ringLocked()
 	p.log.WithFields(fields).Debug("connecting accelerated, verdict pending")
-	return errno
+	return errno, true
 }
 
 // connectAsync makes the offer of a nonblocking connect (offering is the
@@ -340,7 +363,7 @@ func (p *Process) offerDirectTo(s *Socket, node *rendezvous.Node, e rendezvous.E
 			return nil, err
 		}
 		ds.sent()
-		return &pendingConnect{answer: a, direct: ds, id: 1, gave: bells, unanswered: true}, nil
+		return &pendingConnect{answer: a, direct: ds, id: 1, gave: bells, unanswered: true, unbound: t.Client.Port() == 0}, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), offerTimeout)
 	defer cancel()

@@ -1,7 +1,10 @@
 package rendezvous
 
 import (
+	"errors"
 	"fmt"
+	"net/netip"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -79,6 +82,33 @@ func (a *Answer) Commit() error {
 		return &FallbackError{ReasonPeerGone, fmt.Errorf("commit: listener gone")}
 	}
 	a.committed = true
+	return nil
+}
+
+// Bound completes an unbound committed offer (its client port 0:
+// unbound.go). Call it right after connect() returned 0 or EINPROGRESS,
+// with the socket's local address then (getsockname), which the kernel's
+// connect() chose: the listener files the offer under that 4-tuple. An
+// error (the listener gone) leaves the connection plain: Abort then. It
+// does nothing for any other Answer.
+func (a *Answer) Bound(local netip.AddrPort) error {
+	a.g.mu.Lock()
+	defer a.g.mu.Unlock()
+	if !a.oneWay || !a.tuple.unbound() {
+		return nil
+	}
+	if a.g.closed {
+		return &FallbackError{ReasonProtocol, errors.New("bound: answer closed")}
+	}
+	t := Tuple{Client: local, Server: a.tuple.Server}
+	if !t.valid() {
+		return &FallbackError{ReasonProtocol, fmt.Errorf("bound: local address %s: %w", local, errMessage)}
+	}
+	m := message{kind: kindBound, tuple: t, pid: uint32(os.Getpid())}
+	if err := sendFrame(a.g.fd, m.encode(), nil, time.Now().Add(answerSendTimeout)); err != nil {
+		return ioFallback("send bound", err)
+	}
+	a.tuple = t
 	return nil
 }
 

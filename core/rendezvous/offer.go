@@ -41,6 +41,9 @@ func (n *Node) Offer(ctx context.Context, e Entry, t Tuple, offer Payload) (*Ans
 // (Answer.Verdict, whose Payload then holds the answer). The caller keeps
 // ownership of offer.Files. Errors are those of Offer before the answer:
 // the listener's process gone or not allowed, a full backlog, a bad tuple.
+//
+// t.Client's port may be 0 (an unbound offer, unbound.go): the socket is
+// left for connect() to bind, and Answer.Bound sends the port after it.
 func (n *Node) OfferCommitted(e Entry, t Tuple, offer Payload) (*Answer, error) {
 	n.stats.offers.Add(1)
 	a, err := n.offer(context.Background(), e, t, offer, true)
@@ -52,7 +55,7 @@ func (n *Node) OfferCommitted(e Entry, t Tuple, offer Payload) (*Answer, error) 
 }
 
 func (n *Node) offer(ctx context.Context, e Entry, t Tuple, offer Payload, committed bool) (*Answer, error) {
-	if !t.valid() || !offer.fits() || len(e.Socket) > maxSockPath {
+	if !t.validOffer(committed) || !offer.fits() || len(e.Socket) > maxSockPath {
 		return nil, &FallbackError{ReasonProtocol, fmt.Errorf("offer %s: invalid tuple, payload or entry", t)}
 	}
 	if int(n.answers.Load()) >= fdShare() {

@@ -32,6 +32,10 @@ type pendingTable struct {
 	// Until then no offer is filed (ReasonFDLimit): the program's
 	// accept() ran out of fds (ReleaseForAccept).
 	scarceUntil time.Time
+	// Unbound offers waiting for their port, and the 4-tuples a claim
+	// left plain while some were (unbound.go).
+	unbound []*pendingEntry
+	missed  map[Tuple]time.Time
 }
 
 // pendingEntry is one accepted offer. fd is the rendezvous connection,
@@ -43,7 +47,8 @@ type pendingEntry struct {
 	fd     int
 	match  Match
 	answer *Payload // a committed offer's answer, sent at the claim; else nil
-	key    Tuple
+	key    Tuple    // the 4-tuple filed under; client port 0 while unbound (set with mu held)
+	filed  time.Time
 	timer  *time.Timer
 	done   bool // finished: fd closed
 }
@@ -53,6 +58,7 @@ func (p *pendingTable) init(n *Node) {
 	p.m = map[Tuple]*pendingEntry{}
 	p.expecting = map[Tuple]int{}
 	p.gone = map[Tuple]time.Time{}
+	p.missed = map[Tuple]time.Time{}
 }
 
 // expect notes that this process pulls key (canonical): its offer is
@@ -100,18 +106,22 @@ func (p *pendingTable) admit(key Tuple) (expected, gone bool) {
 	return p.expecting[key] > 0, false
 }
 
-// insert files e under key and arms its expiry. It returns the entry it
-// replaced, and ReasonNone, or why it did not: the table is closed or
-// full, it holds the process's share of its fd limit (fdshare.go), or
-// e's connector holds its share of it (peers.go).
+// insert files e under key, or keeps it among the unbound offers when
+// key's client port is 0 (unbound.go), and arms its expiry. It returns
+// the entry it replaced, and ReasonNone, or why it did not: the table is
+// closed or full, it holds the process's share of its fd limit
+// (fdshare.go), or e's connector holds its share of it (peers.go).
 func (p *pendingTable) insert(key Tuple, e *pendingEntry) (old *pendingEntry, why Reason) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	old = p.m[key]
-	if p.closed || (old == nil && len(p.m) >= p.n.cfg.MaxPending) {
+	if !key.unbound() {
+		old = p.m[key]
+	}
+	held := p.heldLocked()
+	if p.closed || (old == nil && held >= p.n.cfg.MaxPending) {
 		return nil, ReasonRefused
 	}
-	if old == nil && (len(p.m) >= fdShare() || time.Now().Before(p.scarceUntil)) {
+	if old == nil && (held >= fdShare() || time.Now().Before(p.scarceUntil)) {
 		return nil, ReasonFDLimit
 	}
 	if !p.peers.add(peerOf(&e.match.Request.Cred), peerShare(p.n.cfg.MaxPending)) {
@@ -121,25 +131,41 @@ func (p *pendingTable) insert(key Tuple, e *pendingEntry) (old *pendingEntry, wh
 	if old != nil {
 		p.unfileLocked(key)
 	}
-	e.key = key
-	p.m[key] = e
+	e.key, e.filed = key, time.Now()
+	if key.unbound() {
+		p.unbound = append(p.unbound, e)
+	} else {
+		p.m[key] = e
+	}
 	p.told()
 	e.timer = time.AfterFunc(p.n.cfg.PendingTimeout, func() {
-		if p.take(key, e) {
+		if p.take(e) {
 			p.finish(e, DropExpired)
 		}
 	})
 	return old, ReasonNone
 }
 
-// take removes e if it is still filed under key.
-func (p *pendingTable) take(key Tuple, e *pendingEntry) bool {
+// heldLocked returns how many entries the table holds, each with its
+// rendezvous connection's fd. p.mu held.
+func (p *pendingTable) heldLocked() int { return len(p.m) + len(p.unbound) }
+
+// take removes e if it is still in the table.
+func (p *pendingTable) take(e *pendingEntry) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.m[key] != e {
+	if e.key.unbound() {
+		if !p.unlistLocked(e) {
+			return false
+		}
+		p.peers.remove(peerOf(&e.match.Request.Cred))
+		p.told()
+		return true
+	}
+	if p.m[e.key] != e {
 		return false
 	}
-	p.unfileLocked(key)
+	p.unfileLocked(e.key)
 	return true
 }
 
@@ -175,7 +201,7 @@ func (p *pendingTable) unfileLocked(key Tuple) *pendingEntry {
 // told tells Config.OnPending how many entries are filed. p.mu held.
 func (p *pendingTable) told() {
 	if f := p.n.cfg.OnPending; f != nil {
-		f(len(p.m))
+		f(p.heldLocked())
 	}
 }
 
@@ -258,8 +284,11 @@ func (p *pendingTable) closeAll() {
 func (p *pendingTable) dropAll(cause DropCause, change func(*pendingTable)) int {
 	p.mu.Lock()
 	change(p)
-	all := p.m
-	p.m = map[Tuple]*pendingEntry{}
+	all := p.unbound
+	for _, e := range p.m {
+		all = append(all, e)
+	}
+	p.m, p.unbound = map[Tuple]*pendingEntry{}, nil
 	p.peers = peerCounts{}
 	p.told()
 	p.mu.Unlock()
@@ -277,20 +306,13 @@ func (p *pendingTable) dropAll(cause DropCause, change func(*pendingTable)) int 
 // (no offer: a plain client; or an offer the connector gave up on) it
 // reports false and the connection stays plain TCP; a given-up offer is
 // dropped (OnDrop with DropAborted). Claim never blocks on the network; it
-// may wait for an answer still being written (bounded by ReadTimeout).
+// may wait for an answer still being written (bounded by ReadTimeout),
+// and for the ports of unbound offers to its address (unboundWait).
 func (n *Node) Claim(local, remote netip.AddrPort) (Match, bool) {
 	key := Tuple{Client: remote, Server: local}.canon()
 	e := n.pend.takeFor(key)
 	if e == nil {
-		// A committed offer went before the connector's connect(), so it
-		// is in the rendezvous socket's backlog if nobody filed it yet.
-		n.mu.Lock()
-		srv := n.srv
-		n.mu.Unlock()
-		if srv != nil {
-			srv.intake()
-			e = n.pend.takeFor(key)
-		}
+		e = n.find(key)
 	}
 	if e == nil {
 		n.stats.claimMisses.Add(1)

@@ -72,6 +72,10 @@ const (
 	// DropFDLimit: the program's accept() found its process at its fd
 	// limit while the offer waited (ReleaseForAccept).
 	DropFDLimit
+	// DropUnbound: an unbound offer (unbound.go) whose port came after
+	// the accept() that could have claimed its connection had left it
+	// plain, or never came (the connector went first, or sent garbage).
+	DropUnbound
 )
 
 func (c DropCause) String() string {
@@ -88,6 +92,8 @@ func (c DropCause) String() string {
 		return "closed"
 	case DropFDLimit:
 		return "fd-limit"
+	case DropUnbound:
+		return "unbound"
 	}
 	return "unknown"
 }

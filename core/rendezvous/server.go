@@ -388,7 +388,7 @@ func (s *server) answer(fd int, match Match, answer Payload) {
 	m := message{kind: kindAnswer, nfiles: len(answer.Files), tuple: match.Request.Tuple, pid: uint32(n.pid), data: answer.Data}
 	err := sendFrame(fd, m.encode(), answer.Files, time.Now().Add(n.cfg.ReadTimeout))
 	if err != nil {
-		n.pend.take(key, e)
+		n.pend.take(e)
 		now := e.finishLocked(verdictDeclined)
 		e.mu.Unlock()
 		if now {
@@ -445,7 +445,7 @@ func requestOf(m message, files []int, err error) (Request, error) {
 		err = fmt.Errorf("kind %d, want offer: %w", m.kind, errMessage)
 	case m.nfiles != len(files):
 		err = fmt.Errorf("%d files announced, %d received: %w", m.nfiles, len(files), errMessage)
-	case !m.tuple.valid():
+	case !m.tuple.validOffer(m.kind == kindOfferCommitted):
 		err = fmt.Errorf("tuple %s: %w", m.tuple, errMessage)
 	}
 	if err != nil {

@@ -24,7 +24,7 @@ type Stats struct {
 	HandlerPanics uint64
 	Claims        uint64 // accept() matched a committed offer
 	ClaimMisses   uint64 // accept() found no entry (a plain client)
-	Drops         [DropFDLimit + 1]uint64
+	Drops         [DropUnbound + 1]uint64
 	// Deferred acceptance (deferred.go, pull.go).
 	Deferred     uint64 // records written (connector)
 	Pulls        uint64 // Pull calls (first user)
@@ -48,7 +48,7 @@ type counters struct {
 	peerLimited                                    atomic.Uint64
 	readTimeouts, refused, answered, handlerPanics atomic.Uint64
 	claims, claimMisses                            atomic.Uint64
-	drops                                          [DropFDLimit + 1]atomic.Uint64
+	drops                                          [DropUnbound + 1]atomic.Uint64
 	deferred, pulls, pullsClaimed, pullsServed     atomic.Uint64
 }
 

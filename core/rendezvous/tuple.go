@@ -43,6 +43,19 @@ func (t Tuple) valid() bool {
 		!t.Server.Addr().IsUnspecified()
 }
 
+// unbound reports whether t leaves the client's port to the kernel's
+// connect(): an unbound offer's tuple (unbound.go).
+func (t Tuple) unbound() bool { return t.Client.Port() == 0 }
+
+// validOffer reports whether t may name an offered connection: valid,
+// or (committed) unbound with a server address given.
+func (t Tuple) validOffer(committed bool) bool {
+	if committed && t.unbound() {
+		return Tuple{Client: netip.AddrPortFrom(t.Client.Addr(), 1), Server: t.Server}.valid()
+	}
+	return t.valid()
+}
+
 func (t Tuple) String() string {
 	return t.Client.String() + "->" + t.Server.String()
 }

@@ -17,7 +17,7 @@ import (
 //	0..3    magic "SDPr"
 //	4       version (WireVersion)
 //	5       kind: 1 offer, 2 answer, 3 refusal, 4 pull (pull.go), 5
-//	        committed offer
+//	        committed offer, 6 bound (unbound.go)
 //	6       reason (refusal only, else 0)
 //	7       number of files sent with the frame
 //	8..23   client address, 16 bytes (IPv4 as v4-mapped)
@@ -38,6 +38,10 @@ import (
 // the connection's end without one, is "declined". A connector that gives
 // the connection up before the verdict writes abortByte; its end without
 // that byte (it died) does not withdraw the offer.
+//
+// A committed offer may leave the client port 0 (unbound.go): the
+// connector then sends a bound frame, its 4-tuple and nothing else,
+// right after its connect() returned.
 // A reader checks magic and version before anything else; a message of
 // another version is refused with ReasonProtocol.
 const (
@@ -60,6 +64,7 @@ const (
 	kindRefusal        kind = 3
 	kindPull           kind = 4
 	kindOfferCommitted kind = 5
+	kindBound          kind = 6
 )
 
 // Single bytes written after the answer.
@@ -142,7 +147,7 @@ func decodeMessage(body []byte) (message, error) {
 		data:   body[headerLen:],
 	}
 	switch {
-	case m.kind < kindOffer || m.kind > kindOfferCommitted:
+	case m.kind < kindOffer || m.kind > kindBound:
 		return message{}, fmt.Errorf("kind %d: %w", m.kind, errMessage)
 	case m.nfiles > MaxFiles:
 		return message{}, fmt.Errorf("%d files: %w", m.nfiles, errMessage)

@@ -25,10 +25,10 @@ import (
 // completes a loopback connection inside the connector's connect(). A
 // Claim that finds no offer while offers to its address are unbound, and
 // were made recently (unboundFresh), waits for their frames up to
-// unboundWait (find). When the time runs out with some still unbound,
-// the connection is plain and its 4-tuple is noted (missed): an offer
-// bound to it later is dropped (DropUnbound), and its connector hears
-// "declined". So both sides always agree. An abort byte instead of the
+// unboundWait (find). When it gives up with some still unbound, fresh or
+// not, the connection is plain and its 4-tuple is noted (missed): an
+// offer bound to it later is dropped (DropUnbound), and its connector
+// hears "declined" at once rather than when the offer expires. So both sides always agree. An abort byte instead of the
 // frame withdraws the offer; the connector's end before it drops the
 // offer too, since no byte can have been written on a connection whose
 // connector never got back from connect().
@@ -63,12 +63,12 @@ func (n *Node) find(key Tuple) *pendingEntry {
 	e := n.pend.takeFor(key)
 	deadline := time.Now().Add(unboundWait)
 	for e == nil {
-		fds := n.pend.unboundTo(key.Server)
-		if len(fds) == 0 {
-			return nil
-		}
+		fds, some := n.pend.unboundTo(key.Server)
 		left := time.Until(deadline)
-		if left <= 0 {
+		switch {
+		case !some:
+			return nil
+		case len(fds) == 0 || left <= 0:
 			return n.pend.miss(key)
 		}
 		pfd := make([]unix.PollFd, len(fds))
@@ -86,17 +86,20 @@ func (n *Node) find(key Tuple) *pendingEntry {
 }
 
 // unboundTo returns the fds of the fresh unbound offers to server
-// (canonical).
-func (p *pendingTable) unboundTo(server netip.AddrPort) []int {
+// (canonical), and whether any unbound offer to it is left.
+func (p *pendingTable) unboundTo(server netip.AddrPort) (fresh []int, some bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var fds []int
 	for _, e := range p.unbound {
-		if canon(e.key.Server) == server && time.Since(e.filed) < unboundFresh {
-			fds = append(fds, e.fd)
+		if canon(e.key.Server) != server {
+			continue
+		}
+		some = true
+		if time.Since(e.filed) < unboundFresh {
+			fresh = append(fresh, e.fd)
 		}
 	}
-	return fds
+	return fresh, some
 }
 
 // miss notes that a Claim leaves the connection key (canonical) plain

@@ -9,7 +9,9 @@ import "net/netip"
 //
 // Client.Addr() may be unspecified when the connector bound a wildcard
 // address: the port alone identifies it then, because a wildcard bind
-// reserves the port on every address.
+// reserves the port on every address. A committed offer's Client may
+// also have port 0: the connector left its socket unbound, and names the
+// port its connect() got afterwards (unbound.go).
 type Tuple struct {
 	Client, Server netip.AddrPort
 }

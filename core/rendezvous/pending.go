@@ -49,6 +49,7 @@ type pendingEntry struct {
 	answer *Payload // a committed offer's answer, sent at the claim; else nil
 	key    Tuple    // the 4-tuple filed under; client port 0 while unbound (set with mu held)
 	filed  time.Time
+	late   bool // an unbound offer dropped as DropUnbound (unbound.go)
 	timer  *time.Timer
 	done   bool // finished: fd closed
 }
@@ -242,7 +243,11 @@ func (e *pendingEntry) finishLocked(verdict byte) bool {
 		m := message{kind: kindAnswer, nfiles: len(a.Files), tuple: t, pid: uint32(os.Getpid()), data: a.Data}
 		sendFrame(e.fd, m.encode(), a.Files, time.Now().Add(answerSendTimeout))
 	default:
-		m := message{kind: kindRefusal, reason: ReasonRefused, pid: uint32(os.Getpid()), data: []byte(errNotClaimed)}
+		text := errNotClaimed
+		if e.late {
+			text = errUnboundLate
+		}
+		m := message{kind: kindRefusal, reason: ReasonRefused, pid: uint32(os.Getpid()), data: []byte(text)}
 		sendFrame(e.fd, m.encode(), nil, time.Now().Add(answerSendTimeout))
 	}
 	unix.Close(e.fd)
@@ -258,6 +263,11 @@ const answerSendTimeout = 10 * time.Millisecond
 // errNotClaimed is the text of a committed offer's refusal when its
 // entry is dropped.
 const errNotClaimed = "the listener process did not claim the connection"
+
+// errUnboundLate is the refusal's text for an unbound offer dropped
+// before it was filed under its port (unbound.go): its port came after
+// the accept() that took the connection had stopped waiting, or never.
+const errUnboundLate = "the listener's accept() took the connection before its port came (unbound offer)"
 
 // scarceFor is how long offers are refused after the program's accept()
 // ran out of fds: the program then accepts or closes, and new offers

@@ -189,6 +189,7 @@ func (p *pendingTable) resolve(e *pendingEntry) {
 		}
 		return
 	}
+	e.late = cause == DropUnbound
 	now := e.finishLocked(verdictDeclined)
 	e.mu.Unlock()
 	if now {

@@ -2,6 +2,7 @@ package rendezvous
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,6 +100,10 @@ func TestUnboundOfferTooLate(t *testing.T) {
 	}
 	if v := a.WaitVerdict(guard); v != VerdictDeclined {
 		t.Fatalf("verdict %s", v)
+	}
+	wantReason(t, a.Refusal(), ReasonRefused)
+	if !strings.Contains(a.Refusal().Error(), errUnboundLate) {
+		t.Fatalf("refusal %v, want the unbound offer's text", a.Refusal())
 	}
 	if c := p.drops.wait(t); c != DropUnbound {
 		t.Fatalf("drop %s", c)

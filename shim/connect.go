@@ -182,10 +182,13 @@ func (p *Process) Connect(fd int, raw []byte) int64 {
 func (s *Socket) connectOfferedLocked(fd int, pc *pendingConnect, dst netip.AddrPort, raw []byte, fields logrus.Fields) (errno unix.Errno, made bool) {
 	p := s.p
 	fields["stream"] = pc.id
-	if err := pc.answer.Commit(); err != nil {
+	giveUp := func(err error) {
 		pc.abandon()
 		p.fallback(rendezvous.ReasonOf(err), fd, fields, err)
 		s.fallBackLocked()
+	}
+	if err := pc.answer.Commit(); err != nil {
+		giveUp(err)
 		return 0, false
 	}
 	pc.dst = dst
@@ -210,9 +213,7 @@ func (s *Socket) connectOfferedLocked(fd int, pc *pendingConnect, dst netip.Addr
 		}
 	}
 	if err != nil {
-		pc.abandon()
-		p.fallback(rendezvous.ReasonOf(err), fd, fields, err)
-		s.fallBackLocked()
+		giveUp(err)
 		return errno, true
 	}
 	s.pend = pc

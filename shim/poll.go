@@ -165,13 +165,15 @@ func (p *Process) Poll(fds, wait []unix.PollFd, timeout time.Duration) (ready, n
 	}
 	var managed []entry
 	var sets []int32            // emulated epoll fds not ready: slept on themselves
-	var kernelFDs []unix.PollFd // the kernel's: looked at while polling
+	var kernelFDs []unix.PollFd // the kernel's: looked at while polling (timeout != 0)
 	for i := range fds {
 		if fds[i].Fd < 0 {
 			continue
 		}
 		if p.host.FDState(int(fds[i].Fd)) != FDManaged {
-			kernelFDs = append(kernelFDs, unix.PollFd{Fd: fds[i].Fd, Events: fds[i].Events})
+			if timeout != 0 {
+				kernelFDs = append(kernelFDs, unix.PollFd{Fd: fds[i].Fd, Events: fds[i].Events})
+			}
 			continue
 		}
 		if s := p.fds.socket(int(fds[i].Fd)); s != nil {
@@ -204,8 +206,7 @@ func (p *Process) Poll(fds, wait []unix.PollFd, timeout time.Duration) (ready, n
 	if len(managed) == 0 {
 		return 0, addSets(0)
 	}
-	polls, kernelReady := 0, false
-	check := func() bool {
+	scan := func() bool {
 		n := 0
 		for k := range managed {
 			e := &managed[k]
@@ -216,21 +217,29 @@ func (p *Process) Poll(fds, wait []unix.PollFd, timeout time.Duration) (ready, n
 			}
 		}
 		ready = n
-		if n == 0 && len(kernelFDs) > 0 && polls%kernelEvery == 0 {
-			// The kernel fds every so often: the engine's kernel
-			// sleep, which follows at once, reports them.
-			k, _ := unix.Poll(kernelFDs, 0)
-			kernelReady = k > 0
-		}
-		polls++
-		return n > 0 || kernelReady
+		return n > 0
 	}
-	if check() && ready > 0 {
+	if scan() {
 		return ready, 0
 	}
-	if timeout != 0 && !kernelReady {
+	if timeout != 0 {
 		// Ready sockets end it; a kernel fd ready, the deadline, or the
-		// budget spent go on to the engine's kernel sleep.
+		// budget spent go on to the engine's kernel sleep, which reports
+		// them. The kernel fds are looked at every kernelEvery polls, as
+		// EpollWait does.
+		polls := 0
+		check := func() bool {
+			if scan() {
+				return true
+			}
+			kernel := false
+			if len(kernelFDs) > 0 && polls%kernelEvery == 0 {
+				k, _ := unix.Poll(kernelFDs, 0)
+				kernel = k > 0
+			}
+			polls++
+			return kernel
+		}
 		p.pollWaiter().Wait(check, kernelBell{}, pollDeadline(timeout))
 		if ready > 0 {
 			return ready, 0
@@ -268,7 +277,7 @@ func (p *Process) Poll(fds, wait []unix.PollFd, timeout time.Duration) (ready, n
 			}
 		}
 		p.tids.begin(tid, attend, watch)
-		if check() {
+		if scan() {
 			p.tids.end(tid)
 			return ready, 0
 		}

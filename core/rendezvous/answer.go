@@ -198,20 +198,15 @@ func (a *Answer) Refusal() error {
 // that began is read whole (bounded by answerSendTimeout's wait). a.g.mu
 // held.
 func (a *Answer) readAnswerLocked() {
-	var b [1]byte
-	n, _, err := unix.Recvfrom(a.g.fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-	if err == unix.EAGAIN || err == unix.EINTR {
+	_, queued, eof := peekByte(a.g.fd)
+	if !queued && !eof {
 		return
 	}
 	a.verdict = VerdictDeclined
-	if err != nil || n == 0 {
+	if eof {
 		return
 	}
-	body, files, err := recvFrame(a.g.fd, time.Now().Add(answerSendTimeout))
-	var r message
-	if err == nil {
-		r, err = decodeMessage(body)
-	}
+	r, files, err := recvQueued(a.g.fd)
 	switch {
 	case err != nil:
 	case r.kind == kindRefusal:

@@ -49,7 +49,6 @@ type pendingEntry struct {
 	answer *Payload // a committed offer's answer, sent at the claim; else nil
 	key    Tuple    // the 4-tuple filed under; client port 0 while unbound (set with mu held)
 	filed  time.Time
-	late   bool // an unbound offer dropped as DropUnbound (unbound.go)
 	timer  *time.Timer
 	done   bool // finished: fd closed
 }
@@ -159,8 +158,7 @@ func (p *pendingTable) take(e *pendingEntry) bool {
 		if !p.unlistLocked(e) {
 			return false
 		}
-		p.peers.remove(peerOf(&e.match.Request.Cred))
-		p.told()
+		p.releaseLocked(e)
 		return true
 	}
 	if p.m[e.key] != e {
@@ -193,10 +191,16 @@ func (p *pendingTable) unfileLocked(key Tuple) *pendingEntry {
 	e := p.m[key]
 	if e != nil {
 		delete(p.m, key)
-		p.peers.remove(peerOf(&e.match.Request.Cred))
-		p.told()
+		p.releaseLocked(e)
 	}
 	return e
+}
+
+// releaseLocked ends what e, just taken out of the table, counted: its
+// connector's share, and the entries told to OnPending. p.mu held.
+func (p *pendingTable) releaseLocked(e *pendingEntry) {
+	p.peers.remove(peerOf(&e.match.Request.Cred))
+	p.told()
 }
 
 // told tells Config.OnPending how many entries are filed. p.mu held.
@@ -209,7 +213,7 @@ func (p *pendingTable) told() {
 // finish drops e with cause unless it is already finished.
 func (p *pendingTable) finish(e *pendingEntry, cause DropCause) {
 	e.mu.Lock()
-	now := e.finishLocked(verdictDeclined)
+	now := e.finishLocked(verdictDeclined, cause)
 	e.mu.Unlock()
 	if now {
 		p.dropped(e.match, cause)
@@ -225,9 +229,11 @@ func (p *pendingTable) dropped(m Match, cause DropCause) {
 }
 
 // finishLocked sends the verdict (best effort: the connector may be gone),
-// closes the connection and stops the timer. It reports whether e was
-// finished now (false: already finished). e.mu held.
-func (e *pendingEntry) finishLocked(verdict byte) bool {
+// closes the connection and stops the timer; cause is why a declined
+// committed offer's refusal says it was dropped (0 for an accepted one).
+// It reports whether e was finished now (false: already finished). e.mu
+// held.
+func (e *pendingEntry) finishLocked(verdict byte, cause DropCause) bool {
 	if e.done {
 		return false
 	}
@@ -244,7 +250,7 @@ func (e *pendingEntry) finishLocked(verdict byte) bool {
 		sendFrame(e.fd, m.encode(), a.Files, time.Now().Add(answerSendTimeout))
 	default:
 		text := errNotClaimed
-		if e.late {
+		if cause == DropUnbound {
 			text = errUnboundLate
 		}
 		m := message{kind: kindRefusal, reason: ReasonRefused, pid: uint32(os.Getpid()), data: []byte(text)}
@@ -343,12 +349,12 @@ func (n *Node) Claim(local, remote netip.AddrPort) (Match, bool) {
 	// the connection still delivers.
 	b, ok, _ := recvByte(e.fd)
 	if (e.answer == nil && ok && b == commitByte) || (e.answer != nil && !ok) {
-		e.finishLocked(verdictAccepted)
+		e.finishLocked(verdictAccepted, 0)
 		e.mu.Unlock()
 		n.stats.claims.Add(1)
 		return e.match, true
 	}
-	e.finishLocked(verdictDeclined)
+	e.finishLocked(verdictDeclined, DropAborted)
 	e.mu.Unlock()
 	n.pend.dropped(e.match, DropAborted)
 	return Match{}, false

@@ -389,7 +389,7 @@ func (s *server) answer(fd int, match Match, answer Payload) {
 	err := sendFrame(fd, m.encode(), answer.Files, time.Now().Add(n.cfg.ReadTimeout))
 	if err != nil {
 		n.pend.take(e)
-		now := e.finishLocked(verdictDeclined)
+		now := e.finishLocked(verdictDeclined, DropUndelivered)
 		e.mu.Unlock()
 		if now {
 			n.pend.dropped(match, DropUndelivered)

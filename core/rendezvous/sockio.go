@@ -2,6 +2,7 @@ package rendezvous
 
 import (
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -76,10 +77,29 @@ func sendByte(fd int, b byte) bool {
 // recvByte reads one byte without waiting. ok is false when nothing is
 // there yet (EAGAIN); eof is true when the peer closed or the socket
 // failed.
-func recvByte(fd int) (b byte, ok, eof bool) {
+func recvByte(fd int) (b byte, ok, eof bool) { return recvOne(fd, 0) }
+
+// peekByte is recvByte leaving the byte queued: what a connection holds,
+// looked at without waiting.
+func peekByte(fd int) (b byte, ok, eof bool) { return recvOne(fd, unix.MSG_PEEK) }
+
+// recvQueued reads and decodes the frame whose first byte is queued on fd
+// (peekByte): its sender writes a frame in one piece, so the rest is
+// waited for at most answerSendTimeout. The caller owns the files, also
+// with a decoding error.
+func recvQueued(fd int) (message, []int, error) {
+	body, files, err := recvFrame(fd, time.Now().Add(answerSendTimeout))
+	if err != nil {
+		return message{}, nil, err
+	}
+	m, err := decodeMessage(body)
+	return m, files, err
+}
+
+func recvOne(fd int, flags int) (b byte, ok, eof bool) {
 	var buf [1]byte
 	for {
-		n, _, err := unix.Recvfrom(fd, buf[:], unix.MSG_DONTWAIT)
+		n, _, err := unix.Recvfrom(fd, buf[:], flags|unix.MSG_DONTWAIT)
 		switch {
 		case err == unix.EINTR:
 			continue

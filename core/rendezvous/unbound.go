@@ -37,7 +37,7 @@ import (
 // connector sends its frame right after its connect() returns, so the
 // wait is the connector's way from the kernel back to its code; it is
 // long only when the connector's thread lost its CPU there.
-const unboundWait = 20 * time.Millisecond
+var unboundWait = 20 * time.Millisecond // a variable for the tests only
 
 // unboundFresh is how old an unbound offer a Claim still waits for: one
 // older belongs to a connect() the kernel has not completed (a lost SYN,
@@ -173,8 +173,7 @@ func (p *pendingTable) resolve(e *pendingEntry) {
 		}
 	}
 	if listed && cause != 0 {
-		p.peers.remove(peerOf(&e.match.Request.Cred))
-		p.told()
+		p.releaseLocked(e)
 	}
 	p.mu.Unlock()
 	if !listed {
@@ -189,8 +188,7 @@ func (p *pendingTable) resolve(e *pendingEntry) {
 		}
 		return
 	}
-	e.late = cause == DropUnbound
-	now := e.finishLocked(verdictDeclined)
+	now := e.finishLocked(verdictDeclined, cause)
 	e.mu.Unlock()
 	if now {
 		p.dropped(e.match, cause)
@@ -214,25 +212,19 @@ func (p *pendingTable) fileLocked(key Tuple, e *pendingEntry) *pendingEntry {
 // without waiting: got with the 4-tuple; or the drop cause (DropAborted
 // for an abort byte, DropUnbound for the connection's end or a frame that
 // is not a bound frame for offered's server); or neither while nothing
-// came. The connector sends its frame in one piece, so a frame that
-// began is read whole (bounded by answerSendTimeout's wait).
+// came.
 func readBound(fd int, offered Tuple) (t Tuple, got bool, cause DropCause) {
-	var b [1]byte
-	n, _, err := unix.Recvfrom(fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	b, queued, eof := peekByte(fd)
 	switch {
-	case err == unix.EAGAIN || err == unix.EINTR:
-		return Tuple{}, false, 0
-	case err != nil || n == 0:
+	case eof:
 		return Tuple{}, false, DropUnbound
-	case b[0] == abortByte:
+	case !queued:
+		return Tuple{}, false, 0
+	case b == abortByte:
 		return Tuple{}, false, DropAborted
 	}
-	body, files, err := recvFrame(fd, time.Now().Add(answerSendTimeout))
+	m, files, err := recvQueued(fd)
 	closeFiles(files)
-	var m message
-	if err == nil {
-		m, err = decodeMessage(body)
-	}
 	switch {
 	case err != nil:
 	case m.kind != kindBound || m.nfiles != 0 || len(m.data) != 0:

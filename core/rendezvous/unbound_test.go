@@ -29,7 +29,11 @@ func TestUnboundOfferClaimed(t *testing.T) {
 			}
 		} else {
 			// The claim comes first (the kernel completed the connection
-			// inside the connector's connect()), the frame 5 ms after.
+			// inside the connector's connect()), the frame 5 ms after;
+			// the claim's wait is made long enough that a loaded machine
+			// cannot make the frame miss it.
+			defer func(w time.Duration) { unboundWait = w }(unboundWait)
+			unboundWait = 10 * time.Second
 			go func() {
 				time.Sleep(5 * time.Millisecond)
 				a.Bound(tu.Client)
@@ -108,6 +112,10 @@ func TestUnboundOfferTooLate(t *testing.T) {
 	if c := p.drops.wait(t); c != DropUnbound {
 		t.Fatalf("drop %s", c)
 	}
+	// No offer is unbound now, so a plain connection's claim has none to
+	// wait for: it returns at once (find), which a longer wait shows.
+	defer func(w time.Duration) { unboundWait = w }(unboundWait)
+	unboundWait = 10 * time.Second
 	begin = time.Now()
 	if _, ok := p.claim(p.tuple(43202)); ok {
 		t.Fatal("a plain connection claimed")

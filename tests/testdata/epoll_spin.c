@@ -10,10 +10,7 @@
 #include <pthread.h>
 #include <sys/epoll.h>
 
-/* A kernel fd of a set with a socket in it becomes ready while the waiter
- * polls (an interposer's wait spins through its poll budget, looking at
- * the kernel's list every so often): each wait returns the fd's event
- * once, as the kernel's epoll does. */
+/* Makes the pipe ready 2 ms into the wait. */
 static void *spin_writer(void *arg)
 {
 	usleep(2000);

@@ -59,3 +59,24 @@ func TestReaper(t *testing.T) {
 		}
 	}
 }
+
+// TestReaperSlack: items that fall due within reapSlack of each other are
+// freed in one wake of the reaper, each still not before its grace.
+func TestReaperSlack(t *testing.T) {
+	var r reaper
+	done := make(chan time.Duration, 2)
+	start := time.Now()
+	for _, grace := range []time.Duration{20 * time.Millisecond, 20*time.Millisecond + reapSlack*4/5} {
+		r.after(grace, func() { done <- time.Since(start) - grace })
+	}
+	for range 2 {
+		if d := <-done; d < 0 {
+			t.Fatalf("freed %v before its grace", -d)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rounds != 1 {
+		t.Fatalf("two items due %v apart took %d wakes, want 1", reapSlack*4/5, r.rounds)
+	}
+}

@@ -2,8 +2,11 @@ package shim
 
 import (
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core/wait"
 )
 
 // switchWatch notices a peer's switch request (forkswitch.go) on the TCP
@@ -164,15 +167,27 @@ func (p *Process) unwatchSwitch(s *Socket, fd int) {
 	}
 }
 
+// switchLoop waits for the watcher's set parked in the Go runtime's
+// poller (wait.ParkFD): a goroutine blocked in epoll_wait holds its P
+// until sysmon takes it, and sysmon keeps ticking every 20 us while it
+// does; opening and closing connections woke it several times each.
 func (p *Process) switchLoop() {
 	w := &p.swatch
 	evs := make([]unix.EpollEvent, 64)
+	var n int
+	var err error
+	park := wait.NewParkFD(w.epfd, func(fd int) bool {
+		n, err = unix.EpollWait(fd, evs, 0)
+		if err == unix.EINTR {
+			n, err = 0, nil
+		}
+		return n > 0 || err != nil
+	})
 	for {
-		n, err := unix.EpollWait(w.epfd, evs, -1)
+		if e := park.Wait(time.Time{}); e != nil && err == nil {
+			err = e
+		}
 		if err != nil {
-			if err == unix.EINTR {
-				continue
-			}
 			p.log.WithError(err).Warn("switch watcher stopped")
 			return
 		}

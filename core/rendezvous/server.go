@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sdpshim/sdpshim/core/fdhook"
+	"github.com/sdpshim/sdpshim/core/wait"
 )
 
 // server is a Node's rendezvous socket and the goroutines serving it: one
@@ -29,7 +30,8 @@ import (
 // served by it.
 type server struct {
 	n       *Node
-	fd      int // listening socket, nonblocking
+	fd      int          // listening socket, nonblocking
+	park    *wait.ParkFD // fd in the Go runtime's poller: the accept loop's idle wait
 	path    string
 	closing atomic.Bool
 	active  atomic.Int32 // connections being served
@@ -96,6 +98,7 @@ func startServer(n *Node) (*server, error) {
 	if err != nil {
 		return nil, fallback(ReasonRunDir, fmt.Errorf("rendezvous server: %w", err))
 	}
+	srv.park = wait.NewParkFD(srv.fd, pending)
 	srv.loop.Add(1)
 	go srv.acceptLoop()
 	return srv, nil
@@ -109,7 +112,7 @@ func (s *server) stop() {
 	// EINVAL); the fd stays valid until the loop has returned.
 	unix.Shutdown(s.fd, unix.SHUT_RDWR)
 	s.loop.Wait()
-	fdhook.CloseFD(s.fd)
+	s.park.Close()
 	unix.Unlink(s.path)
 	s.conns.Wait()
 }
@@ -128,10 +131,22 @@ func (s *server) acceptLoop() {
 			}
 		}
 		s.intakeMu.Unlock()
-		// A waiting connection that a Claim served meanwhile may have
-		// left its number to another file here: one early return at
-		// most, since the next round polls the list as it is then.
-		if _, err := unix.Poll(pfd, ms); err != nil && err != unix.EINTR {
+		var err error
+		if len(pfd) == 1 {
+			// Nothing waits but the socket: parked in the runtime's
+			// poller, not blocked in poll(2), whose P sysmon takes after
+			// 20 us and hands to a thread it wakes (wait.ParkFD).
+			err = s.park.Wait(time.Time{})
+		} else {
+			// A waiting connection that a Claim served meanwhile may have
+			// left its number to another file here: one early return at
+			// most, since the next round polls the list as it is then.
+			_, err = unix.Poll(pfd, ms)
+			if err == unix.EINTR {
+				err = nil
+			}
+		}
+		if err != nil && !s.closing.Load() {
 			time.Sleep(10 * time.Millisecond)
 		}
 		s.intake()
@@ -145,11 +160,27 @@ func (s *server) acceptLoop() {
 	s.intakeMu.Unlock()
 }
 
+// intakeTries is how many times intake tries the lock, yielding between
+// tries, before it blocks: about 40 us when the holder runs on another
+// core.
+const intakeTries = 64
+
+// pending reports whether the listening socket fd has a connection to
+// accept, or has been shut down (stop): the park's readiness.
+func pending(fd int) bool {
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, _ := unix.Poll(pfd, 0)
+	return n > 0
+}
+
 // intake serves what the rendezvous socket holds now: the requests that
 // arrived on waiting connections, then its backlog. Claim calls it when
 // it found no offer.
 func (s *server) intake() {
-	s.intakeMu.Lock()
+	// The accept loop holds the lock while it reads a request, often the
+	// very offer a Claim comes for: the Claim's thread waits for it
+	// without parking (wait.LockYielding).
+	wait.LockYielding(&s.intakeMu, intakeTries)
 	defer s.intakeMu.Unlock()
 	waiting := s.waiting
 	s.waiting = nil

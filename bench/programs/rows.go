@@ -55,6 +55,8 @@ var rows = func() []row {
 		row{key: "nginx2.lat", label: "nginx prefork + wrk latency avg", unit: "us", format: f1},
 		row{key: "memcached.ops", label: "memcached, mcload 8 conns 9:1 get:set", unit: "ops/s", higher: true, format: f0, target: ">= 2x", judge: atLeast(2)},
 		row{key: "pgbench.tps", label: "postgres pgbench -c 4 -j 2 (fork per backend)", unit: "tps", higher: true, format: f1},
+		row{key: "pgbench.connect.tps", label: "postgres pgbench -C -c 4 -j 2 (a connection and a backend per transaction)", unit: "tps", higher: true, format: f1,
+			target: ">= 1x", judge: atLeast(1)},
 		row{key: "setup.own", label: "connection setup (connect, 64 B round trip, close), own listener", unit: "us/conn", format: f1,
 			target: "<= 1.5x kernel", judge: func(k, s float64) bool { return s <= 1.5*k }},
 		row{key: "setup.prefork", label: "connection setup, pre-fork server (deferred acceptance)", unit: "us/conn", format: f1,

@@ -43,18 +43,6 @@ static struct dres go_recv(struct sdp_dconn *c, void *b, size_t n, int f)
 	return dres_of(r, &sl);
 }
 
-// Wakes every thread of this process (or another) asleep on c's words, so
-// that they look again (after closed, or a state the peer cannot announce).
-static void wake_all(struct sdp_dconn *c)
-{
-	for (int d = 0; d < 2; d++) {
-		struct sdp_ddir *x = &c->a->dir[d];
-		__atomic_fetch_add(&x->data_word, 1, __ATOMIC_SEQ_CST);
-		syscall(SYS_futex, &x->data_word, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
-		__atomic_fetch_add(&x->space_word, 1, __ATOMIC_SEQ_CST);
-		syscall(SYS_futex, &x->space_word, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
-	}
-}
 */
 import "C"
 
@@ -484,10 +472,11 @@ func (c *Conn) SetPolling(min, max uint32) {
 	}
 }
 
-// WakeAll wakes every thread asleep on the area's words (they look again).
+// WakeAll wakes every thread asleep on the area's words (they look
+// again): after a state the sleepers' checks do not read (a switch's).
 func (c *Conn) WakeAll() {
 	if h := c.hold(); h != nil {
-		C.wake_all(h)
+		C.sdp_dconn_wake_all(h)
 		c.done()
 	}
 }
@@ -502,7 +491,7 @@ func (c *Conn) Detach(limit time.Duration) bool {
 	}
 	defer c.done()
 	C.st32(&h.closed, 1)
-	C.wake_all(h)
+	C.sdp_dconn_wake_mine(h) // the interposer's sleepers read closed before they sleep
 	end := time.Now().Add(limit)
 	for C.ld32(&h.users) != 0 {
 		if time.Now().After(end) {

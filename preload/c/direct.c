@@ -399,8 +399,9 @@ static void wake_space(struct sdp_dconn *c, struct sdp_ddir *d)
 
 /* Announces a sleep on (sleepers, word): after this, any publish that the
  * re-check below misses is followed by a wake of word. */
-static void announce(uint32_t *sleepers, uint32_t *word, struct sdp_dsleep *sl, int what)
+static void announce(struct sdp_dconn *c, uint32_t *sleepers, uint32_t *word, struct sdp_dsleep *sl, int what)
 {
+	__atomic_fetch_add(&c->sleeping, 1, __ATOMIC_SEQ_CST);
 	__atomic_fetch_add(sleepers, 1, __ATOMIC_SEQ_CST);
 	FENCE();
 	sl->word = word;
@@ -416,6 +417,9 @@ static void withdraw(struct sdp_dconn *c, const struct sdp_dsleep *sl)
 	/* Never below 0, whatever the peer wrote there. */
 	uint32_t v = LOADR(sleepers);
 	while (v != 0 && !__atomic_compare_exchange_n(sleepers, &v, v - 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+		;
+	v = LOADR(&c->sleeping);
+	while (v != 0 && !__atomic_compare_exchange_n(&c->sleeping, &v, v - 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
 		;
 }
 
@@ -802,7 +806,7 @@ long sdp_dconn_sendv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size
 			if (POLL_UNTIL(c, send_room(c) || send_blocked(c)))
 				continue;
 			budget_miss(c);
-			announce(&d->space_sleepers, &d->space_word, sl, 1);
+			announce(c, &d->space_sleepers, &d->space_word, sl, 1);
 			if (!send_room(c) && send_blocked(c) == 0)
 				return SDP_D_WAIT;
 			withdraw(c, sl); /* room came while announcing */
@@ -984,7 +988,7 @@ long sdp_dconn_recvv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size
 				continue;
 			budget_miss(c);
 		}
-		announce(&d->data_sleepers, &d->data_word, sl, 0);
+		announce(c, &d->data_sleepers, &d->data_word, sl, 0);
 		if (!recv_ready(c) && recv_end(c) == 1)
 			return SDP_D_WAIT;
 		withdraw(c, sl);
@@ -1050,17 +1054,20 @@ long sdp_dconn_recv_wait(struct sdp_dconn *c, void *buf, size_t len, int flags)
 
 int sdp_dconn_sleep_prepare(struct sdp_dconn *c, int what, struct sdp_dsleep *sl)
 {
+	int sleep;
 	if (what == 0) {
 		struct sdp_ddir *d = &c->a->dir[1 - c->side];
-		announce(&d->data_sleepers, &d->data_word, sl, 0);
-		if (!recv_ready(c) && recv_end(c) == 1)
-			return 1;
+		announce(c, &d->data_sleepers, &d->data_word, sl, 0);
+		sleep = !recv_ready(c) && recv_end(c) == 1;
 	} else {
 		struct sdp_ddir *d = &c->a->dir[c->side];
-		announce(&d->space_sleepers, &d->space_word, sl, 1);
-		if (!send_room(c) && send_blocked(c) == 0)
-			return 1;
+		announce(c, &d->space_sleepers, &d->space_word, sl, 1);
+		sleep = !send_room(c) && send_blocked(c) == 0;
 	}
+	/* Detached meanwhile: its wake (sdp_dconn_wake_mine) may have looked
+	 * before this announcement. */
+	if (sleep && !__atomic_load_n(&c->closed, __ATOMIC_SEQ_CST))
+		return 1;
 	withdraw(c, sl);
 	return 0;
 }
@@ -1133,12 +1140,27 @@ void sdp_dconn_peer_gone(struct sdp_dconn *c)
 		}
 	}
 	STORE(&out->rx_closed, 1);
-	/* This process's sleepers: nobody else will wake them. */
+	sdp_dconn_wake_mine(c); /* nobody else will wake them */
+}
+
+void sdp_dconn_wake_mine(struct sdp_dconn *c)
+{
+	/* What the caller stored before, then the count: a sleeper that
+	 * announces after the look below finds the store in its re-check. */
+	FENCE();
+	if (__atomic_load_n(&c->sleeping, __ATOMIC_SEQ_CST) == 0)
+		return;
+	sdp_dconn_wake_all(c);
+}
+
+void sdp_dconn_wake_all(struct sdp_dconn *c)
+{
 	for (int d = 0; d < 2; d++) {
-		__atomic_fetch_add(&c->a->dir[d].data_word, 1, __ATOMIC_SEQ_CST);
-		futex_wake(&c->a->dir[d].data_word, INT_MAX);
-		__atomic_fetch_add(&c->a->dir[d].space_word, 1, __ATOMIC_SEQ_CST);
-		futex_wake(&c->a->dir[d].space_word, INT_MAX);
+		struct sdp_ddir *x = &c->a->dir[d];
+		__atomic_fetch_add(&x->data_word, 1, __ATOMIC_SEQ_CST);
+		futex_wake(&x->data_word, INT_MAX);
+		__atomic_fetch_add(&x->space_word, 1, __ATOMIC_SEQ_CST);
+		futex_wake(&x->space_word, INT_MAX);
 	}
 }
 

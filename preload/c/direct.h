@@ -207,6 +207,9 @@ struct sdp_dconn {
 	/* The socket around it, as the interposer needs it (set by the Go
 	 * core with atomic stores, read with atomic loads). */
 	uint32_t users;     /* threads inside a data call (the core unmaps only at 0) */
+	uint32_t sleeping;  /* this process's announced sleepers on the area's words (announce to
+			     * withdraw): what sdp_dconn_wake_mine reads, which the peer cannot
+			     * write, unlike the area's counts */
 	uint32_t closed;    /* the core detached it: calls go to the core */
 	uint32_t nonblock;  /* O_NONBLOCK */
 	uint32_t slow;      /* SDP_DSLOW_*: the core takes these calls itself */
@@ -298,8 +301,8 @@ long sdp_dconn_recv_wait(struct sdp_dconn *c, void *buf, size_t len, int flags);
 
 /* For a caller that sleeps by other means than a data call's answer (the
  * core's own waits): announces a sleep for data (what 0) or space (1) and
- * checks again. 1: sleep as *sl says, then sdp_dconn_woke; 0: ready now
- * (nothing announced). */
+ * checks again. 1: sleep as *sl says, then sdp_dconn_woke; 0: ready now,
+ * or the handle is closed (nothing announced). */
 int sdp_dconn_sleep_prepare(struct sdp_dconn *c, int what, struct sdp_dsleep *sl);
 
 /* The peer process is gone (its TCP connection ended without a FIN in
@@ -308,6 +311,15 @@ int sdp_dconn_sleep_prepare(struct sdp_dconn *c, int what, struct sdp_dsleep *sl
  * sends, and every sleeper of this process on the area's words woken
  * (those in poll or epoll wake on the socket's end). */
 void sdp_dconn_peer_gone(struct sdp_dconn *c);
+/* Wakes every thread asleep on the area's words (they look again), this
+ * process's and the peer's. */
+void sdp_dconn_wake_all(struct sdp_dconn *c);
+/* The same, only when a thread of this process has announced a sleep
+ * (sleeping): for a caller that has just stored what such a thread's
+ * check before its sleep reads (closed, an end in the area), so that a
+ * later sleeper finds it and an earlier one is woken. One system call
+ * per word when one sleeps, none when none does. */
+void sdp_dconn_wake_mine(struct sdp_dconn *c);
 /* Bytes the peer has published to this side so far (EPOLLET's edges). */
 uint64_t sdp_dconn_arrived(const struct sdp_dconn *c);
 /* Writes asked for and not possible so far: nonblocking sends that found

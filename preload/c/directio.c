@@ -261,7 +261,13 @@ static long direct_io(struct sdp_dconn *c, int send, const struct iovec *iov, in
 			return r;
 		}
 		/* Sleep: the announcement is made, the word read before the
-		 * last check. */
+		 * last check. closed is looked at after the announcement: the
+		 * core's detach wakes only the sleepers announced before its
+		 * look (sdp_dconn_wake_mine). */
+		if (__atomic_load_n(&c->closed, __ATOMIC_SEQ_CST)) {
+			sdp_dconn_woke(c, &sl);
+			return total > 0 ? (long)total : SDPSHIM_PASS;
+		}
 		int64_t left = -1;
 		if (deadline) {
 			left = deadline - sdp_now_ns();

@@ -55,6 +55,15 @@
  *            token in the kernel's answer, one thread per ring: an edge)
  *            unparks it; either thread may take any ring
  *   TX_EVENT the same for the sender's waits for space (space_armed)
+ *   DETACH   1: the receiver's process detaches the handle at any moment
+ *            (the core's Conn.Detach at a close: closed = 1, then
+ *            sdp_dconn_wake_mine, which wakes the words only while this
+ *            process's own count of announced sleepers, sleeping, is not
+ *            0); a receiver that sees closed (at a call's start, after
+ *            its announce, after its sleep) hands the call to the core,
+ *            which closes the reading end. The sender then waits for that
+ *            end instead of sending its FIN, so that only the detach's
+ *            wake can end a receiver's sleep. Futex receiver only.
  *   ENDS     1 (default): the sender may also reset (RST) between calls and
  *            the receiver may close its reading end early (EPIPE, a wake of
  *            the sender's space sleep); 0: only the FIN after M blocks
@@ -79,6 +88,9 @@
  *               token in between, and the mark then outlives the spent arm
  *            9  the socket's ring does not unpark the entry (needs
  *               RX_EVENT=3)
+ *            11 the receiver does not look at closed between its
+ *               announce and its sleep (needs DETACH=1): a detach that
+ *               counted no sleeper leaves it asleep
  *            10 a reader frees a block before it moves the read cursor
  *               past it (needs RX_EVENT=3): the other thread's look finds
  *               the cursor on a freed block and misses one published
@@ -120,6 +132,9 @@
 #ifndef BROKEN
 #define BROKEN 0
 #endif
+#ifndef DETACH
+#define DETACH 0
+#endif
 
 #define EMPTY 0
 #define DATA  1
@@ -142,6 +157,9 @@ byte data_armed;     /* 0: none; 1: the sleeper's bell (an eventfd); 2: a
 		      * ring on the socket (two arms with different bells
 		      * merge into the socket's, direct.c merge_bell) */
 byte space_sleepers; /* the sender waiting for space */
+bit  closed;         /* DETACH: the receiver's handle is detached */
+byte sleeping;       /* DETACH: the receiver process's own count of its
+		      * announced sleepers (struct sdp_dconn, not the area) */
 byte space_word;
 bit  space_armed;
 
@@ -334,6 +352,10 @@ again:	/* send_locked(): fill free blocks, the status byte last */
 #endif
 
 finish:	/* sdp_dconn_fin(): fin_seq, fin, then the wake */
+#if DETACH
+	(rx_closed);  /* the receiver's end: only its detach comes now */
+	goto epipe;
+#endif
 	fin_seq = tx_seq;
 	fin = 1;
 	wake_data(t);
@@ -356,6 +378,12 @@ proctype Receiver()
 	bit polled, quiet;
 
 call:	/* one sdp_dconn_recv call (sdp_dconn_recv_wait without WAITALL) */
+#if DETACH
+	if
+	:: closed -> goto detached  /* sdp_direct_get: the core's call */
+	:: else -> skip
+	fi;
+#endif
 #if ENDS
 	if
 	:: skip
@@ -482,20 +510,34 @@ sleep:
 	fi;
 	v = data_word;  /* BUG: the futex value read after the re-check */
 #else
-	/* announce(): fetch_add(sleepers); FENCE; v = load(word); re-check. */
+	/* announce(): fetch_add(sleeping); fetch_add(sleepers); FENCE;
+	 * v = load(word); re-check. */
+	sleeping++;
 	data_sleepers++;
 	v = data_word;
 	if
 	:: RX_READY ->
 		withdraw(data_sleepers);  /* data came while announcing */
+		withdraw(sleeping);
 		goto loop
 	:: else -> skip
 	fi;
 #endif
 	assert(data_sleepers <= 1);
+#if DETACH && BROKEN != 11
+	/* direct_io: closed, looked at after the announce. */
+	if
+	:: closed ->
+		withdraw(data_sleepers);
+		withdraw(sleeping);
+		goto detached
+	:: else -> skip
+	fi;
+#endif
 	/* SDP_D_WAIT: sleep_on(), then sdp_dconn_woke(), then call again. */
 	futex_wait(data_word, v, rx_queued);
 	withdraw(data_sleepers);
+	withdraw(sleeping);
 	goto call;
 #endif
 
@@ -504,8 +546,29 @@ eof:	/* 0: the FIN, after every block sent */
 	goto out;
 econnreset:
 	assert(got <= M);
+#if DETACH
+	goto out;
+detached:	/* the core's call: it closes the reading end */
+	rx_closed = 1;
+	wake_space(t);
+#endif
 out:
 	rx_end = 1
+}
+#endif
+
+#if DETACH
+/* Conn.Detach: closed (SEQ_CST), then sdp_dconn_wake_mine: FENCE; if
+ * sleeping: bump the words and wake them. */
+proctype Detacher()
+{
+	closed = 1;
+	if
+	:: sleeping != 0 ->
+		data_word++;
+		rx_queued = 0
+	:: else -> skip
+	fi
 }
 #endif
 
@@ -640,6 +703,9 @@ init {
 		run SetThread()
 #else
 		run Receiver()
+#endif
+#if DETACH
+		;run Detacher()
 #endif
 	}
 }

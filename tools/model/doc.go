@@ -22,6 +22,10 @@
 // connection, whose scans may park the entry (mark it parked, arm it to
 // ring the socket, look again) and leave it out of scans and arms until a
 // thread takes the socket's ring from the kernel (one thread per ring).
+// With DETACH=1, the receiver's own process also detaches the handle at
+// any moment (closed, then a wake only while its own count of announced
+// sleepers is not 0), and the receiver looks at closed at a call's start,
+// after its announcement and after its sleep.
 // The other side
 // publishes (the status byte last), fences, looks at sleepers and armed,
 // and bumps the word and wakes, or writes the eventfd. Both wait
@@ -45,8 +49,8 @@
 // (no livelock: every loop of the model is bounded, so no fairness is
 // assumed).
 //
-// That the checker is not vacuous: the test also runs ten broken
-// variants (BROKEN=1..10 in direct.pml: look before announcing, read the
+// That the checker is not vacuous: the test also runs eleven broken
+// variants (BROKEN=1..11 in direct.pml: look before announcing, read the
 // futex value after the re-check, look for sleepers before publishing,
 // poll before arming, the space direction's look before announcing, a
 // quiet entry that a ring of its eventfd leaves quiet (a late ring, meant
@@ -57,7 +61,9 @@
 // a block before it moves the read cursor past it: the model found that
 // one in the C code, where the other thread's look then missed a block
 // published behind the freed ones; the reader now moves the cursor
-// first, and a look reads the cursor again after the status bytes)
+// first, and a look reads the cursor again after the status bytes;
+// and a receiver that does not look at closed between its announcement
+// and its sleep, which a detach that counted no sleeper leaves asleep)
 // and requires pan to find the lost wakeup in each as an invalid end
 // state, and in two of them (a futex and an event one) also as a
 // violation of the liveness claim; and for the real protocol it requires

@@ -80,6 +80,8 @@ func checks() []check {
 		// Two threads of one set the interposer answers, with parking:
 		// 6M states, about 4 s for each search.
 		{"rx-epoll-park", []string{"RX_EVENT=3"}, cat(parkRx, futexTx), true},
+		// The core's detach at a close, waking only sleepers it counted.
+		{"futex-detach", []string{"DETACH=1"}, []string{"rx_queued = 1", "closed = 1", "rx_closed = 1"}, true},
 	}
 	// Every broken variant must fail the safety search; two (a futex and
 	// an event one) also show that the liveness claim catches a lost wakeup.
@@ -94,6 +96,7 @@ func checks() []check {
 		{"broken8-park-marks-last", []string{"BROKEN=8", "RX_EVENT=3"}, nil, false},
 		{"broken9-ring-keeps-parked", []string{"BROKEN=9", "RX_EVENT=3"}, nil, false},
 		{"broken10-freed-before-cursor", []string{"BROKEN=10", "RX_EVENT=3"}, nil, true},
+		{"broken11-sleep-after-detach", []string{"BROKEN=11", "DETACH=1"}, nil, true},
 	}
 	var cs []check
 	for _, c := range good {

@@ -100,10 +100,12 @@ func (p *Process) Connect(fd int, raw []byte) int64 {
 		return plain(rendezvous.ReasonExcluded, nil)
 	}
 	if p.cfg.ShortConn {
-		if p.short.plain(dst) {
+		now := nowNS()
+		keep, probe := p.short.plain(dst, now)
+		if keep {
 			return plain(rendezvous.ReasonShortLived, nil)
 		}
-		s.setup = connSetup{dst: dst, began: nowNS()} // judged at close
+		s.setup = connSetup{dst: dst, began: now, probe: probe} // judged at close
 	}
 	node, err := p.rendezvousNode()
 	if err != nil {

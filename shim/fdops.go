@@ -171,7 +171,9 @@ func (s *Socket) close() {
 	s.setState(sockClosed)
 	if su := s.setup; su.done != 0 && state == sockAccelerated {
 		now := nowNS()
-		s.p.short.record(su.dst, time.Duration(su.done-su.began), time.Duration(now-su.done))
+		s.p.short.record(su.dst, time.Duration(su.done-su.began), time.Duration(now-su.done), su.probe)
+	} else if su.probe {
+		s.p.short.probeEnded(su.dst)
 	}
 	s.unregisterLocked()
 	if pc := s.pend; pc != nil {

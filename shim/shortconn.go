@@ -19,6 +19,11 @@ import (
 // every so often one is accelerated again to see whether that still
 // holds: after 8 plain connections, then 16, doubling to 256 while the
 // probes stay short; a probe that is not short starts the count afresh.
+// One probe at a time: while it is open the next connections stay plain
+// too (a program with four connections open at once accelerated four,
+// and against a pre-fork server each costs a core started in the child
+// that takes it), until it closes or has lived shortProbeLong, which no
+// short connection does (the count then starts afresh).
 // SDPSHIM_SHORT_CONN=0 turns this off.
 type shortConns struct {
 	mu  sync.Mutex
@@ -27,9 +32,10 @@ type shortConns struct {
 
 // shortHistory is what one destination's accelerated connections did.
 type shortHistory struct {
-	streak int // accelerated connections in a row that were short
-	skip   int // connections still to keep plain before the next probe
-	run    int // how many the next plain run keeps
+	streak int   // accelerated connections in a row that were short
+	skip   int   // connections still to keep plain before the next probe
+	run    int   // how many the next plain run keeps
+	probe  int64 // when the probe still open went out (nowNS), or 0
 }
 
 const (
@@ -38,29 +44,54 @@ const (
 	shortRunMin  = 8  // the first plain run
 	shortRunMax  = 256
 	maxShortDsts = 1024 // destinations remembered
+	// shortProbeLong: a probe open this long is no short connection.
+	shortProbeLong = int64(time.Second)
 )
 
-// plain reports whether a new connection to dst stays on kernel TCP, and
-// counts it against the plain run.
-func (c *shortConns) plain(dst netip.AddrPort) bool {
+// plain reports whether a new connection to dst at now (nowNS) stays on
+// kernel TCP, counting it against the plain run, and whether it is the
+// probe (accelerated: its close must reach record or probeEnded).
+func (c *shortConns) plain(dst netip.AddrPort, now int64) (plain, probe bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h := c.dst[dst]
-	if h == nil || h.skip == 0 {
-		return false
+	switch {
+	case h == nil || h.streak < shortStreak && h.skip == 0:
+		return false, false // nothing known, or the streak still building
+	case h.skip > 0:
+		h.skip--
+		return true, false
+	case h.probe != 0 && now-h.probe < shortProbeLong:
+		return true, false // the probe's answer is awaited
+	case h.probe != 0:
+		*h = shortHistory{run: shortRunMin} // it lived: afresh
+		return false, false
 	}
-	h.skip--
-	return true
+	h.probe = now
+	return false, true
+}
+
+// probeEnded forgets the probe to dst, which closed without being
+// accelerated (nothing to judge): the next connection probes.
+func (c *shortConns) probeEnded(dst netip.AddrPort) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h := c.dst[dst]; h != nil {
+		h.probe = 0
+	}
 }
 
 // record judges one accelerated connection to dst when it closes: setup
 // is how long connect() took to make it accelerated, life how long it
-// lived after.
-func (c *shortConns) record(dst netip.AddrPort, setup, life time.Duration) {
+// lived after; probe says whether it was the probe.
+func (c *shortConns) record(dst netip.AddrPort, setup, life time.Duration, probe bool) {
 	short := life < shortFactor*setup
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h := c.dst[dst]
+	if h != nil && probe {
+		h.probe = 0
+	}
 	if h == nil {
 		if !short {
 			return // nothing to remember

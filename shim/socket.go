@@ -93,10 +93,12 @@ type Socket struct {
 }
 
 // connSetup is when a connector's connect() began and when the connection
-// became accelerated (nowNS; 0: not yet), and to where.
+// became accelerated (nowNS; 0: not yet), to where, and whether it is the
+// short-lived rule's probe.
 type connSetup struct {
 	dst         netip.AddrPort
 	began, done int64
+	probe       bool
 }
 
 // sockState is a Socket's place in its state machine.

@@ -42,6 +42,10 @@ var costShapes = []costShape{
 	// of its own (pre-fork servers: nginx's workers, postgres).
 	{key: "epoll1", label: "epoll server, 1 connection (every wait sleeps)", mode: "epoll", msgs: [2]int{20000, 2000}, conns: 1},
 	{key: "forkepoll", label: "epoll server in a fork child, 1 connection", mode: "forkepoll", msgs: [2]int{20000, 2000}, conns: 1},
+	// A message is a connection: connect, a 64 B round trip, close, one
+	// after another, every one accelerated (the short-lived rule would
+	// keep most on kernel TCP).
+	{key: "conn", label: "connection setup (connect, 64 B round trip, close; a message is a connection)", mode: "conn", msgs: [2]int{2000, 200}, env: []string{"SDPSHIM_SHORT_CONN=0"}},
 }
 
 // costMetrics are perf's events and the keys they are recorded under.

@@ -1,19 +1,24 @@
 /* costpair - the programs the cost table measures, written as ordinary
  * sockets programs (no knowledge of sdpshim).
  *
- *   costpair server PORT pp|stream|epoll|forkepoll
+ *   costpair server PORT pp|stream|epoll|forkepoll|conn
  *       pp      accepts one connection, echoes 64-byte messages until EOF
  *       stream  accepts one connection, reads until EOF
  *       epoll   an epoll loop: accepts connections and echoes each 64-byte
  *               message, until every connection it accepted has closed
  *       forkepoll  the epoll loop run by a fork child of the listening
  *               process (a pre-fork server), which waits for it
- *   costpair client PORT pp|stream|epoll|forkepoll N [CONNS [IDLE]]
+ *       conn    accepts connections one after another: reads 64 bytes,
+ *               echoes them, reads to EOF, closes; a connection whose
+ *               64 bytes begin with 'q' is the last
+ *   costpair client PORT pp|stream|epoll|forkepoll|conn N [CONNS [IDLE]]
  *       pp      N ping-pong round trips of 64 bytes
  *       stream  N writes of 64 KiB
  *       epoll   CONNS connections, each with one 64-byte request in
  *               flight, N requests in all, beside IDLE connections
  *               opened first that carry nothing
+ *       conn    N connections one after another (connect, a 64-byte
+ *               round trip, close), then the last one
  *
  * The server's process is what the cost table counts (under perf stat);
  * the client prints {"msgs":N} when every reply was checked. */
@@ -80,6 +85,27 @@ static int serve_epoll(int l)
 	}
 }
 
+/* conn: one connection after another until the last ('q'). */
+static int serve_conns(int l)
+{
+	char b[MSG];
+	for (;;) {
+		int c = accept(l, NULL, NULL);
+		if (c < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			die("accept");
+		}
+		if (full(c, b, MSG, 1) || full(nodelay(c), b, MSG, 0))
+			die("echo");
+		while (read(c, b + 1, MSG - 1) > 0)
+			;
+		close(c);
+		if (b[0] == 'q')
+			return 0;
+	}
+}
+
 static int server(int port, const char *mode)
 {
 	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
@@ -100,6 +126,8 @@ static int server(int port, const char *mode)
 			die("the serving child");
 		return WEXITSTATUS(st);
 	}
+	if (strcmp(mode, "conn") == 0)
+		return serve_conns(l);
 	int c = accept(l, NULL, NULL);
 	if (c < 0)
 		die("accept");
@@ -132,7 +160,16 @@ static int client(int port, const char *mode, long n, int conns, int idle)
 	static char b[BULK], got[BULK];
 	for (int i = 0; i < BULK; i++)
 		b[i] = (char)(i * 7 + 1);
-	if (strcmp(mode, "stream") == 0) {
+	if (strcmp(mode, "conn") == 0) {
+		for (long i = 0; i <= n; i++) {
+			if (i == n)
+				b[0] = 'q'; /* the last */
+			int s = dial(port);
+			if (full(s, b, MSG, 0) || full(s, got, MSG, 1) || memcmp(got, b, MSG) != 0)
+				die("conn echo");
+			close(s);
+		}
+	} else if (strcmp(mode, "stream") == 0) {
 		int s = dial(port);
 		for (long i = 0; i < n; i++)
 			if (full(s, b, BULK, 0))
@@ -205,6 +242,6 @@ int main(int argc, char **argv)
 			idle = room - conns - 128 > 0 ? (int)(room - conns - 128) : 0;
 		return client(atoi(argv[2]), argv[3], atol(argv[4]), conns, idle);
 	}
-	fprintf(stderr, "usage: costpair server PORT pp|stream|epoll|forkepoll | client PORT MODE N [CONNS [IDLE]]\n");
+	fprintf(stderr, "usage: costpair server PORT pp|stream|epoll|forkepoll|conn | client PORT MODE N [CONNS [IDLE]]\n");
 	return 2;
 }

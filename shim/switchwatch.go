@@ -114,8 +114,14 @@ func (p *Process) watchSwitchFD(s *Socket, fd int) {
 		ev.Events |= unix.EPOLLPRI
 	}
 	s.watchUrgent.Store(urgent)
-	if unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, fd, &ev) != nil {
-		unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, fd, &ev)
+	// A socket seen before is in the set (one-shot: armed again); a new
+	// one is not, and a MOD would fail first.
+	first, then := unix.EPOLL_CTL_MOD, unix.EPOLL_CTL_ADD
+	if !known {
+		first, then = then, first
+	}
+	if unix.EpollCtl(w.epfd, first, fd, &ev) != nil {
+		unix.EpollCtl(w.epfd, then, fd, &ev)
 	}
 	if ds != nil && ds.conn.SwitchRequested() && s.getState() == sockAccelerated {
 		// The peer's bell rang before s was accelerated (watcherRung

@@ -418,9 +418,7 @@ static void withdraw(struct sdp_dconn *c, const struct sdp_dsleep *sl)
 	uint32_t v = LOADR(sleepers);
 	while (v != 0 && !__atomic_compare_exchange_n(sleepers, &v, v - 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
 		;
-	v = LOADR(&c->sleeping);
-	while (v != 0 && !__atomic_compare_exchange_n(&c->sleeping, &v, v - 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
-		;
+	__atomic_fetch_sub(&c->sleeping, 1, __ATOMIC_SEQ_CST); /* this process's own: after its announce */
 }
 
 void sdp_dconn_woke(struct sdp_dconn *c, const struct sdp_dsleep *sl)

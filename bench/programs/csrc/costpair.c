@@ -89,21 +89,11 @@ static int serve_epoll(int l)
 static int serve_conns(int l)
 {
 	char b[MSG];
-	for (;;) {
-		int c = accept(l, NULL, NULL);
-		if (c < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
-				continue;
-			die("accept");
-		}
-		if (full(c, b, MSG, 1) || full(nodelay(c), b, MSG, 0))
+	do
+		if (echo_conn(l, b, MSG))
 			die("echo");
-		while (read(c, b + 1, MSG - 1) > 0)
-			;
-		close(c);
-		if (b[0] == 'q')
-			return 0;
-	}
+	while (b[0] != 'q');
+	return 0;
 }
 
 static int server(int port, const char *mode)

@@ -23,18 +23,8 @@
 static void serve(int l)
 {
 	char b[MSG];
-	for (;;) {
-		int c = accept(l, NULL, NULL);
-		if (c < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
-				continue;
-			die("accept");
-		}
-		if (full(c, b, MSG, 1) == 0 && full(nodelay(c), b, MSG, 0) == 0)
-			while (read(c, b, sizeof b) > 0)
-				;
-		close(c);
-	}
+	for (;;)
+		echo_conn(l, b, MSG);
 }
 
 static struct sockaddr_in loopback(int port)

@@ -1,5 +1,6 @@
 /* sockio.h - what the benchmarks' plain sockets programs share: fail
- * loudly, move a whole buffer, and turn Nagle off. Header-only: each
+ * loudly, move a whole buffer, turn Nagle off, and serve one echoed
+ * connection. Header-only: each
  * program is one file compiled on its own (bench/programs embeds this
  * beside its .c files; bench/seed003's tenants.c includes it by path). */
 #ifndef SDPSHIM_BENCH_SOCKIO_H
@@ -39,6 +40,23 @@ static int nodelay(int fd)
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	return fd;
+}
+
+/* Serves the next connection on the listener l as the connection-setup
+ * programs do: reads n bytes into b, echoes them, reads to EOF, closes.
+ * -1 when the echo failed (the connection is closed all the same). */
+static inline int echo_conn(int l, char *b, size_t n)
+{
+	int c;
+	while ((c = accept(l, NULL, NULL)) < 0)
+		if (errno != EINTR && errno != ECONNABORTED)
+			die("accept");
+	int r = full(c, b, n, 1) || full(nodelay(c), b, n, 0) ? -1 : 0;
+	char rest[256];
+	while (r == 0 && read(c, rest, sizeof rest) > 0)
+		;
+	close(c);
+	return r;
 }
 
 #endif

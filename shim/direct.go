@@ -526,6 +526,18 @@ func (s *Socket) armDirect(ds *directStream, fd int, events int16, bell int) int
 	if ds.conn.DrainDue() && ds.conn.Drain(fd) {
 		s.switchRequested()
 	}
+	return ds.conn.Arm(armEvents(events), bell)
+}
+
+// armHeld reports whether the arms armDirect made for events and bell are
+// still in place (direct.Conn.ArmHeld): no ring spent them since.
+func armHeld(ds *directStream, events int16, bell int) bool {
+	return ds.conn.ArmHeld(armEvents(events), bell)
+}
+
+// armEvents is what an arm for the poll events asks of the area: POLLIN
+// (data) and POLLOUT (room).
+func armEvents(events int16) int16 {
 	var want int16
 	if events&pollIn != 0 {
 		want |= unix.POLLIN
@@ -533,7 +545,7 @@ func (s *Socket) armDirect(ds *directStream, fd int, events int16, bell int) int
 	if events&(pollOut|pollWRBAND) != 0 {
 		want |= unix.POLLOUT
 	}
-	return ds.conn.Arm(want, bell)
+	return want
 }
 
 // peerGone ends the connection from outside (its TCP connection ended:

@@ -79,6 +79,13 @@ type Conn struct {
 	c    *C.struct_sdp_dconn
 	area *Area
 	gen  genWords
+	arms armWords
+}
+
+// armWords point at the area's arm words of this side's sleepers: the
+// peer's data direction (POLLIN) and this side's space (POLLOUT).
+type armWords struct {
+	data, space *uint32
 }
 
 // genWords point at the area's words whose changes can make this side
@@ -122,7 +129,8 @@ func Open(a *Area, side int) (*Conn, error) {
 		fin: (*uint32)(unsafe.Pointer(&in.fin)), reset: (*uint32)(unsafe.Pointer(&in.reset)),
 		closed: (*uint32)(unsafe.Pointer(&out.rx_closed)), window: (*uint32)(unsafe.Pointer(&out.rx_window)),
 	}
-	return &Conn{c: c, area: a, gen: g}, nil
+	arms := armWords{data: (*uint32)(unsafe.Pointer(&in.data_armed)), space: (*uint32)(unsafe.Pointer(&out.space_armed))}
+	return &Conn{c: c, area: a, gen: g, arms: arms}, nil
 }
 
 // Ptr returns the handle's address, for the interposer.
@@ -265,6 +273,30 @@ func (c *Conn) Arm(events int16, bell int) int16 {
 	}
 	defer c.done()
 	return int16(C.sdp_dconn_arm(h, C.int(events), C.uint32_t(bell)))
+}
+
+// ArmHeld reports whether the arms an Arm(events, bell) made are all
+// still in place: each word holds bell's ring, or the socket's ring (two
+// sleepers with different bells armed it), which a sleeper on the socket
+// hears as well. An arm is spent by the peer's next ring, which can come
+// late: a sender that published before the arm and had not yet looked at
+// the word spends the new arm (merge_bell keeps a word that holds the
+// same bell), with nothing new for the sleeper to find. false after Free.
+func (c *Conn) ArmHeld(events int16, bell int) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.c == nil {
+		return false
+	}
+	ring := uint32(1) // the word of an arm without a bell this process's peer can write (sdp_dconn_arm, merge_bell)
+	if bell > 0 && bell < MaxBells && atomic.LoadUint32((*uint32)(unsafe.Pointer(&c.c.inherited))) == 0 {
+		ring = 1 + uint32(bell)
+	}
+	held := func(w *uint32) bool {
+		v := atomic.LoadUint32(w)
+		return v == ring || v == 1
+	}
+	return (events&unix.POLLIN == 0 || held(c.arms.data)) && (events&unix.POLLOUT == 0 || held(c.arms.space))
 }
 
 // SetBells gives the handle the table of the peer process's bells this

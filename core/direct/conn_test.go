@@ -223,3 +223,65 @@ func TestSmallSendsShareBlocks(t *testing.T) {
 		t.Fatalf("inq %d outq %d after reading everything", b.Inq(), a.Outq())
 	}
 }
+
+// TestArmHeld: an arm holds until the peer's next ring spends it; a word
+// another bell armed is not this sleeper's, and a word two bells merged
+// into the socket's ring holds for both.
+func TestArmHeld(t *testing.T) {
+	a, b := pair(t, 8, 1024)
+	if b.ArmHeld(unix.POLLIN, 5) {
+		t.Fatal("held before any arm")
+	}
+	if ev := b.Arm(unix.POLLIN, 5); ev != 0 {
+		t.Fatalf("arm: ready %#x", ev)
+	}
+	if !b.ArmHeld(unix.POLLIN, 5) {
+		t.Fatal("not held after the arm")
+	}
+	if b.ArmHeld(unix.POLLIN, 6) {
+		t.Fatal("bell 5's arm held for bell 6")
+	}
+	if b.ArmHeld(unix.POLLIN|unix.POLLOUT, 5) {
+		t.Fatal("held for room that was never armed")
+	}
+	if _, _, err := a.Send([]byte("x"), true); err != nil {
+		t.Fatal(err)
+	}
+	if b.ArmHeld(unix.POLLIN, 5) {
+		t.Fatal("held after the peer's ring spent it")
+	}
+	buf := make([]byte, 8)
+	if n, _, _ := b.Recv(buf, false, false); n != 1 {
+		t.Fatalf("recv: %d", n)
+	}
+	b.Arm(unix.POLLIN, 5)
+	b.Arm(unix.POLLIN, 7) // two bells: the word becomes the socket's ring
+	if !b.ArmHeld(unix.POLLIN, 5) || !b.ArmHeld(unix.POLLIN, 7) || !b.ArmHeld(unix.POLLIN, 0) {
+		t.Fatal("a merged arm not held for its sleepers")
+	}
+	if !b.ArmHeld(unix.POLLIN, MaxBells+3) {
+		t.Fatal("a bell number past the table is the socket's ring")
+	}
+	if _, _, err := a.Send([]byte("y"), true); err != nil {
+		t.Fatal(err)
+	}
+	if b.ArmHeld(unix.POLLIN, 0) {
+		t.Fatal("the socket's ring held after it was spent")
+	}
+	if n, _, _ := b.Recv(buf, false, false); n != 1 {
+		t.Fatalf("recv: %d", n)
+	}
+	// Room: armed while the area is full, spent by the reader's release.
+	if n, _, err := a.Send(make([]byte, 8*1024), false); n == 0 || err != nil {
+		t.Fatalf("fill: %d %v", n, err)
+	}
+	if ev := a.Arm(unix.POLLOUT, 9); ev&unix.POLLOUT != 0 || !a.ArmHeld(unix.POLLOUT, 9) {
+		t.Fatalf("room armed: ready %#x, held %v", ev, a.ArmHeld(unix.POLLOUT, 9))
+	}
+	if n, _, _ := b.Recv(make([]byte, 8*1024), false, false); n == 0 {
+		t.Fatal("nothing to read")
+	}
+	if a.ArmHeld(unix.POLLOUT, 9) {
+		t.Fatal("room's arm held after the release spent it")
+	}
+}

@@ -46,6 +46,9 @@
  *            later scans skip it (without arming) while the generation
  *            (what was published, the FIN, the reset) stays and no ring
  *            of the eventfd came
+ *   BELL     1 (needs RX_EVENT=2): the ring is the set's bell, which names
+ *            no entry, so it does not end the rest; a scan skips a quiet
+ *            entry only while its arm word is still set (armHeldLocked)
  *            3: two threads of one epoll set the interposer answers
  *            (preload/c/epollfast.c), both reading the connection, with
  *            parking: a scan may park the entry it finds not ready (mark
@@ -91,6 +94,10 @@
  *            11 the receiver does not look at closed between its
  *               announce and its sleep (needs DETACH=1): a detach that
  *               counted no sleeper leaves it asleep
+ *            12 a scan skips a quiet entry without looking at its arm
+ *               word (needs RX_EVENT=2, BELL=1): a ring of the bell meant
+ *               for a block already read spends the arm of the scan after
+ *               it, as in 6
  *            10 a reader frees a block before it moves the read cursor
  *               past it (needs RX_EVENT=3): the other thread's look finds
  *               the cursor on a freed block and misses one published
@@ -131,6 +138,14 @@
 #endif
 #ifndef BROKEN
 #define BROKEN 0
+#endif
+#ifndef BELL
+#define BELL 0
+#endif
+#if BELL && BROKEN != 12
+#define ARM_HELD (data_armed != 0)
+#else
+#define ARM_HELD 1
 #endif
 #ifndef DETACH
 #define DETACH 0
@@ -436,7 +451,7 @@ loop:	/* recv_locked(): take the blocks that have arrived, free each one */
 	 * there, the exact scan before the sleep arms and polls again. */
 	g = RX_GEN;
 	if
-	:: quiet && qgen == g -> skip  /* skipped: not evaluated, not armed */
+	:: quiet && qgen == g && ARM_HELD -> skip  /* skipped: not evaluated, not armed */
 	:: else ->
 #if BROKEN == 7
 		if
@@ -459,7 +474,7 @@ loop:	/* recv_locked(): take the blocks that have arrived, free each one */
 sleep:
 	(rx_efd == 1);
 	rx_efd = 0;
-#if BROKEN != 6
+#if BROKEN != 6 && !BELL
 	quiet = 0;  /* filter(): our token came back, the ring spent the arm */
 #endif
 	goto call;

@@ -77,6 +77,7 @@ func checks() []check {
 		{"tx-event", []string{"TX_EVENT=1"}, cat(futexRx, eventTx), true},
 		{"both-event", []string{"RX_EVENT=1", "TX_EVENT=1"}, cat(eventRx, eventTx), true},
 		{"rx-epoll-quiet", []string{"RX_EVENT=2"}, cat(eventRx, futexTx, []string{"quiet = 0"}), true},
+		{"rx-epoll-quiet-bell", []string{"RX_EVENT=2", "BELL=1"}, cat(eventRx, futexTx), true},
 		// Two threads of one set the interposer answers, with parking:
 		// 6M states, about 4 s for each search.
 		{"rx-epoll-park", []string{"RX_EVENT=3"}, cat(parkRx, futexTx), true},
@@ -97,6 +98,7 @@ func checks() []check {
 		{"broken9-ring-keeps-parked", []string{"BROKEN=9", "RX_EVENT=3"}, nil, false},
 		{"broken10-freed-before-cursor", []string{"BROKEN=10", "RX_EVENT=3"}, nil, true},
 		{"broken11-sleep-after-detach", []string{"BROKEN=11", "DETACH=1"}, nil, true},
+		{"broken12-bell-skips-unarmed", []string{"BROKEN=12", "RX_EVENT=2", "BELL=1"}, nil, false},
 	}
 	var cs []check
 	for _, c := range good {

@@ -91,9 +91,9 @@ func (p *Process) adopt(fd int) *Socket {
 	case listening == 1:
 		s.setState(sockListening)
 	default:
-		sa, err := unix.Getpeername(fd)
+		var err error
+		remote, err = nameOf(fd, unix.SYS_GETPEERNAME)
 		if err == nil {
-			remote, _ = addrPortOf(sa)
 			local, err = sockName(fd)
 		}
 		switch {

@@ -111,16 +111,6 @@ func socketCookie(fd int) uint64 {
 	return c
 }
 
-// peerName returns the remote address of connected socket fd.
-func peerName(fd int) netip.AddrPort {
-	sa, err := unix.Getpeername(fd)
-	if err != nil {
-		return netip.AddrPort{}
-	}
-	ap, _ := addrPortOf(sa)
-	return ap
-}
-
 // connObs is an accelerated socket's registration: its counters and the
 // removers of its waiters.
 type connObs struct {

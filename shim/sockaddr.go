@@ -3,6 +3,7 @@ package shim
 import (
 	"encoding/binary"
 	"net/netip"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -31,24 +32,29 @@ func ParseSockaddr(b []byte) (ap netip.AddrPort, family int, ok bool) {
 	return netip.AddrPort{}, family, false
 }
 
-// addrPortOf converts a unix.Sockaddr of an IP family.
-func addrPortOf(sa unix.Sockaddr) (netip.AddrPort, bool) {
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port)), true
-	case *unix.SockaddrInet6:
-		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port)), true
-	}
-	return netip.AddrPort{}, false
+// sockName returns the local address of socket fd.
+func sockName(fd int) (netip.AddrPort, error) { return nameOf(fd, unix.SYS_GETSOCKNAME) }
+
+// peerName returns the remote address of connected socket fd (zero when
+// it has none).
+func peerName(fd int) netip.AddrPort {
+	ap, _ := nameOf(fd, unix.SYS_GETPEERNAME)
+	return ap
 }
 
-// sockName returns the local address of socket fd.
-func sockName(fd int) (netip.AddrPort, error) {
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		return netip.AddrPort{}, err
+// nameOf returns the address getsockname (trap SYS_GETSOCKNAME) or
+// getpeername gives for an IP socket. It makes the system call itself:
+// unix.Getsockname and Getpeername also ask every IP socket its protocol
+// (SO_PROTOCOL, to tell L2TP's apart), one more system call per look, and
+// a connection's setup looks several times.
+func nameOf(fd int, trap uintptr) (netip.AddrPort, error) {
+	var rsa unix.RawSockaddrAny
+	l := uint32(unix.SizeofSockaddrAny)
+	if _, _, e := unix.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&rsa)), uintptr(unsafe.Pointer(&l))); e != 0 {
+		return netip.AddrPort{}, e
 	}
-	ap, ok := addrPortOf(sa)
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&rsa)), min(int(l), unix.SizeofSockaddrAny))
+	ap, _, ok := ParseSockaddr(b)
 	if !ok {
 		return netip.AddrPort{}, unix.EAFNOSUPPORT
 	}

@@ -2,6 +2,7 @@ package shim
 
 import (
 	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -87,6 +88,7 @@ func Init(host Host, environ []string) (*Process, int) {
 		listeners: map[*Socket]struct{}{}, live: map[*Socket]struct{}{}, deferred: map[deferKey]*Socket{},
 		epolls:  map[*epollSet]struct{}{},
 		logFile: rt.LogFile,
+		reap:    newReaper(idleRelease, debug.FreeOSMemory),
 	}
 	p.policy = waitPolicyFactory(rt.Config, rt.Log)
 	p.pollWait = wait.NewWaiter(p.policy())

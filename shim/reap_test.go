@@ -80,3 +80,47 @@ func TestReaperSlack(t *testing.T) {
 		t.Fatalf("two items due %v apart took %d wakes, want 1", reapSlack*4/5, r.rounds)
 	}
 }
+
+// TestReaperIdleRelease: the release runs once the queue has stayed empty
+// for idle, and only then; an item added while the reaper waits that out
+// is freed at its grace, not after the wait.
+func TestReaperIdleRelease(t *testing.T) {
+	const idle = time.Second
+	released := make(chan time.Time, 4)
+	r := newReaper(idle, func() { released <- time.Now() })
+	ran := make(chan time.Time, 4)
+	r.after(time.Millisecond, func() { ran <- time.Now() })
+	first := <-ran
+	time.Sleep(50 * time.Millisecond) // the reaper now waits out idle
+	added := time.Now()
+	r.after(time.Millisecond, func() { ran <- time.Now() })
+	select {
+	case at := <-ran:
+		if at.Sub(added) > idle/2 {
+			t.Fatalf("an item added during the idle wait ran %v after it was added", at.Sub(added))
+		}
+	case <-released:
+		t.Fatal("released with an item queued")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second item never ran")
+	}
+	select {
+	case at := <-released:
+		if at.Sub(first) < idle {
+			t.Fatalf("released %v after the first item, before %v of idle", at.Sub(first), idle)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("never released")
+	}
+	r.mu.Lock()
+	running := r.running
+	r.mu.Unlock()
+	if running {
+		t.Fatal("the reaper's goroutine still runs after its release")
+	}
+	select {
+	case <-released:
+		t.Fatal("released twice")
+	case <-time.After(100 * time.Millisecond):
+	}
+}

@@ -36,20 +36,26 @@ func sample(pid int) (usage, error) {
 }
 
 // settled samples pid every 100 ms until its fd count stops falling and,
-// with a reference (ref.fds > 0), is at most ref's, or for 10 s; it
-// returns the last sample. What a connection held is released shortly
-// after its end (under the shim: once the peer's end is seen and a grace
-// for a caller still inside has passed).
+// with a reference (ref.fds > 0), is at most ref's, and its RSS has not
+// moved by more than rssQuiet for rssSettle; or for 10 s. It returns the
+// last sample. What a connection held is released shortly after its end
+// (under the shim: once the peer's end is seen and a grace for a caller
+// still inside has passed; the Go heap's free pages once no connection
+// has ended for a second, shim/reap.go).
 func settled(pid int, ref usage) (usage, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	prev, err := sample(pid)
+	rssAt, rssSince := prev.rssKB, time.Now()
 	for err == nil {
 		time.Sleep(100 * time.Millisecond)
 		var u usage
 		if u, err = sample(pid); err != nil {
 			break
 		}
-		done := u.fds == prev.fds && (ref.fds == 0 || u.fds <= ref.fds)
+		if d := u.rssKB - rssAt; d > rssQuiet || d < -rssQuiet {
+			rssAt, rssSince = u.rssKB, time.Now()
+		}
+		done := u.fds == prev.fds && (ref.fds == 0 || u.fds <= ref.fds) && time.Since(rssSince) >= rssSettle
 		if done || time.Now().After(deadline) {
 			return u, nil
 		}
@@ -57,6 +63,13 @@ func settled(pid int, ref usage) (usage, error) {
 	}
 	return usage{}, err
 }
+
+// rssQuiet (KiB) and rssSettle: an RSS that moved less than rssQuiet for
+// rssSettle has settled.
+const (
+	rssQuiet  = 64
+	rssSettle = 3 * time.Second
+)
 
 // point is one sample of a curve, at t since the run began (the
 // interval times the sample's number).

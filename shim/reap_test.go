@@ -91,7 +91,15 @@ func TestReaperIdleRelease(t *testing.T) {
 	ran := make(chan time.Time, 4)
 	r.after(time.Millisecond, func() { ran <- time.Now() })
 	first := <-ran
-	time.Sleep(50 * time.Millisecond) // the reaper now waits out idle
+	for waiting := false; !waiting; { // until the reaper waits out idle
+		time.Sleep(time.Millisecond)
+		r.mu.Lock()
+		waiting = r.idling
+		r.mu.Unlock()
+		if !waiting && time.Since(first) > 5*time.Second {
+			t.Fatal("the reaper never waited with its queue empty")
+		}
+	}
 	added := time.Now()
 	r.after(time.Millisecond, func() { ran <- time.Now() })
 	select {

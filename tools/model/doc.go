@@ -17,7 +17,9 @@
 // fence), poll, and sleep until its eventfd is written; or as the core's
 // epoll sets do, whose scans skip a quiet entry (one that an exact scan
 // armed and found idle) without arming it again until its generation
-// moves or its eventfd rings; or as two threads of one epoll set the
+// moves or its eventfd rings (with BELL=1 the ring is the set's bell,
+// which names no entry and ends no rest; a scan skips the entry only
+// while its arm word is still set); or as two threads of one epoll set the
 // interposer answers (preload/c/epollfast.c), both reading the
 // connection, whose scans may park the entry (mark it parked, arm it to
 // ring the socket, look again) and leave it out of scans and arms until a
@@ -49,8 +51,8 @@
 // (no livelock: every loop of the model is bounded, so no fairness is
 // assumed).
 //
-// That the checker is not vacuous: the test also runs eleven broken
-// variants (BROKEN=1..11 in direct.pml: look before announcing, read the
+// That the checker is not vacuous: the test also runs twelve broken
+// variants (BROKEN=1..12 in direct.pml: look before announcing, read the
 // futex value after the re-check, look for sleepers before publishing,
 // poll before arming, the space direction's look before announcing, a
 // quiet entry that a ring of its eventfd leaves quiet (a late ring, meant
@@ -62,8 +64,10 @@
 // one in the C code, where the other thread's look then missed a block
 // published behind the freed ones; the reader now moves the cursor
 // first, and a look reads the cursor again after the status bytes;
-// and a receiver that does not look at closed between its announcement
-// and its sleep, which a detach that counted no sleeper leaves asleep)
+// a receiver that does not look at closed between its announcement
+// and its sleep, which a detach that counted no sleeper leaves asleep;
+// and, with bells, a scan that skips a quiet entry without looking at
+// its arm word, which a late ring spent as in the sixth)
 // and requires pan to find the lost wakeup in each as an invalid end
 // state, and in two of them (a futex and an event one) also as a
 // violation of the liveness claim; and for the real protocol it requires

@@ -529,14 +529,8 @@ func (s *Socket) armDirect(ds *directStream, fd int, events int16, bell int) int
 	return ds.conn.Arm(armEvents(events), bell)
 }
 
-// armHeld reports whether the arms armDirect made for events and bell are
-// still in place (direct.Conn.ArmHeld): no ring spent them since.
-func armHeld(ds *directStream, events int16, bell int) bool {
-	return ds.conn.ArmHeld(armEvents(events), bell)
-}
-
 // armEvents is what an arm for the poll events asks of the area: POLLIN
-// (data) and POLLOUT (room).
+// (data) and POLLOUT (room); direct.Conn.ArmHeld asks the same.
 func armEvents(events int16) int16 {
 	var want int16
 	if events&pollIn != 0 {

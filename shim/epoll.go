@@ -945,7 +945,7 @@ func (set *epollSet) quietSkip(e *epollEntry) (gen uint32, ok bool) {
 // +checklocks:set.mu
 func (set *epollSet) armHeldLocked(e *epollEntry) bool {
 	ds := e.sock.direct()
-	return ds == nil || armHeld(ds, int16(e.events&0xffff), set.bell)
+	return ds == nil || ds.conn.ArmHeld(armEvents(int16(e.events&0xffff)), set.bell)
 }
 
 // chanMark is a channel a scan moved; flushed: with a flush.

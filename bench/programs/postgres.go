@@ -56,21 +56,28 @@ func (h *harness) postgres(m mode) (map[string]float64, error) {
 		}
 		h.pgReady = true
 	}
+	// pgbench runs one pgbench of the run's duration and returns its tps.
+	pgbench := func(env []string, args ...string) (float64, error) {
+		args = append(append(append([]string(nil), pg...), args...), "-c", "4", "-j", "2", "-T", fmt.Sprint(h.seconds()), "postgres")
+		res, err := runClient(env, h.pgCred, h.limit(), filepath.Join(bin, "pgbench"), args...)
+		if err != nil {
+			return 0, err
+		}
+		t := reTPS.FindStringSubmatch(res)
+		if t == nil {
+			return 0, fmt.Errorf("pgbench %v: no tps in\n%s", args, tailOf(res))
+		}
+		return atof(t[1]), nil
+	}
 	// The backends that served the connections have exited by the time
 	// the server could be asked (carried): the client's log says how its
 	// connections went.
 	clientLog := filepath.Join(filepath.Dir(rd), "pgbench.log")
-	env := append(h.env.of(m, rd), "SDPSHIM_LOG_LEVEL=debug", "SDPSHIM_LOG_FILE="+clientLog)
-	res, err := runClient(env, h.pgCred, h.limit(), filepath.Join(bin, "pgbench"),
-		append(pg, "-c", "4", "-j", "2", "-T", fmt.Sprint(h.seconds()), "postgres")...)
+	tps, err := pgbench(append(h.env.of(m, rd), "SDPSHIM_LOG_LEVEL=debug", "SDPSHIM_LOG_FILE="+clientLog))
 	if err != nil {
 		return nil, err
 	}
-	t := reTPS.FindStringSubmatch(res)
-	if t == nil {
-		return nil, fmt.Errorf("pgbench: no tps in\n%s", tailOf(res))
-	}
-	out, err := carriedLog(m, clientLog, map[string]float64{"pgbench.tps": atof(t[1])})
+	out, err := carriedLog(m, clientLog, map[string]float64{"pgbench.tps": tps})
 	if err != nil {
 		return nil, err
 	}
@@ -78,15 +85,9 @@ func (h *harness) postgres(m mode) (map[string]float64, error) {
 	// forked for it. Under the default settings, which keep a program's
 	// short-lived connections on kernel TCP after a few (the short-lived
 	// rule): what such a program gets, not what acceleration costs.
-	res, err = runClient(h.env.of(m, rd), h.pgCred, h.limit(), filepath.Join(bin, "pgbench"),
-		append(pg, "-C", "-c", "4", "-j", "2", "-T", fmt.Sprint(h.seconds()), "postgres")...)
-	if err != nil {
+	if out["pgbench.connect.tps"], err = pgbench(h.env.of(m, rd), "-C"); err != nil {
 		return nil, err
 	}
-	if t = reTPS.FindStringSubmatch(res); t == nil {
-		return nil, fmt.Errorf("pgbench -C: no tps in\n%s", tailOf(res))
-	}
-	out["pgbench.connect.tps"] = atof(t[1])
 	return out, nil
 }
 

@@ -457,11 +457,11 @@ func TestDeferredGarbageRecord(t *testing.T) {
 	p, h, lfd, addr := groupSetup(t, dir)
 	early := randomBytes(777, 9)
 	cfd := connectEarly(t, p, h, addr, early)
-	names, _ := os.ReadDir(dir)
+	names, _ := os.ReadDir(dir + "/records")
 	n := 0
 	for _, e := range names {
 		if strings.HasPrefix(e.Name(), "d") {
-			if err := os.WriteFile(dir+"/"+e.Name(), []byte("sdpshim-deferred 1\npid 1\n"), 0o600); err != nil {
+			if err := os.WriteFile(dir+"/records/"+e.Name(), []byte("sdpshim-deferred 1\npid 1\n"), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			n++

@@ -11,11 +11,14 @@ import "github.com/sdpshim/sdpshim/core/rendezvous"
 // core tells the interposer enough to answer "nobody offered it" alone:
 // the listeners it registered (marked with their SO_COOKIE), how many
 // offers it holds unclaimed (rendezvous Config.OnPending), and, after an
-// accept that nobody offered, the state in which the run directory held
-// no deferral record (rendezvous Node.Quiet). A connector's offer is
-// answered, and its record written, before its connect(): an accept on a
-// marked listener while no offer is held and the directory is still in
-// that state is a plain connection, which the interposer counts
+// accept that nobody offered, its rendezvous socket and the state in
+// which the record directory held no deferral record (rendezvous
+// Node.Quiet). A connector's offer is answered or queued on that socket
+// (a committed offer), and its record written, before its connect(): an
+// accept on a marked listener while nothing is queued there, no offer is
+// held and the directory is still in that state is a plain connection
+// (held.go in core/rendezvous says why the order of these looks matters),
+// which the interposer counts
 // (peer-not-shimmed, added to the registry's count through
 // Observer.InterposerFallbacks), fires through the probe and logs. It
 // does not appear in the registry's list of recent fallbacks.
@@ -30,9 +33,11 @@ type plainAcceptHost interface {
 	AcceptListener(fd int, cookie uint64)
 	// AcceptHeld tells how many offers this process holds unclaimed.
 	AcceptHeld(n int)
-	// AcceptQuiet tells a state in which the run directory dir held no
-	// deferral record.
-	AcceptQuiet(dir string, st rendezvous.DirState)
+	// AcceptQuiet tells a state in which the record directory dir (the
+	// run directory's records/) held no deferral record, and the
+	// rendezvous socket rvfd, where a committed offer waits until the
+	// core reads it (AcceptHeld counts it from then on).
+	AcceptQuiet(dir string, st rendezvous.DirState, rvfd int)
 }
 
 // plainHost returns the host as a plainAcceptHost, or nil.
@@ -84,7 +89,9 @@ func (p *Process) offersHeld(n int) {
 func (p *Process) notOffered(node *rendezvous.Node) {
 	if h := p.plainHost(); h != nil {
 		if st, ok := node.Quiet(); ok {
-			h.AcceptQuiet(p.cfg.RunDir, st)
+			if fd := node.ServerFD(); fd >= 0 {
+				h.AcceptQuiet(node.RecordDir(), st, fd)
+			}
 		}
 	}
 }

@@ -29,10 +29,10 @@ import (
 //     (the shim's), so both ends always agree; an offer the puller gave up
 //     on is refused or dropped (abandoned tuples), which declines it.
 //
-// A record file lives in the run directory under the name
-// d<server>-<client> (the canonical Tuple, the client's address possibly
-// the wildcard [::]), is written like an entry file (temporary file, then
-// rename) and holds:
+// A record file lives in the run directory's subdirectory records/
+// (recordDir) under the name d<server>-<client> (the canonical Tuple, the
+// client's address possibly the wildcard [::]), is written like an entry
+// file (temporary file, then rename) and holds:
 //
 //	sdpshim-deferred 1
 //	pid 1234
@@ -201,8 +201,11 @@ func (n *Node) deferAs(d Deferral) (Deferral, error) {
 		return Deferral{}, err
 	}
 	r := recordFile{owner: n.self(), nonce: d.Nonce}
-	if err := n.writeFile(d.name, r.encode()); err != nil {
-		return Deferral{}, err
+	err := n.withRecordDir(true, func(dirfd int) error {
+		return writeFileAt(dirfd, d.name, r.encode(), n.pid)
+	})
+	if err != nil {
+		return Deferral{}, fallback(ReasonRunDir, err)
 	}
 	n.recs[d.name] = true
 	n.stats.deferred.Add(1)
@@ -217,7 +220,7 @@ func (n *Node) Undefer(d Deferral) {
 		return
 	}
 	delete(n.recs, d.name)
-	n.withRunDir(false, func(dirfd int) error {
+	n.withRecordDir(false, func(dirfd int) error {
 		unix.Unlinkat(dirfd, d.name, 0)
 		return nil
 	})
@@ -233,7 +236,7 @@ func (n *Node) FindDeferred(local, remote netip.AddrPort) (Record, error) {
 	key := Tuple{Client: remote, Server: local}.canon()
 	var rec Record
 	var ferr error = &FallbackError{ReasonNotShimmed, fmt.Errorf("deferred %s: %w", key, ErrNoEntry)}
-	err := n.withRunDir(false, func(dirfd int) error {
+	err := n.withRecordDir(false, func(dirfd int) error {
 		for i, name := range []string{recordName(key), recordName(key.withAnyClient()), natRecordName(key.Client)} {
 			if i == 2 && key.Client.Addr().IsUnspecified() {
 				break
@@ -308,32 +311,39 @@ func (n *Node) checkRecord(dirfd int, name string) (recordFile, error) {
 	return r, nil
 }
 
-// writeFile writes name in the run directory atomically (a temporary
-// file, then rename over any old one). n.mu held.
+// writeFile writes name in the run directory atomically (writeFileAt).
+// n.mu held.
 func (n *Node) writeFile(name string, data []byte) error {
 	return n.withRunDir(true, func(dirfd int) error {
-		tmp := tempName(n.pid, random32())
-		fileMode, _ := modes(dirfd)
-		fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, fileMode)
-		if err != nil {
-			return &FallbackError{ReasonRunDir, fmt.Errorf("write %s: %w", name, err)}
-		}
-		err = unix.Fchmod(fd, fileMode) // whatever the umask
-		if err == nil {
-			err = writeAll(fd, data)
-		}
-		if cerr := unix.Close(fd); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = unix.Renameat(dirfd, tmp, dirfd, name)
-		}
-		if err != nil {
-			unix.Unlinkat(dirfd, tmp, 0)
-			return &FallbackError{ReasonRunDir, fmt.Errorf("write %s: %w", name, err)}
-		}
-		return nil
+		return writeFileAt(dirfd, name, data, n.pid)
 	})
+}
+
+// writeFileAt writes name in the directory dirfd (the run directory or
+// its record directory) atomically: a temporary file of process pid,
+// then a rename over any old one.
+func writeFileAt(dirfd int, name string, data []byte, pid int) error {
+	tmp := tempName(pid, random32())
+	fileMode, _ := modes(dirfd)
+	fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, fileMode)
+	if err != nil {
+		return &FallbackError{ReasonRunDir, fmt.Errorf("write %s: %w", name, err)}
+	}
+	err = unix.Fchmod(fd, fileMode) // whatever the umask
+	if err == nil {
+		err = writeAll(fd, data)
+	}
+	if cerr := unix.Close(fd); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Renameat(dirfd, tmp, dirfd, name)
+	}
+	if err != nil {
+		unix.Unlinkat(dirfd, tmp, 0)
+		return &FallbackError{ReasonRunDir, fmt.Errorf("write %s: %w", name, err)}
+	}
+	return nil
 }
 
 // HasNATRecord reports whether a connector filed a NAT record for client
@@ -344,7 +354,7 @@ func (n *Node) HasNATRecord(client netip.AddrPort) bool {
 		return false
 	}
 	var st unix.Stat_t
-	name := filepath.Join(n.cfg.RunDir, natRecordName(client))
+	name := filepath.Join(n.cfg.RunDir, recordDir, natRecordName(client))
 	return unix.Lstat(name, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG
 }
 

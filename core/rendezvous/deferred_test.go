@@ -137,7 +137,7 @@ func TestDeferredBadRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	content, err := os.ReadFile(filepath.Join(dir, good.name))
+	content, err := os.ReadFile(filepath.Join(dir, recordDir, good.name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestDeferredBadRecords(t *testing.T) {
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			tuple := Tuple{Client: ap("127.0.0.1:" + itoa(42001+i)), Server: ap("127.0.0.1:8080")}
-			path := filepath.Join(dir, recordName(tuple))
+			path := filepath.Join(dir, recordDir, recordName(tuple))
 			if err := os.WriteFile(path, []byte(c.content), 0o600); err != nil {
 				t.Fatal(err)
 			}
@@ -172,7 +172,7 @@ func TestDeferredBadRecords(t *testing.T) {
 		tuple := Tuple{Client: ap("127.0.0.1:42100"), Server: ap("127.0.0.1:8080")}
 		target := filepath.Join(t.TempDir(), "target")
 		os.WriteFile(target, content, 0o600)
-		path := filepath.Join(dir, recordName(tuple))
+		path := filepath.Join(dir, recordDir, recordName(tuple))
 		if err := os.Symlink(target, path); err != nil {
 			t.Fatal(err)
 		}

@@ -60,6 +60,38 @@ func TestLookupCache(t *testing.T) {
 		t.Fatalf("the cache handed out its own entries: %v", e)
 	}
 
+	// Deferral records come and go in the record directory: once the
+	// first one has started the connector's server and made that
+	// directory, the run directory, and so the cached answer, stays as it
+	// was.
+	deferOnce := func(port string) {
+		d, err := cli.Defer(Tuple{Client: ap("127.0.0.1:" + port), Server: ap("127.0.0.1:4000")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cli.Undefer(d)
+	}
+	deferOnce("5554")
+	age()
+	cli.Lookup(ap("127.0.0.1:4000"))
+	before := stampRunDir(dir)
+	deferOnce("5555")
+	if after := stampRunDir(dir); after != before {
+		t.Fatalf("a deferral changed the run directory: %+v, then %+v", before, after)
+	}
+	if err := os.Rename(entries[0], entries[0]+".away"); err != nil {
+		t.Fatal(err)
+	}
+	os.Chtimes(dir, old, old)
+	e, err = cli.Lookup(ap("127.0.0.1:4000"))
+	if err != nil || len(e) != 1 {
+		t.Fatalf("lookup after a deferral, from the cache: %v %v", e, err)
+	}
+	if err := os.Rename(entries[0]+".away", entries[0]); err != nil {
+		t.Fatal(err)
+	}
+	age()
+
 	// A listener registering on a port cached as not shimmed is found
 	// at once, however recent the change.
 	if err := srv.Register(ap("127.0.0.1:4001")); err != nil {

@@ -37,10 +37,11 @@ type Config struct {
 	// goroutine that drops the entry (a timer, the server, Claim's or
 	// Close's caller) with no lock held.
 	OnDrop func(Match, DropCause)
-	// OnPending, if set, is told how many accepted offers wait for their
-	// Claim whenever that changes, under the table's lock (so calls
-	// arrive in order): before the answer of a new one goes out, after
-	// one is claimed or dropped. It must not block.
+	// OnPending, if set, is told how many offers this process may hold
+	// unclaimed (held.go) whenever that changes, one call at a time, the
+	// last with the latest count: before the answer of a new one goes
+	// out, after one is claimed or dropped, and before the server takes
+	// a rendezvous connection off its socket. It must not block.
 	OnPending func(n int)
 	// OnPull, if set, answers PULLs for the connections this process
 	// deferred (Defer; pull.go); without it every PULL is refused.
@@ -76,6 +77,7 @@ type Node struct {
 	lookups lookupCache  // Lookup's answers (lookupcache.go)
 	quiet   quietCache   // Quiet's last listing (quiet.go)
 	answers atomic.Int32 // Answers not closed yet: each holds an fd (fdshare.go)
+	held    heldCount    // what OnPending is told (held.go)
 
 	mu     sync.Mutex
 	closed bool

@@ -203,11 +203,11 @@ func (p *pendingTable) releaseLocked(e *pendingEntry) {
 	p.told()
 }
 
-// told tells Config.OnPending how many entries are filed. p.mu held.
+// told tells Config.OnPending how many entries are filed (held.go). p.mu
+// held.
 func (p *pendingTable) told() {
-	if f := p.n.cfg.OnPending; f != nil {
-		f(p.heldLocked())
-	}
+	p.n.held.filed.Store(int32(p.heldLocked()))
+	p.n.tellHeld()
 }
 
 // finish drops e with cause unless it is already finished.

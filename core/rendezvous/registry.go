@@ -370,7 +370,8 @@ func readEntryFile(dirfd int, name string) ([]byte, uint32, error) {
 }
 
 // sweep removes leftovers of dead processes from the run directory:
-// entry and record files, temporary files and rendezvous sockets. Pids
+// entry files, temporary files and rendezvous sockets, and from its
+// record directory: record files and temporary files. Pids
 // repeat across pid namespaces, so a socket is judged by itself (one
 // that refuses connections has no server: probeSocket) and a temporary
 // file by its age. Called once when the server starts; the node agent
@@ -389,10 +390,6 @@ func (n *Node) sweep(dirfd int) {
 			}
 			continue
 		}
-		if _, ok := parseRecordName(name); ok {
-			n.checkRecord(dirfd, name)
-			continue
-		}
 		if _, ok := parseTempName(name); ok {
 			if fileAge(dirfd, name) > staleTempAge {
 				n.remove(dirfd, name)
@@ -402,6 +399,19 @@ func (n *Node) sweep(dirfd int) {
 		if pid, ok := parseSockName(name); ok && !youngAndAlive(dirfd, name, pid) &&
 			probeSocket(filepath.Join(n.cfg.RunDir, name)) == socketDead {
 			n.remove(dirfd, name)
+		}
+	}
+	rfd, err := openRecordDir(dirfd, n.cfg.RunDir, false)
+	if err != nil {
+		return
+	}
+	defer unix.Close(rfd)
+	names, _ = readDirNames(rfd)
+	for _, name := range names {
+		if _, ok := parseRecordName(name); ok {
+			n.checkRecord(rfd, name)
+		} else if _, ok := parseTempName(name); ok && fileAge(rfd, name) > staleTempAge {
+			n.remove(rfd, name)
 		}
 	}
 }

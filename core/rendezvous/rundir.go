@@ -9,6 +9,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// sharedDirMode is a shared run directory's mode (checkRunDirFD): setgid,
+// sticky, everything for owner and group, nothing for others.
+const sharedDirMode = 0o700 | 0o070 | unix.S_ISGID | unix.S_ISVTX
+
 // maxSockPath is sun_path's size less its NUL.
 const maxSockPath = 107
 
@@ -120,4 +124,62 @@ func inGroup(gid uint32) bool {
 		}
 	}
 	return false
+}
+
+// recordDir is the run directory's subdirectory for deferral records
+// (deferred.go). They come and go with every deferred connection, while
+// the run directory itself changes only when a listener registers or
+// leaves: the lookup cache (lookupcache.go), which keeps its answers while
+// the run directory is unchanged, then survives a pre-fork server's
+// clients, and a lookup lists listener entries only.
+const recordDir = "records"
+
+// withRecordDir calls f with the record directory open (openRecordDir),
+// creating it, and the run directory, with create.
+func (n *Node) withRecordDir(create bool, f func(dirfd int) error) error {
+	return n.withRunDir(create, func(top int) error {
+		fd, err := openRecordDir(top, n.cfg.RunDir, create)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return f(fd)
+	})
+}
+
+// openRecordDir opens the record directory of the checked run directory
+// top (named dir) and checks it by the run directory's rule
+// (checkRunDirFD). With create it makes a missing one with top's access:
+// private (0700), or shared (3770, top's group by its setgid bit). In a
+// shared run directory the node agent makes it (PrepareRunDir): one a
+// member made is its own, and the other members' checks refuse it. A
+// missing one without create is errNoRunDir (ReasonNotShimmed: nobody
+// filed a record).
+func openRecordDir(top int, dir string, create bool) (int, error) {
+	path := filepath.Join(dir, recordDir)
+	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := unix.Openat(top, recordDir, flags, 0)
+	made := false
+	if err == unix.ENOENT {
+		if !create {
+			return -1, &FallbackError{ReasonNotShimmed, fmt.Errorf("%s: %w", path, errNoRunDir)}
+		}
+		err = unix.Mkdirat(top, recordDir, 0o700)
+		made = err == nil
+		if err != nil && err != unix.EEXIST {
+			return -1, &FallbackError{ReasonRunDir, fmt.Errorf("create record directory %s: %w", path, err)}
+		}
+		fd, err = unix.Openat(top, recordDir, flags, 0)
+	}
+	if err != nil {
+		return -1, &FallbackError{ReasonRunDir, fmt.Errorf("open record directory %s: %w", path, err)}
+	}
+	if made && sharedRunDir(top) {
+		unix.Fchmod(fd, sharedDirMode) // checked below
+	}
+	if err := checkRunDirFD(fd, path); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
 }

@@ -193,6 +193,8 @@ func (s *server) intake() {
 // acceptAllLocked accepts until the backlog is empty and takes each
 // connection. s.intakeMu held.
 func (s *server) acceptAllLocked() {
+	s.n.inflight(1) // before a connection leaves the backlog (held.go)
+	defer s.n.inflight(-1)
 	for !s.closing.Load() {
 		fd, _, err := unix.Accept4(s.fd, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
 		if s.closing.Load() {
@@ -247,6 +249,7 @@ func (s *server) acceptAllLocked() {
 			continue
 		}
 		s.conns.Add(1)
+		s.n.inflight(1) // until served
 		s.take(waitingConn{fd: fd, cred: cred, peer: peer, until: time.Now().Add(s.n.cfg.ReadTimeout)})
 	}
 }
@@ -276,6 +279,7 @@ func (s *server) take(w waitingConn) {
 func (s *server) served(peer peerKey) {
 	s.peers.remove(peer)
 	s.active.Add(-1)
+	s.n.inflight(-1)
 	s.conns.Done()
 }
 

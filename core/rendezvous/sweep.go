@@ -45,7 +45,8 @@ func (n *Node) remove(dirfd int, name string) {
 
 // PrepareRunDir makes dir a run directory by the rule of checkRunDirFD,
 // creating it (and missing parents, mode 0755) when needed, and returns
-// it checked. With gid < 0 it is private to the caller (mode 0700); else
+// it checked, with its record directory (rundir.go, recordDir) made the
+// same way. With gid < 0 it is private to the caller (mode 0700); else
 // it is shared with group gid: owned by the caller (root, for the node
 // agent), mode 3770 (setgid, sticky, nothing for others), so that
 // processes of any uid that have gid among their groups can use it and
@@ -58,24 +59,43 @@ func PrepareRunDir(dir string, gid int) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return &FallbackError{ReasonRunDir, fmt.Errorf("create %s: %w", filepath.Dir(dir), err)}
 	}
-	if err := unix.Mkdir(dir, 0o700); err != nil && err != unix.EEXIST {
-		return &FallbackError{ReasonRunDir, fmt.Errorf("create run directory %s: %w", dir, err)}
-	}
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := prepareDir(unix.AT_FDCWD, dir, dir, gid)
 	if err != nil {
-		return &FallbackError{ReasonRunDir, fmt.Errorf("open run directory %s: %w", dir, err)}
+		return err
 	}
 	defer unix.Close(fd)
+	rfd, err := prepareDir(fd, recordDir, filepath.Join(dir, recordDir), gid)
+	if err == nil {
+		unix.Close(rfd)
+	}
+	return err
+}
+
+// prepareDir makes the directory name (path, for errors) in dirfd as
+// PrepareRunDir says and returns it open and checked.
+func prepareDir(dirfd int, name, path string, gid int) (int, error) {
+	if err := unix.Mkdirat(dirfd, name, 0o700); err != nil && err != unix.EEXIST {
+		return -1, &FallbackError{ReasonRunDir, fmt.Errorf("create %s: %w", path, err)}
+	}
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &FallbackError{ReasonRunDir, fmt.Errorf("open %s: %w", path, err)}
+	}
 	mode, group := uint32(0o700), -1
 	if gid >= 0 {
-		mode, group = 0o700|0o070|unix.S_ISGID|unix.S_ISVTX, gid
+		mode, group = sharedDirMode, gid
 	}
 	// Owner and group first: a chown clears the setgid bit.
-	if err := unix.Fchown(fd, unix.Geteuid(), group); err != nil {
-		return &FallbackError{ReasonRunDir, fmt.Errorf("chown run directory %s: %w", dir, err)}
+	if err = unix.Fchown(fd, unix.Geteuid(), group); err != nil {
+		err = &FallbackError{ReasonRunDir, fmt.Errorf("chown %s: %w", path, err)}
+	} else if err = unix.Fchmod(fd, mode); err != nil {
+		err = &FallbackError{ReasonRunDir, fmt.Errorf("chmod %s: %w", path, err)}
+	} else {
+		err = checkRunDirFD(fd, path)
 	}
-	if err := unix.Fchmod(fd, mode); err != nil {
-		return &FallbackError{ReasonRunDir, fmt.Errorf("chmod run directory %s: %w", dir, err)}
+	if err != nil {
+		unix.Close(fd)
+		return -1, err
 	}
-	return checkRunDirFD(fd, dir)
+	return fd, nil
 }

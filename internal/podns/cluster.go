@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+
+	"github.com/sdpshim/sdpshim/core/rendezvous"
 )
 
 // Cluster is one node namespace, its pods and the shared run directory.
@@ -48,15 +50,10 @@ func New(prefix, lib string, gid int) (c *Cluster, err error) {
 	if err := os.Chmod(base, 0o755); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{c.HostRD, c.PodRD} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			return nil, err
-		}
-	}
-	if err := os.Chown(c.HostRD, 0, gid); err != nil {
+	if err := os.Mkdir(c.PodRD, 0o755); err != nil {
 		return nil, err
 	}
-	if err := os.Chmod(c.HostRD, 0o770|os.ModeSetgid|os.ModeSticky); err != nil {
+	if err := rendezvous.PrepareRunDir(c.HostRD, gid); err != nil { // as the node agent does
 		return nil, err
 	}
 	if err := c.addNetns(c.Node); err != nil {

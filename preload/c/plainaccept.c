@@ -3,7 +3,7 @@
  *
  * An accept() on a listener the core registered asks the core what the
  * new connection is: accelerated when its connector offered it (an offer
- * the core holds, or a deferral record in the run directory), else kernel
+ * the core holds, or a deferral record in the record directory), else kernel
  * TCP, counted as peer-not-shimmed. For a server whose clients are not
  * shimmed every answer is the second one, and each costs a runtime entry:
  * about 0.1 ms in a postgres postmaster, which forks a backend per
@@ -14,15 +14,21 @@
  *   - the listeners it registered, by fd and SO_COOKIE (a later socket
  *     with that number is another one);
  *   - how many offers it holds, answered and not yet claimed or dropped
- *     (set before each answer goes out);
- *   - a state of the run directory (device, inode, modification time) in
- *     which it held no deferral record, read when the directory had been
+ *     (set before each answer goes out), or may be reading from its
+ *     rendezvous socket (set before it takes a connection off it);
+ *   - that socket: a committed offer, sent before its connector's
+ *     connect(), waits there until the core reads it;
+ *   - a state of the record directory (the run directory's records/:
+ *     device, inode, modification time) in which it held no deferral
+ *     record, read when the directory had been
  *     unchanged for longer than any timestamp granularity, so that a
  *     record written after that read moves the time.
  *
- * A connector's offer is answered, and its record written, before its
- * connect(). So an accept on a marked listener that finds no offer held
- * and the run directory as the core last saw it without records is a
+ * A connector's offer is answered or queued on the rendezvous socket, and
+ * its record written, before its connect(). So an accept on a marked
+ * listener that finds the rendezvous socket with nothing queued, then no
+ * offer held, and the record directory as the core last saw it without
+ * records is a
  * connection nobody offered: it stays on kernel TCP here, counted (in
  * fallback[] and accept_plain), fired through the fallback probe and
  * logged at debug level, without entering the core. Anything else asks
@@ -33,6 +39,7 @@
 #include "../../probes/c/probe.h"
 
 #include <limits.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -55,6 +62,7 @@ static struct {
 	uint32_t quiet;
 	uint64_t dev, ino;
 	int64_t sec, nsec;
+	int rvfd;
 	char dir[PATH_MAX];
 } pa;
 
@@ -72,7 +80,7 @@ void sdp_plain_listener(int fd, uint64_t cookie)
 
 void sdp_plain_held(uint32_t n) { __atomic_store_n(&pa_held, n, __ATOMIC_SEQ_CST); }
 
-void sdp_plain_quiet(const char *dir, uint64_t dev, uint64_t ino, int64_t sec, int64_t nsec)
+void sdp_plain_quiet(const char *dir, uint64_t dev, uint64_t ino, int64_t sec, int64_t nsec, int rvfd)
 {
 	/* Writers take the count from even to odd (one at a time). */
 	uint32_t s = __atomic_load_n(&pa.seq, __ATOMIC_RELAXED);
@@ -84,7 +92,7 @@ void sdp_plain_quiet(const char *dir, uint64_t dev, uint64_t ino, int64_t sec, i
 		s = __atomic_load_n(&pa.seq, __ATOMIC_RELAXED);
 	}
 	uint32_t quiet = 0;
-	if (dir != NULL && strlen(dir) < sizeof pa.dir &&
+	if (dir != NULL && rvfd >= 0 && strlen(dir) < sizeof pa.dir &&
 	    (pa.dir[0] == 0 || strcmp(pa.dir, dir) == 0)) { /* one run directory a process */
 		if (pa.dir[0] == 0)
 			strcpy(pa.dir, dir);
@@ -92,6 +100,7 @@ void sdp_plain_quiet(const char *dir, uint64_t dev, uint64_t ino, int64_t sec, i
 		__atomic_store_n(&pa.ino, ino, __ATOMIC_RELAXED);
 		__atomic_store_n(&pa.sec, sec, __ATOMIC_RELAXED);
 		__atomic_store_n(&pa.nsec, nsec, __ATOMIC_RELAXED);
+		__atomic_store_n(&pa.rvfd, rvfd, __ATOMIC_RELAXED);
 		quiet = 1;
 	}
 	__atomic_store_n(&pa.quiet, quiet, __ATOMIC_RELAXED);
@@ -105,15 +114,23 @@ static int nobody_offered(int lfd)
 		return 0;
 	void **slot = sdp_fd_ptr_slot(pa_dir, lfd, 0);
 	uint64_t want = slot ? (uint64_t)(uintptr_t)__atomic_load_n(slot, __ATOMIC_ACQUIRE) : 0;
-	if (want == 0 || __atomic_load_n(&pa_held, __ATOMIC_SEQ_CST) != 0)
+	if (want == 0)
 		return 0;
 	uint32_t s1 = __atomic_load_n(&pa.seq, __ATOMIC_ACQUIRE);
 	if ((s1 & 1) || !__atomic_load_n(&pa.quiet, __ATOMIC_RELAXED))
 		return 0;
 	uint64_t dev = __atomic_load_n(&pa.dev, __ATOMIC_RELAXED), ino = __atomic_load_n(&pa.ino, __ATOMIC_RELAXED);
 	int64_t sec = __atomic_load_n(&pa.sec, __ATOMIC_RELAXED), nsec = __atomic_load_n(&pa.nsec, __ATOMIC_RELAXED);
+	int rvfd = __atomic_load_n(&pa.rvfd, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	if (__atomic_load_n(&pa.seq, __ATOMIC_RELAXED) != s1)
+		return 0;
+	/* The socket first, then the count: the core counts a connection
+	 * before it takes it off the socket's backlog, so a committed offer
+	 * is seen in one or the other. */
+	struct pollfd pfd = {.fd = rvfd, .events = POLLIN};
+	struct timespec zero = {0, 0};
+	if (syscall(SYS_ppoll, &pfd, 1, &zero, NULL, 0) != 0 || __atomic_load_n(&pa_held, __ATOMIC_SEQ_CST) != 0)
 		return 0;
 	uint64_t cookie = 0;
 	socklen_t n = sizeof cookie;

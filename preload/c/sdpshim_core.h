@@ -254,15 +254,18 @@ struct sdpshim_host {
 	 * (0 unmarks; a later socket with that number is not it).
 	 * accept_held: how many offers the core holds, answered and not yet
 	 * claimed or dropped (set before the answer goes out).
-	 * accept_quiet: the run directory dir was, as of its device, inode
-	 * and modification time, without any deferral record (dir NULL:
+	 * accept_quiet: the record directory dir (the run directory's
+	 * records/) was, as of its device, inode and modification time,
+	 * without any deferral record, and rvfd is the core's rendezvous
+	 * socket, where a committed offer waits until the core reads it
+	 * (accept_held counts it from then on) (dir NULL:
 	 * unknown), read when it had been unchanged for longer than any
 	 * timestamp granularity. accept_plain: the accepts decided so, each
 	 * also counted in fallback[] as peer-not-shimmed. Absent in an older
 	 * interposer: every accept goes through the core. */
 	void (*accept_listener)(int fd, uint64_t cookie);
 	void (*accept_held)(uint32_t n);
-	void (*accept_quiet)(const char *dir, uint64_t dev, uint64_t ino, int64_t mtime_sec, int64_t mtime_nsec);
+	void (*accept_quiet)(const char *dir, uint64_t dev, uint64_t ino, int64_t mtime_sec, int64_t mtime_nsec, int rvfd);
 	uint64_t *accept_plain;
 };
 

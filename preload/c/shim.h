@@ -259,7 +259,7 @@ SDP_HIDDEN unsigned long sdp_fd_recast(const signed char to[SDP_FD_STATES], int 
 /* host->accept_listener, accept_held, accept_quiet (sdpshim_core.h). */
 SDP_HIDDEN void sdp_plain_listener(int fd, uint64_t cookie);
 SDP_HIDDEN void sdp_plain_held(uint32_t n);
-SDP_HIDDEN void sdp_plain_quiet(const char *dir, uint64_t dev, uint64_t ino, int64_t sec, int64_t nsec);
+SDP_HIDDEN void sdp_plain_quiet(const char *dir, uint64_t dev, uint64_t ino, int64_t sec, int64_t nsec, int rvfd);
 /* host->accept_plain: the accepts decided here (fallback[] also counts the
  * core's peer-not-shimmed ones: the core adds only these to its own). */
 SDP_HIDDEN extern uint64_t sdp_plain_accepts;

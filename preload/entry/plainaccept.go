@@ -13,9 +13,9 @@ static int host_has_plain_accept(struct sdpshim_host *h)
 }
 static void host_accept_listener(struct sdpshim_host *h, int fd, uint64_t cookie) { h->accept_listener(fd, cookie); }
 static void host_accept_held(struct sdpshim_host *h, uint32_t n) { h->accept_held(n); }
-static void host_accept_quiet(struct sdpshim_host *h, const char *dir, uint64_t dev, uint64_t ino, int64_t sec, int64_t nsec)
+static void host_accept_quiet(struct sdpshim_host *h, const char *dir, uint64_t dev, uint64_t ino, int64_t sec, int64_t nsec, int rvfd)
 {
-	h->accept_quiet(dir, dev, ino, sec, nsec);
+	h->accept_quiet(dir, dev, ino, sec, nsec, rvfd);
 }
 static uint64_t host_accept_plain(struct sdpshim_host *h) { return __atomic_load_n(h->accept_plain, __ATOMIC_RELAXED); }
 */
@@ -41,12 +41,12 @@ func (c cHost) AcceptListener(fd int, cookie uint64) {
 // AcceptHeld tells how many offers the core holds unclaimed.
 func (c cHost) AcceptHeld(n int) { C.host_accept_held(c.h, C.uint32_t(n)) }
 
-// AcceptQuiet tells in which state the run directory dir held no
-// deferral record.
-func (c cHost) AcceptQuiet(dir string, st rendezvous.DirState) {
+// AcceptQuiet tells in which state the record directory dir held no
+// deferral record, and the rendezvous socket rvfd.
+func (c cHost) AcceptQuiet(dir string, st rendezvous.DirState, rvfd int) {
 	cs := C.CString(dir)
 	defer C.free(unsafe.Pointer(cs))
-	C.host_accept_quiet(c.h, cs, C.uint64_t(st.Dev), C.uint64_t(st.Ino), C.int64_t(st.Mtime.Sec), C.int64_t(st.Mtime.Nsec))
+	C.host_accept_quiet(c.h, cs, C.uint64_t(st.Dev), C.uint64_t(st.Ino), C.int64_t(st.Mtime.Sec), C.int64_t(st.Mtime.Nsec), C.int(rvfd))
 }
 
 // plainAccepts reads how many accepts the interposer kept on kernel TCP.

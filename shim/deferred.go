@@ -300,6 +300,7 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 	pc.unanswered, pc.gave = offered.unanswered, offered.gave
 	s.ringLocked() // early bytes' rings, before the verdict (connectOfferedLocked)
 	s.endDeferLocked(pc)
+	s.earlyIntoAreaLocked(pc)
 	if len(s.early) > 0 || s.pendShut.Load() != 0 {
 		s.startPushLocked()
 	}

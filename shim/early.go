@@ -25,7 +25,10 @@ import (
 // Otherwise (deferred acceptance, the channel modes) they wait in a small
 // buffer of the socket (s.early) and go first on the stream once the
 // connection is accelerated (flushEarly, before any later write), or onto
-// the kernel socket, before anything else, when it falls back.
+// the kernel socket, before anything else, when it falls back. A deferred
+// connection on the direct path moves them into the area its pull's offer
+// made, before the verdict (earlyIntoAreaLocked), as if they had been
+// written then.
 
 // earlyMax bounds the early buffer (well under a loopback socket's
 // default buffers, so a fallback can always hand it to the kernel).
@@ -130,6 +133,27 @@ func (s *Socket) sendEarlyDirectLocked(ds *directStream, bufs [][]byte) (n int64
 	}
 	s.earlyArea += total
 	return int64(total), true
+}
+
+// earlyIntoAreaLocked moves the early bytes a deferred connection held in
+// its buffer (no area existed when they were written) into the area of
+// pc, the offer its pull made, as sendEarlyDirectLocked takes writes: the
+// puller reads them right after its claim, instead of after a goroutine
+// woke on the verdict and flushed them (a wake on each side, and the
+// puller's first read asleep until then). What does not fit stays in the
+// buffer for pushEarly.
+//
+// +checklocks:s.mu
+func (s *Socket) earlyIntoAreaLocked(pc *pendingConnect) {
+	if pc.direct == nil || pc.answer == nil || len(s.early) == 0 {
+		return
+	}
+	n, ok := s.sendEarlyDirectLocked(pc.direct, [][]byte{s.early})
+	if !ok {
+		return
+	}
+	s.early = append(s.early[:0], s.early[n:]...)
+	s.earlyN.Store(int32(len(s.early)))
 }
 
 // takeBackEarlyLocked moves the bytes that sendEarlyDirectLocked put into

@@ -48,10 +48,6 @@ import (
 // after it.
 const deferDeadline = time.Second
 
-// deferWatchSlice bounds one poll of the deferral watcher, so it notices
-// a pull (and exits) within that.
-const deferWatchSlice = 50 * time.Millisecond
-
 // deferState is where a deferral stands (guarded by the socket's lock).
 type deferState uint8
 
@@ -85,6 +81,7 @@ func deferKeyOf(client, server netip.AddrPort) deferKey {
 var (
 	errDeferUnclaimed = errors.New("no process used the accepted connection within the deadline")
 	errDeferPlain     = errors.New("the acceptor sent on kernel TCP")
+	errNoDeferWatch   = errors.New("no switch watcher to watch the deferral")
 	errDeferClosed    = errors.New("closed before any process used the accepted connection")
 	errPullNonce      = errors.New("pull: wrong nonce or address")
 )
@@ -130,44 +127,34 @@ func (s *Socket) connectDeferredLocked(fd int, node *rendezvous.Node, t rendezvo
 		p.host.SetFDState(f, FDManaged)
 	}
 	p.count("connect.deferred")
-	if dup, err := dupHigh(fd); err == nil {
-		go s.watchDeferred(pc, dup, time.Now().Add(deferDeadline))
-	} else {
-		s.deferFallbackLocked(rendezvous.ReasonDeferredUnclaimed, err)
+	if !p.swatch.watchDeferred(p, s, fd) {
+		s.deferFallbackLocked(rendezvous.ReasonDeferredUnclaimed, errNoDeferWatch)
 		return Pass
 	}
+	p.deadlines.after(deferDeadline, func() { s.deferFallback(pc, rendezvous.ReasonDeferredUnclaimed, errDeferUnclaimed) })
 	p.log.WithFields(fields).Debug("connecting to a group listener: deferred")
 	return negErrno(errno)
 }
 
-// watchDeferred decides for a deferral nobody pulls: at the deadline, or
-// when the kernel socket (its duplicate kfd, closed here) becomes
-// readable or fails, it falls back, unless a PULL came first.
-func (s *Socket) watchDeferred(pc *pendingConnect, kfd int, deadline time.Time) {
-	defer unix.Close(kfd)
-	pfd := []unix.PollFd{{Fd: int32(kfd), Events: unix.POLLIN | pollRDHUP}}
-	for {
-		s.mu.Lock()
-		waiting := s.pend == pc && pc.def.state == defWaiting
-		s.mu.Unlock()
-		if !waiting {
-			return
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			s.deferFallback(pc, rendezvous.ReasonDeferredUnclaimed, errDeferUnclaimed)
-			return
-		}
-		pfd[0].Revents = 0
-		if n, _ := unix.Poll(pfd, int(min(left, deferWatchSlice)/time.Millisecond)+1); n > 0 {
-			r, why := rendezvous.ReasonDeferredPlain, errDeferPlain
-			if pfd[0].Revents&(unix.POLLIN|pollRDHUP) == 0 {
-				r, why = rendezvous.ReasonPeerGone, errors.New("kernel socket failed while deferred")
-			}
-			s.deferFallback(pc, r, why)
-			return
-		}
+// deferredEvent answers an event of a deferred connection's kernel
+// socket, which the switch watcher holds while no PULL came
+// (switchWatch.watchDeferred): readable, the acceptor went on over
+// kernel TCP, or failed; either way it falls back. It reports whether s
+// was such a connection.
+func (s *Socket) deferredEvent(events uint32) bool {
+	s.mu.Lock()
+	pc := s.pend
+	deferred := s.getState() == sockConnecting && pc != nil && pc.def != nil && pc.answer == nil
+	s.mu.Unlock()
+	if !deferred {
+		return false
 	}
+	r, why := rendezvous.ReasonDeferredPlain, errDeferPlain
+	if events&(unix.EPOLLIN|unix.EPOLLRDHUP) == 0 {
+		r, why = rendezvous.ReasonPeerGone, errors.New("kernel socket failed while deferred")
+	}
+	s.deferFallback(pc, r, why)
+	return true
 }
 
 // deferFallback falls back the deferred connection pc unless it was
@@ -190,6 +177,7 @@ func (s *Socket) deferFallbackLocked(r rendezvous.Reason, why error) {
 	s.endDeferLocked(pc)
 	s.pend = nil
 	if len(s.fds) > 0 {
+		s.p.unwatchSwitch(s, s.fds[0])
 		s.p.fallback(r, s.fds[0], logrus.Fields{"remote": pc.dst}, why)
 	}
 	s.fallBackLocked()

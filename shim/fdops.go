@@ -185,6 +185,7 @@ func (s *Socket) close() {
 	}
 	s.mu.Unlock()
 	if state != sockAccelerated {
+		s.p.unwatchSwitch(s, -1) // watched while deferred (deferred.go)
 		if state == sockConnecting && s.wake.word != nil {
 			s.wake.release(s.p)
 		}

@@ -32,8 +32,10 @@ type Process struct {
 
 	fds   fdTable
 	words wordSlab
-	reap  reaper     // frees what closed connections leave, after their grace (reap.go)
-	short shortConns // destinations whose connections were short-lived (shortconn.go)
+	reap  reaper // frees what closed connections leave, after their grace (reap.go)
+	// deadlines ends deferrals nobody pulled (deferred.go, deferDeadline)
+	deadlines reaper
+	short     shortConns // destinations whose connections were short-lived (shortconn.go)
 
 	bells  ownBells           // this process's bells (bells.go)
 	bellMu sync.Mutex         // guards peers and their counts
@@ -86,9 +88,10 @@ func Init(host Host, environ []string) (*Process, int) {
 	p := &Process{
 		host: host, cfg: rt.Config, log: rt.Log,
 		listeners: map[*Socket]struct{}{}, live: map[*Socket]struct{}{}, deferred: map[deferKey]*Socket{},
-		epolls:  map[*epollSet]struct{}{},
-		logFile: rt.LogFile,
-		reap:    newReaper(idleRelease, debug.FreeOSMemory),
+		epolls:    map[*epollSet]struct{}{},
+		logFile:   rt.LogFile,
+		reap:      newReaper(idleRelease, debug.FreeOSMemory),
+		deadlines: newReaper(0, nil),
 	}
 	p.policy = waitPolicyFactory(rt.Config, rt.Log)
 	p.pollWait = wait.NewWaiter(p.policy())

@@ -10,7 +10,9 @@ import (
 // interposer's table): one goroutine for the whole process, asleep until
 // the oldest deadline, instead of a goroutine and a timer per connection.
 // A process that opens and closes connections fast otherwise woke the
-// runtime once more per connection.
+// runtime once more per connection. Every item of a reaper has the same
+// grace, so its queue is in deadline order; a second reaper ends the
+// deferrals nobody pulled (Process.deadlines, deferDeadline).
 //
 // Once the queue has stayed empty for idle, it runs release (nil: none)
 // and its goroutine ends: the process gives the Go heap's free pages

@@ -14,7 +14,8 @@ import (
 // one epoll set per process (a protected fd) holds the TCP socket of
 // every accelerated connection, one-shot, and one goroutine waits on it.
 // The same set holds the request ends of forks that kept connections
-// (forkkeep.go).
+// (forkkeep.go), and the TCP socket of a deferred connection while it
+// waits for its PULL (watchDeferred).
 // It waits for the connection's end (EPOLLRDHUP, a reset), not for
 // bytes: a direct connection's peer rings the socket with zero bytes
 // (direct.go). A switch request of a direct connection's peer marks the
@@ -95,6 +96,38 @@ func (p *Process) watchSwitchFD(s *Socket, fd int) {
 	if w.epoll(p) < 0 {
 		return
 	}
+	events := uint32(unix.EPOLLRDHUP)
+	urgent := true
+	ds := s.direct()
+	if ds != nil {
+		urgent = ds.conn.WatchUrgent()
+	}
+	if urgent {
+		events |= unix.EPOLLPRI
+	}
+	s.watchUrgent.Store(urgent)
+	w.arm(s, fd, events)
+	if ds != nil && ds.conn.SwitchRequested() && s.getState() == sockAccelerated {
+		// The peer's bell rang before s was accelerated (watcherRung
+		// passed it by): the mark in the area stays.
+		go s.switchAsResponder()
+	}
+}
+
+// watchDeferred adds s, a deferred connection (deferred.go) with socket
+// fd, until a PULL comes: readable (the acceptor went on over kernel TCP)
+// or failed, s.deferredEvent falls back. Its deadline is on the
+// process's deadline queue. No goroutine waits per connection: one that
+// did, blocked in poll(2), was started by every connect (a thread woken
+// for it), kept sysmon ticking while it waited, and woke again at each
+// end's FIN. It reports false when the watcher cannot run.
+func (w *switchWatch) watchDeferred(p *Process, s *Socket, fd int) bool {
+	return w.epoll(p) >= 0 && w.arm(s, fd, unix.EPOLLIN|unix.EPOLLRDHUP)
+}
+
+// arm puts fd, s's socket, in the set for events, one-shot: a socket
+// seen before is there already (armed again), a new one is added.
+func (w *switchWatch) arm(s *Socket, fd int, events uint32) bool {
 	w.mu.Lock()
 	id, known := w.ids[s]
 	if !known {
@@ -104,30 +137,16 @@ func (p *Process) watchSwitchFD(s *Socket, fd int) {
 		w.socks[id] = s
 	}
 	w.mu.Unlock()
-	ev := unix.EpollEvent{Events: unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: id}
-	urgent := true
-	ds := s.direct()
-	if ds != nil {
-		urgent = ds.conn.WatchUrgent()
-	}
-	if urgent {
-		ev.Events |= unix.EPOLLPRI
-	}
-	s.watchUrgent.Store(urgent)
-	// A socket seen before is in the set (one-shot: armed again); a new
-	// one is not, and a MOD would fail first.
+	ev := unix.EpollEvent{Events: events | unix.EPOLLONESHOT, Fd: id}
+	// A MOD of a new one would fail first.
 	first, then := unix.EPOLL_CTL_MOD, unix.EPOLL_CTL_ADD
 	if !known {
 		first, then = then, first
 	}
-	if unix.EpollCtl(w.epfd, first, fd, &ev) != nil {
-		unix.EpollCtl(w.epfd, then, fd, &ev)
+	if unix.EpollCtl(w.epfd, first, fd, &ev) == nil {
+		return true
 	}
-	if ds != nil && ds.conn.SwitchRequested() && s.getState() == sockAccelerated {
-		// The peer's bell rang before s was accelerated (watcherRung
-		// passed it by): the mark in the area stays.
-		go s.switchAsResponder()
-	}
+	return unix.EpollCtl(w.epfd, then, fd, &ev) == nil
 }
 
 // watchFork watches the request end of a fork that kept connections
@@ -243,11 +262,15 @@ func (p *Process) watcherRung() {
 	}
 }
 
-// switchEvent looks at what arrived on s's TCP socket (events): a REQ's
+// switchEvent looks at what arrived on s's TCP socket (events): a
+// deferred connection's first byte or failure (deferredEvent), a REQ's
 // urgent byte starts the responder; the connection's end leaves it
 // disarmed (the stream reports the end; a direct one is told here);
 // anything else re-arms.
 func (p *Process) switchEvent(s *Socket, events uint32) {
+	if s.deferredEvent(events) {
+		return
+	}
 	if s.getState() != sockAccelerated || s.sw.Load() != swNone {
 		return
 	}

@@ -350,17 +350,29 @@ func (p *Process) offer(s *Socket, node *rendezvous.Node, e rendezvous.Entry, t 
 // (settleLocked, directStream.answered). Writes made meanwhile go into the area
 // (early.go), so the round trip of an answer before the connect is gone
 // from every connection's setup. A deferred connection's offer, made
-// while a puller waits (deferred.go), is committed too: the puller's
-// claim, right after the pull's answer, finds it.
+// while a puller waits (deferred.go), is committed too, and goes on the
+// PULL's own connection: the pull's answer (offerDirectVia).
 func (p *Process) offerDirectTo(s *Socket, node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, committed bool) (*pendingConnect, error) {
+	var send func(rendezvous.Payload) (*rendezvous.Answer, error)
+	if committed {
+		send = func(pl rendezvous.Payload) (*rendezvous.Answer, error) { return node.OfferCommitted(e, t, pl) }
+	}
+	return p.offerDirectVia(node, e, t, send)
+}
+
+// offerDirectVia is offerDirectTo with send, which sends a committed
+// offer's payload (to the listener's server, or on a PULL's connection:
+// deferred.go); nil: the offer is not committed, and waits for its
+// answer.
+func (p *Process) offerDirectVia(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, send func(rendezvous.Payload) (*rendezvous.Answer, error)) (*pendingConnect, error) {
 	ds, files, bells, err := p.offerDirect(e.PID)
 	if err != nil {
 		return nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: err}
 	}
 	msg := offerMsg{direct: true, from: p.self, bells: bells}
 	pl := rendezvous.Payload{Data: msg.encode(), Files: files}
-	if committed {
-		a, err := node.OfferCommitted(e, t, pl)
+	if send != nil {
+		a, err := send(pl)
 		if err != nil {
 			ds.abandon()
 			return nil, err

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sdpshim/sdpshim/core/rendezvous"
+	"github.com/sdpshim/sdpshim/shim/config"
 )
 
 // Deferred acceptance, the connector's side (core/rendezvous/deferred.go
@@ -261,7 +262,17 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 	pc.def.state = defPulling
 	s.mu.Unlock()
 
-	offered, oerr := p.offer(s, node, req.From, t, true)
+	var offered *pendingConnect
+	var oerr error
+	if p.cfg.Channel == config.ChannelDirect {
+		// On the PULL's own connection: the puller claims it there, and
+		// neither side dials the other's server for it.
+		offered, oerr = p.offerDirectVia(node, req.From, t, func(pl rendezvous.Payload) (*rendezvous.Answer, error) {
+			return req.OfferHere(t, pl)
+		})
+	} else {
+		offered, oerr = p.offer(s, node, req.From, t, true)
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -22,9 +22,10 @@ import (
 //     (Serve) and a record file named by the 4-tuple says who it is.
 //  2. The process that first uses the accepted fd finds the record
 //     (FindDeferred) and calls Pull: a PULL message to the connector's
-//     server asks it to offer the connection to the puller's server,
-//     exactly as to a listener; the connector's OnPull makes that offer
-//     and commits it before it answers, so Pull ends with a Claim.
+//     server asks it to offer the connection to the puller, exactly as
+//     to a listener; the connector's OnPull makes that offer, committed,
+//     on the PULL's own connection (PullRequest.OfferHere), or to the
+//     puller's server before it answers, so Pull ends with a Claim.
 //  3. The connector alone decides between a PULL and its own deadline
 //     (the shim's), so both ends always agree; an offer the puller gave up
 //     on is refused or dropped (abandoned tuples), which declines it.

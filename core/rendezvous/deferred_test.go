@@ -269,3 +269,83 @@ func replaceLine(s, old, new string) string {
 func hexOf(b []byte) string { return hex.EncodeToString(b) }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// OfferHere: the connector's committed offer goes on the PULL's own
+// connection; the puller files and claims it from there (its server
+// serves nothing: no connection reaches it) and the verdict comes back
+// on the same connection. A second OfferHere on one PULL is refused.
+func TestDeferredPullOfferHere(t *testing.T) {
+	conn, puller, _ := deferPair(t, nil)
+	answers := make(chan *Answer, 1)
+	conn.cfg.OnPull = func(req PullRequest) error {
+		a, err := req.OfferHere(req.Tuple, Payload{Data: []byte("here")})
+		if err != nil {
+			return err
+		}
+		if _, err := req.OfferHere(req.Tuple, Payload{Data: []byte("twice")}); ReasonOf(err) != ReasonProtocol {
+			t.Errorf("second OfferHere: %v", err)
+		}
+		answers <- a
+		return nil
+	}
+	tuple := Tuple{Client: ap("127.0.0.1:41010"), Server: ap("127.0.0.1:8080")}
+	_, rec := deferFound(t, conn, puller, tuple)
+	before := puller.Stats()
+	m, err := puller.Pull(rec, tuple.Server, tuple.Client, time.Now().Add(PullWait))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := m.Prepared.(*prepared); p.data != "here" {
+		t.Fatalf("prepared %q", p.data)
+	} else {
+		p.release()
+	}
+	a := <-answers
+	defer a.Close()
+	if v := a.WaitVerdict(guard); v != VerdictAccepted {
+		t.Fatalf("verdict %s, want accepted", v)
+	}
+	a.Payload.CloseFiles()
+	if string(a.Payload.Data) != "re:here" {
+		t.Fatalf("verdict's answer %q", a.Payload.Data)
+	}
+	if s := puller.Stats(); s.Pulls != before.Pulls+1 || s.PullsClaimed != before.PullsClaimed+1 || s.Conns != before.Conns {
+		t.Fatalf("puller stats %+v, before %+v: want one pull claimed, no connection to its server", s, before)
+	}
+}
+
+// A handler that offered on the PULL's connection and then aborted the
+// offer (its connector closed meanwhile) gives the PULL no other answer:
+// the puller declines the offer when the abort byte came before its
+// claim, and holds an accelerated connection whose peer is gone when it
+// came after (as with an offer to its server); either way the Pull
+// returns.
+func TestDeferredPullOfferHereThenAbort(t *testing.T) {
+	conn, puller, _ := deferPair(t, nil)
+	conn.cfg.OnPull = func(req PullRequest) error {
+		a, err := req.OfferHere(req.Tuple, Payload{Data: []byte("here")})
+		if err != nil {
+			return err
+		}
+		a.Abort()
+		return &FallbackError{Reason: ReasonPeerGone, Err: errors.New("connector closed")}
+	}
+	tuple := Tuple{Client: ap("127.0.0.1:41011"), Server: ap("127.0.0.1:8080")}
+	_, rec := deferFound(t, conn, puller, tuple)
+	done := make(chan error, 1)
+	go func() {
+		m, err := puller.Pull(rec, tuple.Server, tuple.Client, time.Now().Add(PullWait))
+		if err == nil {
+			m.Prepared.(*prepared).release()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil && ReasonOf(err) == ReasonNone {
+			t.Fatalf("pull: %v", err)
+		}
+	case <-time.After(guard):
+		t.Fatal("the Pull did not return")
+	}
+}

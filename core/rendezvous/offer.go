@@ -55,11 +55,11 @@ func (n *Node) OfferCommitted(e Entry, t Tuple, offer Payload) (*Answer, error) 
 }
 
 func (n *Node) offer(ctx context.Context, e Entry, t Tuple, offer Payload, committed bool) (*Answer, error) {
-	if !t.validOffer(committed) || !offer.fits() || len(e.Socket) > maxSockPath {
-		return nil, &FallbackError{ReasonProtocol, fmt.Errorf("offer %s: invalid tuple, payload or entry", t)}
+	if len(e.Socket) > maxSockPath {
+		return nil, &FallbackError{ReasonProtocol, fmt.Errorf("offer %s: invalid entry", t)}
 	}
-	if int(n.answers.Load()) >= fdShare() {
-		return nil, &FallbackError{ReasonFDLimit, fmt.Errorf("offer %s: answers waiting for their verdict hold this process's share of its fd limit", t)}
+	if err := n.offerable(t, offer, committed); err != nil {
+		return nil, err
 	}
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -73,7 +73,7 @@ func (n *Node) offer(ctx context.Context, e Entry, t Tuple, offer Payload, commi
 			err = n.send(fd, kindOfferCommitted, t, offer, time.Now().Add(n.cfg.OfferTimeout))
 		}
 		if err == nil {
-			a = &Answer{committed: true, oneWay: true, tuple: t, answered: &n.stats.offersAnswered}
+			return n.oneWayAnswer(g, t), nil
 		}
 	} else {
 		deadline, ok := ctx.Deadline()
@@ -95,10 +95,35 @@ func (n *Node) offer(ctx context.Context, e Entry, t Tuple, offer Payload, commi
 		g.close()
 		return nil, err
 	}
-	n.answers.Add(1)
-	g.onClose = func() { n.answers.Add(-1) }
+	n.hold(g)
 	a.g = g
 	return a, nil
+}
+
+// offerable checks an offer before it goes: its tuple and payload, and
+// this process's share of its fd limit (each Answer waiting for its
+// verdict holds an fd).
+func (n *Node) offerable(t Tuple, offer Payload, committed bool) error {
+	if !t.validOffer(committed) || !offer.fits() {
+		return &FallbackError{ReasonProtocol, fmt.Errorf("offer %s: invalid tuple or payload", t)}
+	}
+	if int(n.answers.Load()) >= fdShare() {
+		return &FallbackError{ReasonFDLimit, fmt.Errorf("offer %s: answers waiting for their verdict hold this process's share of its fd limit", t)}
+	}
+	return nil
+}
+
+// hold counts g, an Answer's connection, until it closes.
+func (n *Node) hold(g *guardedFD) {
+	n.answers.Add(1)
+	g.onClose = func() { n.answers.Add(-1) }
+}
+
+// oneWayAnswer is the Answer of a committed offer of t sent on g, which
+// it holds: its verdict comes on g.
+func (n *Node) oneWayAnswer(g *guardedFD, t Tuple) *Answer {
+	n.hold(g)
+	return &Answer{committed: true, oneWay: true, tuple: t, answered: &n.stats.offersAnswered, g: g}
 }
 
 // exchange connects, sends the offer and reads the answer on fd.

@@ -2,6 +2,7 @@ package rendezvous
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"time"
@@ -22,7 +23,10 @@ import (
 // The connector answers after its OnPull returned: kind answer (no data,
 // no files: the offer went to the puller's server and was committed) or a
 // refusal with its reason (it fell back already, or the nonce is wrong,
-// or its offer failed).
+// or its offer failed). Or OnPull made the committed offer on the PULL's
+// own connection (PullRequest.OfferHere): that frame is the answer, and
+// the puller's verdict comes back on the same connection, as on an
+// offer's own.
 
 // PullRequest is a PULL as the connector's OnPull sees it.
 type PullRequest struct {
@@ -36,6 +40,42 @@ type PullRequest struct {
 	// rendezvous server, checked to lie in the run directory and to be
 	// named for PID).
 	From Entry
+
+	here *pullConn // the PULL's connection (OfferHere)
+}
+
+// pullConn is the connection a PULL came on, as OfferHere uses it.
+type pullConn struct {
+	n    *Node
+	fd   int
+	used bool // an offer went on it: the Answer holds fd
+}
+
+// OfferHere makes the committed offer of the pulled connection (t and
+// offer as for OfferCommitted) on the PULL's own connection, which the
+// returned Answer then holds: the puller files and claims it there, with
+// no connection to its server and no wake of the goroutine that serves
+// it. The offer is the PULL's answer, so a handler calls it at most once,
+// and after it the PULL gets no other answer whatever the handler
+// returns (an Answer abandoned ends the connection, and the puller
+// declines the offer).
+func (r PullRequest) OfferHere(t Tuple, offer Payload) (*Answer, error) {
+	h := r.here
+	if h == nil || h.used {
+		return nil, &FallbackError{ReasonProtocol, errors.New("pull: no connection to offer on")}
+	}
+	n := h.n
+	n.stats.offers.Add(1)
+	err := n.offerable(t, offer, true)
+	if err == nil {
+		err = n.send(h.fd, kindOfferCommitted, t, offer, time.Now().Add(n.cfg.OfferTimeout))
+	}
+	if err != nil {
+		n.stats.fallback(err)
+		return nil, err
+	}
+	h.used = true
+	return n.oneWayAnswer(newGuardedFD(h.fd), t), nil
 }
 
 // PullHandler is the connector's side of a PULL (Config.OnPull). It runs
@@ -118,7 +158,12 @@ func (n *Node) pull(rec Record, local, remote netip.AddrPort, deadline time.Time
 	if err != nil {
 		return Match{}, &FallbackError{ReasonPeerGone, fmt.Errorf("pull: socket: %w", err)}
 	}
-	defer unix.Close(fd)
+	passed := false // fd went to a pending entry (claimHere)
+	defer func() {
+		if !passed {
+			unix.Close(fd)
+		}
+	}()
 	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: rec.Socket}); err != nil {
 		return Match{}, &FallbackError{ReasonPeerGone, fmt.Errorf("pull: connect %s: %w", rec.Socket, err)}
 	}
@@ -144,8 +189,12 @@ func (n *Node) pull(rec Record, local, remote netip.AddrPort, deadline time.Time
 	if err != nil {
 		return Match{}, ioFallback("receive pull answer", err)
 	}
-	closeFiles(files)
 	r, err := decodeMessage(body)
+	if err == nil && r.kind == kindOfferCommitted {
+		passed = true
+		return n.claimHere(fd, r, files, cred, key, local, remote)
+	}
+	closeFiles(files)
 	switch {
 	case err != nil:
 	case r.kind == kindRefusal:
@@ -165,6 +214,35 @@ func (n *Node) pull(rec Record, local, remote netip.AddrPort, deadline time.Time
 	return m, nil
 }
 
+// claimHere takes the committed offer m (with files) that the connector
+// (cred) made on the PULL's own connection fd (PullRequest.OfferHere):
+// filed as this process's server files one, then claimed. fd passes on.
+func (n *Node) claimHere(fd int, m message, files []int, cred *unix.Ucred, key Tuple, local, remote netip.AddrPort) (Match, error) {
+	req, err := requestOf(m, files, nil)
+	if err == nil && req.Tuple.canon() != key {
+		closeFiles(req.Payload.Files)
+		err = fmt.Errorf("offer of %s on the pull of %s: %w", req.Tuple, key, errMessage)
+	}
+	n.mu.Lock()
+	srv := n.srv
+	n.mu.Unlock()
+	if err == nil && srv == nil {
+		closeFiles(req.Payload.Files)
+		err = ErrClosed
+	}
+	if err != nil {
+		unix.Close(fd)
+		return Match{}, fallback(ReasonProtocol, err)
+	}
+	req.Cred = *cred
+	srv.serveOffer(fd, req)
+	match, ok := n.Claim(local, remote)
+	if !ok {
+		return Match{}, &FallbackError{ReasonProtocol, fmt.Errorf("pull %s: offered on the pull, but not filed", key)}
+	}
+	return match, nil
+}
+
 // servePull handles a PULL on the connector's server: checks, OnPull, the
 // answer. fd is closed here.
 func (s *server) servePull(fd int, m message, files []int, cred *unix.Ucred) {
@@ -181,7 +259,12 @@ func (s *server) servePull(fd int, m message, files []int, cred *unix.Ucred) {
 		s.refuse(fd, ReasonNotShimmed, "no deferred connections here")
 		return
 	}
-	if err := s.callPull(req); err != nil {
+	req.here = &pullConn{n: n, fd: fd}
+	err = s.callPull(req)
+	if req.here.used {
+		return // the offer answered it, and its Answer holds fd
+	}
+	if err != nil {
 		r := ReasonOf(err)
 		if r == ReasonNone || !r.Valid() {
 			r = ReasonRefused

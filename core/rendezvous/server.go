@@ -351,6 +351,16 @@ func (s *server) serve(fd int, cred *unix.Ucred, peer peerKey) {
 		return
 	}
 	req.Cred = *cred
+	s.serveOffer(fd, req)
+}
+
+// serveOffer handles the offer req that came on fd (a connection to the
+// server, or the PULL's own: PullRequest.OfferHere): the Handler, then
+// the pending entry (a committed offer) or the answer. On success the fd
+// passes to the pending entry, which closes it; otherwise the offer is
+// refused on it and it is closed.
+func (s *server) serveOffer(fd int, req Request) {
+	n := s.n
 	expected, gone := n.pend.admit(req.Tuple.canon())
 	if gone {
 		closeFiles(req.Payload.Files)

@@ -353,18 +353,20 @@ func (p *Process) offer(s *Socket, node *rendezvous.Node, e rendezvous.Entry, t 
 // while a puller waits (deferred.go), is committed too, and goes on the
 // PULL's own connection: the pull's answer (offerDirectVia).
 func (p *Process) offerDirectTo(s *Socket, node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, committed bool) (*pendingConnect, error) {
-	var send func(rendezvous.Payload) (*rendezvous.Answer, error)
+	var send func(*directStream, rendezvous.Payload) (*rendezvous.Answer, error)
 	if committed {
-		send = func(pl rendezvous.Payload) (*rendezvous.Answer, error) { return node.OfferCommitted(e, t, pl) }
+		send = func(_ *directStream, pl rendezvous.Payload) (*rendezvous.Answer, error) {
+			return node.OfferCommitted(e, t, pl)
+		}
 	}
 	return p.offerDirectVia(node, e, t, send)
 }
 
 // offerDirectVia is offerDirectTo with send, which sends a committed
-// offer's payload (to the listener's server, or on a PULL's connection:
-// deferred.go); nil: the offer is not committed, and waits for its
-// answer.
-func (p *Process) offerDirectVia(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, send func(rendezvous.Payload) (*rendezvous.Answer, error)) (*pendingConnect, error) {
+// offer's payload, the area of ds (to the listener's server, or on a
+// PULL's connection: deferred.go); nil: the offer is not committed, and
+// waits for its answer.
+func (p *Process) offerDirectVia(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, send func(*directStream, rendezvous.Payload) (*rendezvous.Answer, error)) (*pendingConnect, error) {
 	ds, files, bells, err := p.offerDirect(e.PID)
 	if err != nil {
 		return nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: err}
@@ -372,7 +374,7 @@ func (p *Process) offerDirectVia(node *rendezvous.Node, e rendezvous.Entry, t re
 	msg := offerMsg{direct: true, from: p.self, bells: bells}
 	pl := rendezvous.Payload{Data: msg.encode(), Files: files}
 	if send != nil {
-		a, err := send(pl)
+		a, err := send(ds, pl)
 		if err != nil {
 			ds.abandon()
 			return nil, err

@@ -130,7 +130,7 @@ func (s *Socket) connectDeferredLocked(fd int, node *rendezvous.Node, t rendezvo
 	p.count("connect.deferred")
 	if !p.swatch.watchDeferred(p, s, fd) {
 		s.deferFallbackLocked(rendezvous.ReasonDeferredUnclaimed, errNoDeferWatch)
-		return Pass
+		return negErrno(errno) // the connect was made: plain from here
 	}
 	p.deadlines.after(deferDeadline, func() { s.deferFallback(pc, rendezvous.ReasonDeferredUnclaimed, errDeferUnclaimed) })
 	p.log.WithFields(fields).Debug("connecting to a group listener: deferred")
@@ -178,7 +178,6 @@ func (s *Socket) deferFallbackLocked(r rendezvous.Reason, why error) {
 	s.endDeferLocked(pc)
 	s.pend = nil
 	if len(s.fds) > 0 {
-		s.p.unwatchSwitch(s, s.fds[0])
 		s.p.fallback(r, s.fds[0], logrus.Fields{"remote": pc.dst}, why)
 	}
 	s.fallBackLocked()
@@ -267,8 +266,17 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 	if p.cfg.Channel == config.ChannelDirect {
 		// On the PULL's own connection: the puller claims it there, and
 		// neither side dials the other's server for it.
-		offered, oerr = p.offerDirectVia(node, req.From, t, func(pl rendezvous.Payload) (*rendezvous.Answer, error) {
-			return req.OfferHere(t, pl)
+		offered, oerr = p.offerDirectVia(node, req.From, t, func(ds *directStream, pl rendezvous.Payload) (*rendezvous.Answer, error) {
+			s.mu.Lock()
+			s.earlyIntoAreaLocked(ds)
+			s.mu.Unlock()
+			a, err := req.OfferHere(t, pl)
+			if err != nil {
+				s.mu.Lock()
+				s.takeBackEarlyLocked(ds)
+				s.mu.Unlock()
+			}
+			return a, err
 		})
 	} else {
 		offered, oerr = p.offer(s, node, req.From, t, true)
@@ -299,7 +307,6 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 	pc.unanswered, pc.gave = offered.unanswered, offered.gave
 	s.ringLocked() // early bytes' rings, before the verdict (connectOfferedLocked)
 	s.endDeferLocked(pc)
-	s.earlyIntoAreaLocked(pc)
 	if len(s.early) > 0 || s.pendShut.Load() != 0 {
 		s.startPushLocked()
 	}

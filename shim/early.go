@@ -136,19 +136,20 @@ func (s *Socket) sendEarlyDirectLocked(ds *directStream, bufs [][]byte) (n int64
 }
 
 // earlyIntoAreaLocked moves the early bytes a deferred connection held in
-// its buffer (no area existed when they were written) into the area of
-// pc, the offer its pull made, as sendEarlyDirectLocked takes writes: the
-// puller reads them right after its claim, instead of after a goroutine
-// woke on the verdict and flushed them (a wake on each side, and the
-// puller's first read asleep until then). What does not fit stays in the
-// buffer for pushEarly.
+// its buffer (no area existed when they were written) into ds's area, the
+// one its pull's offer is about to carry, as sendEarlyDirectLocked takes
+// writes: the puller reads them right after its claim, instead of after a
+// goroutine woke on the verdict and flushed them (a wake on each side,
+// and the puller's first read asleep until then). What does not fit
+// stays in the buffer for pushEarly. Should the offer not go, the caller
+// takes them back (takeBackEarlyLocked).
 //
 // +checklocks:s.mu
-func (s *Socket) earlyIntoAreaLocked(pc *pendingConnect) {
-	if pc.direct == nil || pc.answer == nil || len(s.early) == 0 {
+func (s *Socket) earlyIntoAreaLocked(ds *directStream) {
+	if len(s.early) == 0 {
 		return
 	}
-	n, ok := s.sendEarlyDirectLocked(pc.direct, [][]byte{s.early})
+	n, ok := s.sendEarlyDirectLocked(ds, [][]byte{s.early})
 	if !ok {
 		return
 	}
@@ -157,15 +158,16 @@ func (s *Socket) earlyIntoAreaLocked(pc *pendingConnect) {
 }
 
 // takeBackEarlyLocked moves the bytes that sendEarlyDirectLocked put into
-// the area of pc, a connection the acceptor did not claim, to the front
-// of the early buffer, for the kernel socket (fallBackLocked).
+// ds's area (nil: none), a connection the acceptor did not claim or an
+// offer that did not go, to the front of the early buffer, for the kernel
+// socket (fallBackLocked).
 //
 // +checklocks:s.mu
-func (s *Socket) takeBackEarlyLocked(pc *pendingConnect) {
-	if pc.direct == nil || s.earlyArea == 0 {
+func (s *Socket) takeBackEarlyLocked(ds *directStream) {
+	if ds == nil || s.earlyArea == 0 {
 		return
 	}
-	back := pc.direct.conn.TakeBack(s.earlyArea)
+	back := ds.conn.TakeBack(s.earlyArea)
 	if len(back) != s.earlyArea {
 		s.p.log.WithFields(logrus.Fields{"written": s.earlyArea, "back": len(back)}).Warn("early bytes lost at fallback: the area held fewer")
 	}

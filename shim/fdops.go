@@ -152,7 +152,7 @@ func (s *Socket) finishClose(kfd, answerFD int) {
 		if pc := s.pend; s.getState() == sockConnecting && pc != nil && pc.answer != nil {
 			// Never claimed: the bytes go to the kernel socket.
 			s.pend = nil
-			s.takeBackEarlyLocked(pc)
+			s.takeBackEarlyLocked(pc.direct)
 			pc.abandon()
 			s.fallBackLocked()
 		}

@@ -83,9 +83,10 @@ func (p *Process) offersHeld(n int) {
 }
 
 // notOffered follows an accept nobody offered: the interposer learns the
-// run directory's state when it holds no record. (A state that moved
-// since, or has records, is not told: the one the interposer holds then
-// differs from the directory's, and it asks the core.)
+// record directory's state when it holds no record, and the rendezvous
+// socket. (A state that moved since, or has records, is not told: the
+// one the interposer holds then differs from the directory's, and it asks
+// the core.)
 func (p *Process) notOffered(node *rendezvous.Node) {
 	if h := p.plainHost(); h != nil {
 		if st, ok := node.Quiet(); ok {

@@ -148,7 +148,7 @@ func (s *Socket) settleLocked() settleResult {
 	case rendezvous.VerdictPending:
 		return settleResult{waitFD: pc.answer.Fd(), waitEvents: unix.POLLIN}
 	case rendezvous.VerdictDeclined:
-		s.takeBackEarlyLocked(pc)
+		s.takeBackEarlyLocked(pc.direct)
 		reason, why := rendezvous.ReasonRefused, error(errDeclined)
 		if r := pc.answer.Refusal(); r != nil {
 			reason, why = rendezvous.ReasonOf(r), r

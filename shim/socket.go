@@ -182,7 +182,8 @@ func (s *Socket) accelerateLocked(e *channelEnd, st dataStream) {
 // +checklocks:s.mu
 func (s *Socket) fallBackLocked() {
 	if len(s.fds) > 0 {
-		s.tcpOpts.release(s.fds[0]) // the program's TCP_NODELAY and TCP_CORK (a switched direct connection)
+		s.p.unwatchSwitch(s, s.fds[0]) // a deferral's watch (deferred.go)
+		s.tcpOpts.release(s.fds[0])    // the program's TCP_NODELAY and TCP_CORK (a switched direct connection)
 	}
 	if len(s.early) > 0 && len(s.fds) > 0 {
 		s.earlyToKernelLocked(s.fds[0])

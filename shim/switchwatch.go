@@ -174,20 +174,22 @@ func (w *switchWatch) unwatchFork(f *keptFork) {
 	unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, f.fd, nil)
 }
 
-// unwatchSwitch forgets s; fd is one of its fds still open, or -1 (the
-// kernel drops the registration when the socket's last holder closes).
+// unwatchSwitch forgets s, if it is watched; fd is one of its fds still
+// open, or -1 (the kernel drops the registration when the socket's last
+// holder closes).
 func (p *Process) unwatchSwitch(s *Socket, fd int) {
 	w := &p.swatch
 	if w.socks == nil || w.epfd < 0 {
 		return
 	}
 	w.mu.Lock()
-	if id, ok := w.ids[s]; ok {
+	id, known := w.ids[s]
+	if known {
 		delete(w.ids, s)
 		delete(w.socks, id)
 	}
 	w.mu.Unlock()
-	if fd >= 0 {
+	if known && fd >= 0 {
 		unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, fd, nil)
 	}
 }

@@ -126,8 +126,9 @@ func (n *Node) serveLocked() error {
 
 // Pull claims the deferred connection rec for this process: local and
 // remote are the accepted socket's addresses. It asks the connector
-// (rec's server) to offer the connection to this process's server, waits
-// for the answer until deadline, and claims the offer. On success the
+// (rec's server) to offer the connection to this process, on the PULL's
+// connection or to this process's server, waits for the answer until
+// deadline, and claims the offer. On success the
 // connection is accelerated exactly as after accept()'s Claim (the
 // connector hears "accepted"); on any error (a *FallbackError) it is plain
 // TCP, and an offer for it that comes later is refused, or dropped if it

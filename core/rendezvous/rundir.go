@@ -9,6 +9,46 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// dirFlags open a directory of the run directory's rule: never through a
+// symlink.
+const dirFlags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+
+// makeRecordDir makes the record directory (path) in the run directory
+// top with top's access, private (0700) or shared (3770, top's group by
+// its setgid bit), whole before it appears: made under a temporary name,
+// given its mode, then renamed into place unless another process made it
+// first. In a shared run directory only root makes it (the node agent:
+// PrepareRunDir): one a member made would be that member's, which the
+// other members' checks refuse, and whose files its owner could remove.
+func makeRecordDir(top int, path string) error {
+	shared := sharedRunDir(top)
+	if shared && unix.Geteuid() != 0 {
+		return &FallbackError{ReasonRunDir, fmt.Errorf("record directory %s missing from a shared run directory: the node agent makes it", path)}
+	}
+	tmp := tempName(unix.Getpid(), random32())
+	if err := unix.Mkdirat(top, tmp, 0o700); err != nil {
+		return &FallbackError{ReasonRunDir, fmt.Errorf("create record directory %s: %w", path, err)}
+	}
+	var err error
+	if shared {
+		var fd int
+		if fd, err = unix.Openat(top, tmp, dirFlags, 0); err == nil {
+			err = unix.Fchmod(fd, sharedDirMode)
+			unix.Close(fd)
+		}
+	}
+	if err == nil {
+		err = unix.Renameat2(top, tmp, top, recordDir, unix.RENAME_NOREPLACE)
+	}
+	if err != nil {
+		unix.Unlinkat(top, tmp, unix.AT_REMOVEDIR)
+		if err != unix.EEXIST { // EEXIST: another process made it first
+			return &FallbackError{ReasonRunDir, fmt.Errorf("create record directory %s: %w", path, err)}
+		}
+	}
+	return nil
+}
+
 // sharedDirMode is a shared run directory's mode (checkRunDirFD): setgid,
 // sticky, everything for owner and group, nothing for others.
 const sharedDirMode = 0o700 | 0o070 | unix.S_ISGID | unix.S_ISVTX
@@ -149,33 +189,23 @@ func (n *Node) withRecordDir(create bool, f func(dirfd int) error) error {
 
 // openRecordDir opens the record directory of the checked run directory
 // top (named dir) and checks it by the run directory's rule
-// (checkRunDirFD). With create it makes a missing one with top's access:
-// private (0700), or shared (3770, top's group by its setgid bit). In a
-// shared run directory the node agent makes it (PrepareRunDir): one a
-// member made is its own, and the other members' checks refuse it. A
+// (checkRunDirFD). With create it makes a missing one (makeRecordDir). A
 // missing one without create is errNoRunDir (ReasonNotShimmed: nobody
 // filed a record).
 func openRecordDir(top int, dir string, create bool) (int, error) {
 	path := filepath.Join(dir, recordDir)
-	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	fd, err := unix.Openat(top, recordDir, flags, 0)
-	made := false
+	fd, err := unix.Openat(top, recordDir, dirFlags, 0)
 	if err == unix.ENOENT {
 		if !create {
 			return -1, &FallbackError{ReasonNotShimmed, fmt.Errorf("%s: %w", path, errNoRunDir)}
 		}
-		err = unix.Mkdirat(top, recordDir, 0o700)
-		made = err == nil
-		if err != nil && err != unix.EEXIST {
-			return -1, &FallbackError{ReasonRunDir, fmt.Errorf("create record directory %s: %w", path, err)}
+		if err := makeRecordDir(top, path); err != nil {
+			return -1, err
 		}
-		fd, err = unix.Openat(top, recordDir, flags, 0)
+		fd, err = unix.Openat(top, recordDir, dirFlags, 0)
 	}
 	if err != nil {
 		return -1, &FallbackError{ReasonRunDir, fmt.Errorf("open record directory %s: %w", path, err)}
-	}
-	if made && sharedRunDir(top) {
-		unix.Fchmod(fd, sharedDirMode) // checked below
 	}
 	if err := checkRunDirFD(fd, path); err != nil {
 		unix.Close(fd)

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestEnsureRunDir(t *testing.T) {
@@ -70,4 +72,49 @@ func TestEnsureRunDir(t *testing.T) {
 			t.Errorf("foreign owner: %v", err)
 		}
 	}
+}
+
+// TestMakeRecordDir: the first Defer makes the record directory with the
+// run directory's access, private or (as root, what the node agent is)
+// shared, and a record directory that breaks the rule (a symlink) is
+// refused, with the run directory's reason.
+func TestMakeRecordDir(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		if shared && unix.Geteuid() != 0 {
+			continue // only root makes one in a shared run directory
+		}
+		dir := runDir(t)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if shared {
+			if err := unix.Chmod(dir, sharedDirMode); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n := newNode(t, Config{RunDir: dir, Handler: echoHandler})
+		d, err := n.Defer(Tuple{Client: ap("127.0.0.1:5555"), Server: ap("127.0.0.1:4000")})
+		if err != nil {
+			t.Fatalf("shared %v: %v", shared, err)
+		}
+		n.Undefer(d)
+		var st unix.Stat_t
+		want := uint32(0o700)
+		if shared {
+			want = sharedDirMode
+		}
+		if err := unix.Lstat(n.RecordDir(), &st); err != nil || st.Mode&0o7777 != want {
+			t.Errorf("shared %v: record directory mode %04o, %v; want %04o", shared, st.Mode&0o7777, err, want)
+		}
+	}
+	dir := runDir(t)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(t.TempDir(), filepath.Join(dir, recordDir)); err != nil {
+		t.Fatal(err)
+	}
+	n := newNode(t, Config{RunDir: dir, Handler: echoHandler})
+	_, err := n.Defer(Tuple{Client: ap("127.0.0.1:5556"), Server: ap("127.0.0.1:4000")})
+	wantReason(t, err, ReasonRunDir)
 }

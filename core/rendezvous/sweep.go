@@ -36,9 +36,15 @@ func Sweep(dir string) (removed uint64, err error) {
 // own, or every uid's for Sweep.
 func (n *Node) removable(uid uint32) bool { return uid == n.euid || n.sweeper }
 
-// remove unlinks name in the run directory, counting it.
+// remove unlinks name in the run directory, counting it: a file, or an
+// empty directory (a record directory whose making was cut short,
+// makeRecordDir).
 func (n *Node) remove(dirfd int, name string) {
-	if unix.Unlinkat(dirfd, name, 0) == nil {
+	err := unix.Unlinkat(dirfd, name, 0)
+	if err == unix.EISDIR {
+		err = unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR)
+	}
+	if err == nil {
 		n.stats.removed.Add(1)
 	}
 }

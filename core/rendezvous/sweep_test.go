@@ -31,12 +31,18 @@ func TestPrepareRunDir(t *testing.T) {
 	if err := EnsureRunDir(shared); err != nil {
 		t.Errorf("shared directory refused by the rule: %v", err)
 	}
+	if err := unix.Stat(filepath.Join(shared, recordDir), &st); err != nil || st.Mode&0o7777 != 0o3770 || int(st.Uid) != unix.Geteuid() {
+		t.Errorf("shared record directory: mode %04o uid %d, %v", st.Mode&0o7777, st.Uid, err)
+	}
 	// An existing directory is brought to the rule.
 	if err := PrepareRunDir(shared, -1); err != nil {
 		t.Fatal(err)
 	}
 	if unix.Stat(shared, &st); st.Mode&0o7777 != 0o700 {
 		t.Errorf("private: mode %04o", st.Mode&0o7777)
+	}
+	if unix.Stat(filepath.Join(shared, recordDir), &st); st.Mode&0o7777 != 0o700 {
+		t.Errorf("private record directory: mode %04o", st.Mode&0o7777)
 	}
 	link := filepath.Join(base, "link")
 	os.Symlink(shared, link)

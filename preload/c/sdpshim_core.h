@@ -253,7 +253,9 @@ struct sdpshim_host {
 	 * accept_listener marks listener fd, identified by its SO_COOKIE
 	 * (0 unmarks; a later socket with that number is not it).
 	 * accept_held: how many offers the core holds, answered and not yet
-	 * claimed or dropped (set before the answer goes out).
+	 * claimed or dropped (set before the answer goes out), or may be
+	 * reading from its rendezvous socket (set before it takes a
+	 * connection off it).
 	 * accept_quiet: the record directory dir (the run directory's
 	 * records/) was, as of its device, inode and modification time,
 	 * without any deferral record, and rvfd is the core's rendezvous

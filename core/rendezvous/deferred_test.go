@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -44,6 +45,28 @@ func deferPair(t *testing.T, refuse func(PullRequest) error) (conn, puller *Node
 	return conn, puller, answers
 }
 
+// pullAccepted pulls rec as puller (local, remote: the accepted socket's
+// addresses), wants the offer's data to be data, and returns the
+// connector's Answer (from answers) once its verdict says accepted.
+func pullAccepted(t *testing.T, puller *Node, rec Record, local, remote netip.AddrPort, answers chan *Answer, data string) *Answer {
+	t.Helper()
+	m, err := puller.Pull(rec, local, remote, time.Now().Add(PullWait))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := m.Prepared.(*prepared); p.data != data {
+		t.Fatalf("prepared %q, want %q", p.data, data)
+	} else {
+		p.release()
+	}
+	a := <-answers
+	if v := a.WaitVerdict(guard); v != VerdictAccepted {
+		a.Close()
+		t.Fatalf("verdict %s, want accepted", v)
+	}
+	return a
+}
+
 func TestDeferredPullClaims(t *testing.T) {
 	conn, puller, answers := deferPair(t, nil)
 	tuple := Tuple{Client: ap("0.0.0.0:41001"), Server: ap("127.0.0.1:8080")}
@@ -61,20 +84,8 @@ func TestDeferredPullClaims(t *testing.T) {
 	if rec.Nonce != d.Nonce || rec.PID != os.Getpid() {
 		t.Fatalf("record %+v, deferral nonce %x", rec, d.Nonce)
 	}
-	m, err := puller.Pull(rec, local, remote, time.Now().Add(PullWait))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := m.Prepared.(*prepared); p.data != "offer" {
-		t.Fatalf("prepared %q", p.data)
-	} else {
-		p.release()
-	}
-	a := <-answers
+	a := pullAccepted(t, puller, rec, local, remote, answers, "offer")
 	defer a.Close()
-	if v := a.WaitVerdict(guard); v != VerdictAccepted {
-		t.Fatalf("verdict %s, want accepted", v)
-	}
 	conn.Undefer(d)
 	if _, err := puller.FindDeferred(local, remote); ReasonOf(err) != ReasonNotShimmed {
 		t.Fatalf("after Undefer: %v", err)
@@ -291,20 +302,8 @@ func TestDeferredPullOfferHere(t *testing.T) {
 	tuple := Tuple{Client: ap("127.0.0.1:41010"), Server: ap("127.0.0.1:8080")}
 	_, rec := deferFound(t, conn, puller, tuple)
 	before := puller.Stats()
-	m, err := puller.Pull(rec, tuple.Server, tuple.Client, time.Now().Add(PullWait))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := m.Prepared.(*prepared); p.data != "here" {
-		t.Fatalf("prepared %q", p.data)
-	} else {
-		p.release()
-	}
-	a := <-answers
+	a := pullAccepted(t, puller, rec, tuple.Server, tuple.Client, answers, "here")
 	defer a.Close()
-	if v := a.WaitVerdict(guard); v != VerdictAccepted {
-		t.Fatalf("verdict %s, want accepted", v)
-	}
 	a.Payload.CloseFiles()
 	if string(a.Payload.Data) != "re:here" {
 		t.Fatalf("verdict's answer %q", a.Payload.Data)

@@ -84,8 +84,7 @@ func openRunDir(dir string, create bool) (int, error) {
 	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
 		return -1, &FallbackError{ReasonRunDir, fmt.Errorf("run directory %q: not a clean absolute path", dir)}
 	}
-	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	fd, err := unix.Open(dir, flags, 0)
+	fd, err := unix.Open(dir, dirFlags, 0)
 	if err == unix.ENOENT {
 		if !create {
 			return -1, &FallbackError{ReasonNotShimmed, fmt.Errorf("%s: %w", dir, errNoRunDir)}
@@ -93,12 +92,19 @@ func openRunDir(dir string, create bool) (int, error) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return -1, &FallbackError{ReasonRunDir, fmt.Errorf("create run directory %s: %w", dir, err)}
 		}
-		fd, err = unix.Open(dir, flags, 0)
+		fd, err = unix.Open(dir, dirFlags, 0)
 	}
+	return checked(fd, err, "run directory", dir)
+}
+
+// checked finishes the open (fd, err) of a directory of the run
+// directory's rule, what at path: the open's error, else the rule
+// (checkRunDirFD), closing fd when it fails.
+func checked(fd int, err error, what, path string) (int, error) {
 	if err != nil {
-		return -1, &FallbackError{ReasonRunDir, fmt.Errorf("open run directory %s: %w", dir, err)}
+		return -1, &FallbackError{ReasonRunDir, fmt.Errorf("open %s %s: %w", what, path, err)}
 	}
-	if err := checkRunDirFD(fd, dir); err != nil {
+	if err := checkRunDirFD(fd, path); err != nil {
 		unix.Close(fd)
 		return -1, err
 	}
@@ -204,12 +210,5 @@ func openRecordDir(top int, dir string, create bool) (int, error) {
 		}
 		fd, err = unix.Openat(top, recordDir, dirFlags, 0)
 	}
-	if err != nil {
-		return -1, &FallbackError{ReasonRunDir, fmt.Errorf("open record directory %s: %w", path, err)}
-	}
-	if err := checkRunDirFD(fd, path); err != nil {
-		unix.Close(fd)
-		return -1, err
-	}
-	return fd, nil
+	return checked(fd, err, "record directory", path)
 }

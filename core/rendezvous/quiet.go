@@ -64,9 +64,15 @@ func (n *Node) Quiet() (DirState, bool) {
 	}
 	records := false
 	err := n.withRecordDir(false, func(dirfd int) error {
-		// Anything in it is a record, or a file about to become one.
+		// Anything in it is a record, or a file about to become one,
+		// unless a writer that died left it (the sweep removes it).
 		names, err := readDirNames(dirfd)
-		records = len(names) > 0
+		for _, name := range names {
+			if _, tmp := parseTempName(name); !tmp || fileAge(dirfd, name) <= staleTempAge {
+				records = true
+				break
+			}
+		}
 		return err
 	})
 	if err != nil || stampRunDir(n.RecordDir()) != before {

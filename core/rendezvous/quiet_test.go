@@ -67,7 +67,18 @@ func TestQuiet(t *testing.T) {
 	if _, ok := n.Quiet(); !ok {
 		t.Fatal("not quiet once the record went")
 	}
-	// Anything in it counts.
+	// A temporary file a dead writer left long ago does not count.
+	stale := filepath.Join(n.RecordDir(), tempName(999999, 1))
+	if err := os.WriteFile(stale, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	long := time.Now().Add(-2 * staleTempAge)
+	os.Chtimes(stale, long, long)
+	age()
+	if _, ok := n.Quiet(); !ok {
+		t.Fatal("not quiet with only a stale temporary file")
+	}
+	// Anything else counts.
 	if err := os.WriteFile(filepath.Join(n.RecordDir(), "nonsense"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -401,7 +401,9 @@ func (n *Node) sweep(dirfd int) {
 			n.remove(dirfd, name)
 		}
 	}
-	rfd, err := openRecordDir(dirfd, n.cfg.RunDir, false)
+	// The node agent's sweep (Sweep) makes a missing record directory: a
+	// shared run directory its earlier build prepared has none.
+	rfd, err := openRecordDir(dirfd, n.cfg.RunDir, n.sweeper)
 	if err != nil {
 		return
 	}

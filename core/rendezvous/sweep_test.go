@@ -178,3 +178,27 @@ func TestSweepSparesBoundSocket(t *testing.T) {
 		t.Errorf("a dead process's refused socket was left")
 	}
 }
+
+// TestSweepMakesRecordDir: the node agent's sweep makes a record
+// directory that is missing (a run directory an earlier build prepared);
+// a Node's own sweep does not.
+func TestSweepMakesRecordDir(t *testing.T) {
+	dir := runDir(t)
+	if err := EnsureRunDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	n := newNode(t, Config{RunDir: dir, Handler: echoHandler})
+	if _, err := n.Serve(); err != nil { // its server's start sweeps
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(n.RecordDir()); !os.IsNotExist(err) {
+		t.Fatalf("a Node's sweep made the record directory: %v", err)
+	}
+	if _, err := Sweep(dir); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(n.RecordDir(), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&0o7777 != 0o700 {
+		t.Fatalf("after Sweep: mode %o, %v", st.Mode, err)
+	}
+}

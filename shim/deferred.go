@@ -132,7 +132,7 @@ func (s *Socket) connectDeferredLocked(fd int, node *rendezvous.Node, t rendezvo
 		s.deferFallbackLocked(rendezvous.ReasonDeferredUnclaimed, errNoDeferWatch)
 		return negErrno(errno) // the connect was made: plain from here
 	}
-	p.deadlines.after(deferDeadline, func() { s.deferFallback(pc, rendezvous.ReasonDeferredUnclaimed, errDeferUnclaimed) })
+	p.deadlines.after(func() { s.deferFallback(pc, rendezvous.ReasonDeferredUnclaimed, errDeferUnclaimed) })
 	p.log.WithFields(fields).Debug("connecting to a group listener: deferred")
 	return negErrno(errno)
 }

@@ -225,7 +225,7 @@ func (ds *directStream) release() {
 	// has raised its user count well within the grace; the handle is
 	// freed once every user has left (a thread still inside then is
 	// waited for on a goroutine of its own, not on the reaper's).
-	ds.p.reap.after(directGrace, func() {
+	ds.p.reap.after(func() {
 		if ds.conn.Detach(0) {
 			ds.free()
 			return

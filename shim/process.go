@@ -30,11 +30,10 @@ type Process struct {
 	policy func() wait.WaitPolicy
 	self   procID
 
-	fds   fdTable
-	words wordSlab
-	reap  reaper // frees what closed connections leave, after their grace (reap.go)
-	// deadlines ends deferrals nobody pulled (deferred.go, deferDeadline)
-	deadlines reaper
+	fds       fdTable
+	words     wordSlab
+	reap      *reaper    // frees what closed connections leave, after directGrace (reap.go)
+	deadlines *reaper    // ends deferrals nobody pulled, after deferDeadline (deferred.go)
 	short     shortConns // destinations whose connections were short-lived (shortconn.go)
 
 	bells  ownBells           // this process's bells (bells.go)
@@ -90,8 +89,8 @@ func Init(host Host, environ []string) (*Process, int) {
 		listeners: map[*Socket]struct{}{}, live: map[*Socket]struct{}{}, deferred: map[deferKey]*Socket{},
 		epolls:    map[*epollSet]struct{}{},
 		logFile:   rt.LogFile,
-		reap:      newReaper(idleRelease, debug.FreeOSMemory),
-		deadlines: newReaper(0, nil),
+		reap:      newReaper(directGrace, idleRelease, debug.FreeOSMemory),
+		deadlines: newReaper(deferDeadline, 0, nil),
 	}
 	p.policy = waitPolicyFactory(rt.Config, rt.Log)
 	p.pollWait = wait.NewWaiter(p.policy())

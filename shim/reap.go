@@ -10,9 +10,9 @@ import (
 // interposer's table): one goroutine for the whole process, asleep until
 // the oldest deadline, instead of a goroutine and a timer per connection.
 // A process that opens and closes connections fast otherwise woke the
-// runtime once more per connection. Every item of a reaper has the same
-// grace, so its queue is in deadline order; a second reaper ends the
-// deferrals nobody pulled (Process.deadlines, deferDeadline).
+// runtime once more per connection. Every item of a reaper waits the
+// reaper's one grace, so its queue is in deadline order; a second reaper
+// ends the deferrals nobody pulled (Process.deadlines, deferDeadline).
 //
 // Once the queue has stayed empty for idle, it runs release (nil: none)
 // and its goroutine ends: the process gives the Go heap's free pages
@@ -23,19 +23,20 @@ import (
 // 6.9 MiB long after the last one closed).
 type reaper struct {
 	mu      sync.Mutex
-	q       []reapItem // +checklocks:mu; in the order added, so deadlines ascend
-	running bool       // +checklocks:mu
-	rounds  int        // +checklocks:mu; wakes that found items due
-	idling  bool       // +checklocks:mu; the goroutine waits out idle with the queue empty
+	q       []reapItem    // +checklocks:mu; in the order added, so deadlines ascend
+	running bool          // +checklocks:mu
+	rounds  int           // +checklocks:mu; wakes that found items due
+	idling  bool          // +checklocks:mu; the goroutine waits out idle with the queue empty
+	grace   time.Duration // how long each item waits
 	idle    time.Duration
 	release func()
 	wake    chan struct{} // ends the idle wait when an item comes (capacity 1)
 }
 
-// newReaper returns a reaper that runs release once its queue has been
-// empty for idle.
-func newReaper(idle time.Duration, release func()) reaper {
-	return reaper{idle: idle, release: release, wake: make(chan struct{}, 1)}
+// newReaper returns a reaper whose items wait grace, and that runs
+// release (nil: none) once its queue has been empty for idle.
+func newReaper(grace, idle time.Duration, release func()) *reaper {
+	return &reaper{grace: grace, idle: idle, release: release, wake: make(chan struct{}, 1)}
 }
 
 // idleRelease is how long the reaper's queue stays empty before the
@@ -53,12 +54,15 @@ type reapItem struct {
 	free func()
 }
 
-// after runs free on the reaper's goroutine once grace has passed. free
-// must not wait long: the items behind it wait too.
-func (r *reaper) after(grace time.Duration, free func()) {
+// after runs free on the reaper's goroutine once its grace has passed.
+// free must not wait long: the items behind it wait too.
+func (r *reaper) after(free func()) { r.at(time.Now().Add(r.grace), free) }
+
+// at queues free for at, which must not come before the last item's.
+func (r *reaper) at(at time.Time, free func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.q = append(r.q, reapItem{at: time.Now().Add(grace), free: free})
+	r.q = append(r.q, reapItem{at: at, free: free})
 	if r.idling {
 		select {
 		case r.wake <- struct{}{}:

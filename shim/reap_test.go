@@ -10,14 +10,15 @@ import (
 // the reaper's goroutine ends when the queue is empty and comes back for
 // the next item.
 func TestReaper(t *testing.T) {
-	var r reaper
+	const grace = 20 * time.Millisecond
+	r := newReaper(grace, 0, nil)
 	var mu sync.Mutex
 	var got []int
 	var early []int
 	done := make(chan struct{}, 10)
-	add := func(i int, grace time.Duration) {
+	add := func(i int) {
 		start := time.Now()
-		r.after(grace, func() {
+		r.after(func() {
 			mu.Lock()
 			got = append(got, i)
 			if time.Since(start) < grace {
@@ -28,7 +29,7 @@ func TestReaper(t *testing.T) {
 		})
 	}
 	for i := range 5 {
-		add(i, 20*time.Millisecond)
+		add(i)
 	}
 	for range 5 {
 		<-done
@@ -46,7 +47,7 @@ func TestReaper(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	add(5, time.Millisecond)
+	add(5)
 	<-done
 	mu.Lock()
 	defer mu.Unlock()
@@ -63,11 +64,11 @@ func TestReaper(t *testing.T) {
 // TestReaperSlack: items that fall due within reapSlack of each other are
 // freed in one wake of the reaper, each still not before its grace.
 func TestReaperSlack(t *testing.T) {
-	var r reaper
+	r := newReaper(0, 0, nil)
 	done := make(chan time.Duration, 2)
 	start := time.Now()
 	for _, grace := range []time.Duration{20 * time.Millisecond, 20*time.Millisecond + reapSlack*4/5} {
-		r.after(grace, func() { done <- time.Since(start) - grace })
+		r.at(start.Add(grace), func() { done <- time.Since(start) - grace })
 	}
 	for range 2 {
 		if d := <-done; d < 0 {
@@ -87,9 +88,9 @@ func TestReaperSlack(t *testing.T) {
 func TestReaperIdleRelease(t *testing.T) {
 	const idle = time.Second
 	released := make(chan time.Time, 4)
-	r := newReaper(idle, func() { released <- time.Now() })
+	r := newReaper(time.Millisecond, idle, func() { released <- time.Now() })
 	ran := make(chan time.Time, 4)
-	r.after(time.Millisecond, func() { ran <- time.Now() })
+	r.after(func() { ran <- time.Now() })
 	first := <-ran
 	for waiting := false; !waiting; { // until the reaper waits out idle
 		time.Sleep(time.Millisecond)
@@ -101,7 +102,7 @@ func TestReaperIdleRelease(t *testing.T) {
 		}
 	}
 	added := time.Now()
-	r.after(time.Millisecond, func() { ran <- time.Now() })
+	r.after(func() { ran <- time.Now() })
 	select {
 	case at := <-ran:
 		if at.Sub(added) > idle/2 {

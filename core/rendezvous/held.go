@@ -42,10 +42,16 @@ func (n *Node) inflight(d int32) {
 // ServerFD returns the rendezvous server's listening socket (a protected
 // fd), or -1 before the first Register or Serve.
 func (n *Node) ServerFD() int {
+	if srv := n.server(); srv != nil {
+		return srv.fd
+	}
+	return -1
+}
+
+// server returns the rendezvous server, nil before the first Register or
+// Serve.
+func (n *Node) server() *server {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.srv == nil {
-		return -1
-	}
-	return n.srv.fd
+	return n.srv
 }

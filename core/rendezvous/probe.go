@@ -52,6 +52,13 @@ func probeSocket(path string) socketState {
 	return socketUnknown
 }
 
+// staleTemp reports whether name in dirfd is a temporary file (tempName)
+// surely abandoned: older than staleTempAge.
+func staleTemp(dirfd int, name string) bool {
+	_, ok := parseTempName(name)
+	return ok && fileAge(dirfd, name) > staleTempAge
+}
+
 // fileAge returns how long ago name (relative to dirfd) was last
 // modified, or 0 when it cannot be stat'ed.
 func fileAge(dirfd int, name string) time.Duration {

@@ -224,9 +224,7 @@ func (n *Node) claimHere(fd int, m message, files []int, cred *unix.Ucred, key T
 		closeFiles(req.Payload.Files)
 		err = fmt.Errorf("offer of %s on the pull of %s: %w", req.Tuple, key, errMessage)
 	}
-	n.mu.Lock()
-	srv := n.srv
-	n.mu.Unlock()
+	srv := n.server()
 	if err == nil && srv == nil {
 		closeFiles(req.Payload.Files)
 		err = ErrClosed

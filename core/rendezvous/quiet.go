@@ -68,7 +68,7 @@ func (n *Node) Quiet() (DirState, bool) {
 		// unless a writer that died left it (the sweep removes it).
 		names, err := readDirNames(dirfd)
 		for _, name := range names {
-			if _, tmp := parseTempName(name); !tmp || fileAge(dirfd, name) <= staleTempAge {
+			if !staleTemp(dirfd, name) {
 				records = true
 				break
 			}

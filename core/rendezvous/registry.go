@@ -391,7 +391,7 @@ func (n *Node) sweep(dirfd int) {
 			continue
 		}
 		if _, ok := parseTempName(name); ok {
-			if fileAge(dirfd, name) > staleTempAge {
+			if staleTemp(dirfd, name) {
 				n.remove(dirfd, name)
 			}
 			continue
@@ -412,7 +412,7 @@ func (n *Node) sweep(dirfd int) {
 	for _, name := range names {
 		if _, ok := parseRecordName(name); ok {
 			n.checkRecord(rfd, name)
-		} else if _, ok := parseTempName(name); ok && fileAge(rfd, name) > staleTempAge {
+		} else if staleTemp(rfd, name) {
 			n.remove(rfd, name)
 		}
 	}

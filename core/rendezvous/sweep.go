@@ -83,7 +83,7 @@ func prepareDir(dirfd int, name, path string, gid int) (int, error) {
 	if err := unix.Mkdirat(dirfd, name, 0o700); err != nil && err != unix.EEXIST {
 		return -1, &FallbackError{ReasonRunDir, fmt.Errorf("create %s: %w", path, err)}
 	}
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(dirfd, name, dirFlags, 0)
 	if err != nil {
 		return -1, &FallbackError{ReasonRunDir, fmt.Errorf("open %s: %w", path, err)}
 	}

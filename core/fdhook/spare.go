@@ -13,6 +13,9 @@ import (
 // the spare back (AtLimit): so a client of a process at its limit gets an
 // answer (a refusal, a snapshot) at once rather than a timeout, as the
 // program's own accept gets EMFILE at once. One spare per process.
+// highMax is HighBase's ceiling (SDP_FD_HIGH_MAX in preload/c/core.c).
+const highMax = 1024
+
 var spare struct {
 	mu sync.Mutex
 	fd int // 0: none (not opened, or given up just now)
@@ -60,13 +63,16 @@ func AtLimit(f func()) bool {
 }
 
 // HighBase is where the core keeps its own descriptors: half the soft
-// RLIMIT_NOFILE, at most 65536, at least 64, well above what programs use
-// (they size tables by their descriptors: an event loop's, select's
-// FD_SETSIZE). Read at each call: the program may change its limit.
+// RLIMIT_NOFILE, at most highMax, at least 64; above what programs that
+// size tables by their descriptors use (select's FD_SETSIZE), and low
+// enough that the kernel's fd table, which every fork copies up to the
+// highest open descriptor, stays small (preload/c/core.c's
+// sdp_core_high_fd keeps the same rule for the interposer's own). Read at
+// each call: the program may change its limit.
 func HighBase() int {
 	var rl unix.Rlimit
 	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) != nil || rl.Cur < 128 {
 		return 64
 	}
-	return int(min(rl.Cur/2, 1<<16))
+	return int(min(rl.Cur/2, highMax))
 }

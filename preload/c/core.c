@@ -490,19 +490,22 @@ static void host_fork_work(int need) { __atomic_store_n(&sdp_fork_need, need != 
 int sdp_core_fork_needed(void) { return __atomic_load_n(&sdp_fork_need, __ATOMIC_SEQ_CST); }
 
 /* The lowest number the copy may take: where the core keeps its own fds
- * (shim/wake.go, highBase: half the soft RLIMIT_NOFILE, at most 65536, at
- * least 64), well above what programs use. One region for both: the
- * kernel's fd table grows once for it (sdp_fd_table_reserve), and a fork
- * copies the table up to the highest open fd (a copy at RLIMIT_NOFILE -
- * 32, where it was, made every fork of a process with a 20000 limit about
- * 50 us slower). */
+ * (core/fdhook/spare.go, HighBase: half the soft RLIMIT_NOFILE, at most
+ * SDP_FD_HIGH_MAX, at least 64), above what programs that size tables by
+ * their fds use (select's FD_SETSIZE). One region for both: the kernel's
+ * fd table grows once for it (sdp_fd_table_reserve). A fork copies that
+ * table up to the highest open fd, and the child's forgetting (fdtable.c)
+ * walks every fd up to the highest the shim marked, so the region stays
+ * low: at half a 20000 limit every fork of a process took about 100 us
+ * longer than at 1024 (at RLIMIT_NOFILE - 32, where it was first, 150). */
+#define SDP_FD_HIGH_MAX 1024
 int sdp_core_high_fd(void)
 {
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < 128)
 		return 64;
-	rlim_t half = rl.rlim_cur == RLIM_INFINITY ? SDP_FD_CHUNK : rl.rlim_cur / 2;
-	return half > SDP_FD_CHUNK ? (int)SDP_FD_CHUNK : (int)half;
+	rlim_t half = rl.rlim_cur == RLIM_INFINITY ? SDP_FD_HIGH_MAX : rl.rlim_cur / 2;
+	return half > SDP_FD_HIGH_MAX ? SDP_FD_HIGH_MAX : (int)half;
 }
 
 /* Grows the kernel's fd table over the region of the shim's own fds

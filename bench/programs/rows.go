@@ -69,6 +69,7 @@ var rows = func() []row {
 		row{key: "fork.use", label: "fork child's first round trip on the inherited connection", unit: "us", format: f1,
 			target: "<= 100 us", absolute: true, judge: func(k, s float64) bool { return s <= 100 }},
 		row{key: "fork.next", label: "fork child's second round trip", unit: "us", format: f1},
+		row{key: "fork.cycle", label: "fork, exit at once and wait, that process with no connection open, median", unit: "us", format: f0},
 		row{key: "pass.ns", label: "pipe write/read, unmanaged fd (no preload | preload)", unit: "ns/call", format: f1,
 			target: "<= +5 ns", judge: func(k, s float64) bool { return s-k <= 5 }},
 		row{key: "start.us", label: "/bin/true start to exit (no preload | preload)", unit: "us", format: f0},

@@ -66,6 +66,12 @@ func buildArtefacts() (artefacts, error) {
 	if err != nil {
 		return artefacts{}, err
 	}
+	// Programs of other uids load the library from here (the pods'
+	// processes, postgres): MkdirTemp's 0700 would keep it from them,
+	// and they would run unshimmed without a word.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return artefacts{}, err
+	}
 	buildDir = dir
 	a := artefacts{
 		lib:      filepath.Join(dir, "libsdpshim.so"),

@@ -25,11 +25,11 @@
 #include <sys/uio.h>
 
 /* Handles by fd (sdp_fd_ptr_slot: read without a lock). */
-static void **sdp_dt_dir[SDP_FD_DIR];
+static struct sdp_fd_ptrs sdp_dt;
 /* Attached handles in the process: 0 lets every call skip the table. */
 static unsigned long sdp_dt_count;
 
-static struct sdp_dconn **dt_slot(int fd, int make) { return (struct sdp_dconn **)sdp_fd_ptr_slot(sdp_dt_dir, fd, make); }
+static struct sdp_dconn **dt_slot(int fd, int make) { return (struct sdp_dconn **)sdp_fd_ptr_slot(&sdp_dt, fd, make); }
 
 /* host->direct_attach: fd is carried by conn from now on (NULL: no longer). */
 void sdp_direct_attach(int fd, void *conn)
@@ -50,7 +50,7 @@ void sdp_direct_forget_all(void)
 {
 	if (__atomic_load_n(&sdp_dt_count, __ATOMIC_RELAXED) == 0)
 		return;
-	sdp_fd_ptr_clear_all(sdp_dt_dir);
+	sdp_fd_ptr_clear_all(&sdp_dt);
 	__atomic_store_n(&sdp_dt_count, 0, __ATOMIC_RELAXED);
 }
 
@@ -59,8 +59,8 @@ int sdp_direct_reset_all(void)
 	int n = 0;
 	if (__atomic_load_n(&sdp_dt_count, __ATOMIC_RELAXED) == 0)
 		return 0;
-	int hi = __atomic_load_n(&sdp_fd_hi, __ATOMIC_RELAXED);
-	for (int fd = 0; fd <= hi; fd++) {
+	int end = __atomic_load_n(&sdp_dt.end, __ATOMIC_RELAXED);
+	for (int fd = 0; fd < end; fd++) {
 		struct sdp_dconn **slot = dt_slot(fd, 0);
 		struct sdp_dconn *c = slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : NULL;
 		/* One the parent switched before it went is plain already. */

@@ -31,9 +31,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static void **sdp_es_dir[SDP_FD_DIR];
+static struct sdp_fd_ptrs sdp_es;
 
-void sdp_epoll_forget_all(void) { sdp_fd_ptr_clear_all(sdp_es_dir); }
+void sdp_epoll_forget_all(void) { sdp_fd_ptr_clear_all(&sdp_es); }
 
 /* Marks t stale and wakes its sleepers. Stale, then look for sleepers; a
  * sleeper counts itself in, then looks at stale before it sleeps (Dekker):
@@ -50,7 +50,7 @@ static void sdp_es_kick(struct sdpshim_eset *t)
 
 struct sdpshim_eset *sdp_epoll_publish(int epfd, struct sdpshim_eset *t)
 {
-	void **slot = sdp_fd_ptr_slot(sdp_es_dir, epfd, t != NULL);
+	void **slot = sdp_fd_ptr_slot(&sdp_es, epfd, t != NULL);
 	if (slot == NULL)
 		return t; /* no table: every wait goes through the core */
 	struct sdpshim_eset *old = __atomic_exchange_n((struct sdpshim_eset **)slot, t, __ATOMIC_SEQ_CST);
@@ -65,7 +65,7 @@ struct sdpshim_eset *sdp_epoll_publish(int epfd, struct sdpshim_eset *t)
 
 void sdp_epoll_stale(int epfd)
 {
-	void **slot = sdp_fd_ptr_slot(sdp_es_dir, epfd, 0);
+	void **slot = sdp_fd_ptr_slot(&sdp_es, epfd, 0);
 	struct sdpshim_eset *t = slot ? __atomic_load_n((struct sdpshim_eset **)slot, __ATOMIC_SEQ_CST) : NULL;
 	if (t != NULL)
 		sdp_es_kick(t);
@@ -74,7 +74,7 @@ void sdp_epoll_stale(int epfd)
 /* The fresh table of epfd, counted in (sdp_es_put), or NULL. */
 static struct sdpshim_eset *sdp_es_get(int epfd)
 {
-	void **slot = sdp_fd_ptr_slot(sdp_es_dir, epfd, 0);
+	void **slot = sdp_fd_ptr_slot(&sdp_es, epfd, 0);
 	if (slot == NULL)
 		return NULL;
 	for (;;) {

@@ -95,18 +95,18 @@ unsigned long sdp_fd_forget_all(void)
 	return sdp_fd_recast(to, SDPSHIM_FD_MANAGED);
 }
 
-void **sdp_fd_ptr_slot(void **dir[SDP_FD_DIR], int fd, int make)
+void **sdp_fd_ptr_slot(struct sdp_fd_ptrs *t, int fd, int make)
 {
 	unsigned int i = (unsigned int)fd >> SDP_FD_CHUNK_SHIFT;
 	if (fd < 0 || i >= SDP_FD_DIR)
 		return NULL;
-	void **c = __atomic_load_n(&dir[i], __ATOMIC_ACQUIRE);
+	void **c = __atomic_load_n(&t->dir[i], __ATOMIC_ACQUIRE);
 	if (c == NULL && make) {
 		void *m = mmap(NULL, SDP_FD_CHUNK * sizeof *c, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (m == MAP_FAILED)
 			return NULL;
 		void **none = NULL;
-		if (__atomic_compare_exchange_n(&dir[i], &none, (void **)m, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		if (__atomic_compare_exchange_n(&t->dir[i], &none, (void **)m, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 			c = m;
 		} else {
 			munmap(m, SDP_FD_CHUNK * sizeof *c);
@@ -115,17 +115,22 @@ void **sdp_fd_ptr_slot(void **dir[SDP_FD_DIR], int fd, int make)
 	}
 	if (c == NULL)
 		return NULL;
-	if (make)
-		sdp_fd_raise_hi(fd); /* bounds sdp_fd_ptr_clear_all */
+	if (make) { /* bounds sdp_fd_ptr_clear_all */
+		int end = __atomic_load_n(&t->end, __ATOMIC_RELAXED);
+		while (fd >= end && !__atomic_compare_exchange_n(&t->end, &end, fd + 1, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			;
+	}
 	return &c[(unsigned int)fd & (SDP_FD_CHUNK - 1)];
 }
 
-void sdp_fd_ptr_clear_all(void **dir[SDP_FD_DIR])
+void sdp_fd_ptr_clear_all(struct sdp_fd_ptrs *t)
 {
-	int hi = __atomic_load_n(&sdp_fd_hi, __ATOMIC_RELAXED);
-	for (int fd = 0; fd <= hi; fd++) {
-		void **slot = sdp_fd_ptr_slot(dir, fd, 0);
-		if (slot != NULL && __atomic_load_n(slot, __ATOMIC_RELAXED) != NULL)
-			__atomic_store_n(slot, NULL, __ATOMIC_RELAXED);
+	int end = __atomic_load_n(&t->end, __ATOMIC_RELAXED);
+	for (int fd = 0; fd < end; fd += SDP_FD_CHUNK) {
+		void **c = __atomic_load_n(&t->dir[(unsigned int)fd >> SDP_FD_CHUNK_SHIFT], __ATOMIC_ACQUIRE);
+		int n = end - fd < (int)SDP_FD_CHUNK ? end - fd : (int)SDP_FD_CHUNK;
+		for (int j = 0; c != NULL && j < n; j++)
+			if (__atomic_load_n(&c[j], __ATOMIC_RELAXED) != NULL)
+				__atomic_store_n(&c[j], NULL, __ATOMIC_RELAXED);
 	}
 }

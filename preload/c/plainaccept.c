@@ -51,7 +51,7 @@
 #endif
 
 /* Listener cookies by fd (sdp_fd_ptr_slot; the value, not a pointer). */
-static void **pa_dir[SDP_FD_DIR];
+static struct sdp_fd_ptrs pa_dir;
 static unsigned long pa_marked; /* 0 lets every accept skip the table */
 static uint32_t pa_held;
 uint64_t sdp_plain_accepts;
@@ -68,7 +68,7 @@ static struct {
 
 void sdp_plain_listener(int fd, uint64_t cookie)
 {
-	void **slot = sdp_fd_ptr_slot(pa_dir, fd, cookie != 0);
+	void **slot = sdp_fd_ptr_slot(&pa_dir, fd, cookie != 0);
 	if (slot == NULL)
 		return;
 	void *old = __atomic_exchange_n(slot, (void *)(uintptr_t)cookie, __ATOMIC_SEQ_CST);
@@ -112,7 +112,7 @@ static int nobody_offered(int lfd)
 {
 	if (__atomic_load_n(&pa_marked, __ATOMIC_RELAXED) == 0)
 		return 0;
-	void **slot = sdp_fd_ptr_slot(pa_dir, lfd, 0);
+	void **slot = sdp_fd_ptr_slot(&pa_dir, lfd, 0);
 	uint64_t want = slot ? (uint64_t)(uintptr_t)__atomic_load_n(slot, __ATOMIC_ACQUIRE) : 0;
 	if (want == 0)
 		return 0;
@@ -161,7 +161,7 @@ int sdp_plain_accept(int lfd, int fd)
 void sdp_plain_forget(void)
 {
 	if (__atomic_load_n(&pa_marked, __ATOMIC_RELAXED) != 0)
-		sdp_fd_ptr_clear_all(pa_dir);
+		sdp_fd_ptr_clear_all(&pa_dir);
 	__atomic_store_n(&pa_marked, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&pa_held, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&pa.quiet, 0, __ATOMIC_RELAXED);

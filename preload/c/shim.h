@@ -508,16 +508,23 @@ SDP_HIDDEN long sdp_core_sendfile(int out, int in, off_t *off, size_t n);
 SDP_HIDDEN long sdp_core_splice(int in, loff_t *oi, int out, loff_t *oo, size_t n, unsigned int flags);
 
 /* Pointers by fd, in chunks of SDP_FD_CHUNK made on first use and never
- * freed or moved (as the state bytes above): the slot of fd in dir, or
- * NULL (fd out of range; no chunk yet and make is 0, or no memory). A
- * fork child inherits them as they are. */
-SDP_HIDDEN void **sdp_fd_ptr_slot(void **dir[SDP_FD_DIR], int fd, int make);
-/* Fork child (async-signal-safe): every slot of dir set to NULL. Only
- * slots that hold a pointer are written (up to sdp_fd_hi, which every
- * slot made raises), so the child copies no page of the parent's chunks
- * that held nothing: clearing whole 512 KiB chunks cost each fork child
- * 256 copy-on-write faults. */
-SDP_HIDDEN void sdp_fd_ptr_clear_all(void **dir[SDP_FD_DIR]);
+ * freed or moved (as the state bytes above), and one past the highest fd
+ * a slot was made for (0 in a table never written: a static table is
+ * zeroed). A fork child inherits them as they are. */
+struct sdp_fd_ptrs {
+	void **dir[SDP_FD_DIR];
+	int end;
+};
+/* The slot of fd in t, or NULL (fd out of range; no chunk yet and make
+ * is 0, or no memory). */
+SDP_HIDDEN void **sdp_fd_ptr_slot(struct sdp_fd_ptrs *t, int fd, int make);
+/* Fork child (async-signal-safe): every slot of t set to NULL. Only
+ * slots that hold a pointer are written, so the child copies no page of
+ * the parent's chunks that held nothing (clearing whole 512 KiB chunks
+ * cost each fork child 256 copy-on-write faults), and only up to t's own
+ * end: walking every table up to the highest fd the shim marked (its own
+ * fds among them) cost a fork child about 20 us. */
+SDP_HIDDEN void sdp_fd_ptr_clear_all(struct sdp_fd_ptrs *t);
 
 /* ---- the direct data path (directio.c) ----------------------------------------- */
 

@@ -188,9 +188,11 @@ func (p *Process) acceptDirect(o offerMsg, files []int) (*directStream, answerMs
 	return ds, answerMsg{id: 1, start: p.self.start, bells: bells}, give, nil
 }
 
-// setPolicy gives the handle the poll budget SDPSHIM_POLL asks for.
+// setPolicy gives the handle the poll budget SDPSHIM_POLL asks for, and
+// preemption as SDPSHIM_PREEMPT says.
 func (ds *directStream) setPolicy() {
 	c := &ds.p.cfg
+	ds.conn.SetPreempt(c.Preempt)
 	switch c.Poll {
 	case config.PollEvent:
 		ds.conn.SetPolling(0, 0)
@@ -324,7 +326,7 @@ func (ds *directStream) counts() stats.Extra {
 	}
 	x := ds.conn.Stats()
 	return stats.Extra{BytesSent: x.Sent, MessagesSent: x.SendCalls, BytesReceived: x.Received, MessagesReceived: x.RecvCalls,
-		Moves: x.Moves}
+		Moves: x.Moves, Pauses: x.Pauses}
 }
 
 // ---- dataStream ----

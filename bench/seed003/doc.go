@@ -10,9 +10,10 @@
 //
 // Each workload is one client process of csrc/tenants.c against one
 // server process, so under SDPSHIM_CHANNEL=shared all its connections are
-// streams of one channel. The shim runs in three modes: the shared
+// streams of one channel. The shim runs in four modes: the shared
 // channel with preemption on, the shared channel with SDPSHIM_PREEMPT=0,
-// and the default (direct) mode. The figures are D_App's round-trip p50
+// the default (direct) mode, where preemption gives the CPU to small
+// messages, and the direct mode with SDPSHIM_PREEMPT=0. The figures are D_App's round-trip p50
 // and p99, M_App's message rate, B_App's throughput and the tenants'
 // shares, and the targets are judged on their ratios (figures.go).
 // The paper's slides give no figure that this repository quotes, so no

@@ -60,7 +60,8 @@ func (w workload) scheduler(snap *stats.Snapshot) sample {
 
 // derive adds the ratios the targets judge to one repeat's samples: in
 // every mode, D_App's p99 and M_App's rate beside B_App over alone; in
-// the shared mode, B_App's throughput with preemption over without.
+// the shared and the direct mode, B_App's throughput with preemption
+// over without.
 func derive(run []sample) {
 	ratio := func(s sample, key, num, den string) {
 		n, ok1 := s[num]
@@ -75,13 +76,15 @@ func derive(run []sample) {
 			ratio(s, "mb.ratex", "mb.rate", "m.rate")
 		}
 	}
-	on, off := run[shared], run[sharedOff]
-	if on == nil || off == nil {
-		return
-	}
-	for _, key := range []string{"b.bulk", "db.bulk"} {
-		if n, d := on[key], off[key]; n > 0 && d > 0 {
-			on[key+".onoff"] = n / d
+	for _, pair := range [][2]int{{shared, sharedOff}, {direct, directOff}} {
+		on, off := run[pair[0]], run[pair[1]]
+		if on == nil || off == nil {
+			continue
+		}
+		for _, key := range []string{"b.bulk", "db.bulk"} {
+			if n, d := on[key], off[key]; n > 0 && d > 0 {
+				on[key+".onoff"] = n / d
+			}
 		}
 	}
 }
@@ -109,7 +112,7 @@ type row struct {
 func atMost(x float64) func(float64) bool  { return func(v float64) bool { return v <= x } }
 func atLeast(x float64) func(float64) bool { return func(v float64) bool { return v >= x } }
 
-var shimModes = []int{shared, sharedOff, direct}
+var shimModes = []int{shared, sharedOff, direct, directOff}
 
 // rows are the table's lines, each ratio under the figures it divides.
 // Issue 13's targets: the ping-pong's p99 beside bulk at most twice
@@ -125,11 +128,11 @@ var rows = []row{
 	{key: "db.p99x", label: "  p99 beside B_App / alone", name: "D_App p99 beside B_App / alone", unit: "x", format: "%.2fx",
 		target: "<= 2x", judged: []int{shared, direct}, meets: atMost(2), group: "dapp-p99", category: "p99 beside B_App / alone"},
 	{key: "b.bulk", label: "B_App alone, throughput", unit: "GB/s", higher: true, format: "%.2f", group: "bapp", category: "alone"},
-	{key: "b.bulk.onoff", label: "  PREEMPT on / off (shared)", name: "B_App alone, throughput PREEMPT on / off", unit: "x", higher: true, format: "%.2fx", modes: []int{shared},
-		target: ">= 0.95x", judged: []int{shared}, meets: atLeast(0.95)},
+	{key: "b.bulk.onoff", label: "  PREEMPT on / off", name: "B_App alone, throughput PREEMPT on / off", unit: "x", higher: true, format: "%.2fx", modes: []int{shared, direct},
+		target: ">= 0.95x", judged: []int{shared, direct}, meets: atLeast(0.95)},
 	{key: "db.bulk", label: "B_App beside D_App, throughput", unit: "GB/s", higher: true, format: "%.2f", group: "bapp", category: "beside D_App"},
-	{key: "db.bulk.onoff", label: "  PREEMPT on / off (shared)", name: "B_App beside D_App, throughput PREEMPT on / off", unit: "x", higher: true, format: "%.2fx", modes: []int{shared},
-		target: ">= 0.95x", judged: []int{shared}, meets: atLeast(0.95)},
+	{key: "db.bulk.onoff", label: "  PREEMPT on / off", name: "B_App beside D_App, throughput PREEMPT on / off", unit: "x", higher: true, format: "%.2fx", modes: []int{shared, direct},
+		target: ">= 0.95x (shared)", judged: []int{shared}, meets: atLeast(0.95)},
 	{key: "m.rate", label: "M_App alone, message rate", unit: "M msg/s", higher: true, format: "%.3f", group: "mapp-rate", category: "alone"},
 	{key: "mb.rate", label: "M_App beside B_App, message rate", unit: "M msg/s", higher: true, format: "%.3f", group: "mapp-rate", category: "beside B_App"},
 	{key: "mb.ratex", label: "  rate beside B_App / alone", name: "M_App rate beside B_App / alone", unit: "x", higher: true, format: "%.2fx",
@@ -223,7 +226,7 @@ func writeTable(w io.Writer, runs [][]sample) {
 		fmt.Fprintln(tw, strings.Join(append(cells, r.target, strings.Join(met, ", ")), "\t")+"\t")
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "modes: shared = SDPSHIM_CHANNEL=shared (one channel for the process pair), preemption on; shared PREEMPT=0 = the same without preemption; direct = the default mode (an area per connection)")
+	fmt.Fprintln(w, "modes: shared = SDPSHIM_CHANNEL=shared (one channel for the process pair), preemption on; shared PREEMPT=0 = the same without preemption; direct = the default mode (an area per connection), where preemption gives the CPU to small messages that lost it (docs/direct.md), so B_App beside them is slower by design; direct PREEMPT=0 = the same without")
 	fmt.Fprintln(w, "ratios: medians of each repeat's ratio; client preemptions, pauses and CPU moves (direct: a wait that moved its thread off its peer's CPU): the client's stats read at 90% of its run")
 	fmt.Fprintln(w, "paper: none of PeRF's figures is quoted in this repository, so no row has a paper value")
 }

@@ -29,6 +29,7 @@ const (
 	shared
 	sharedOff
 	direct
+	directOff
 )
 
 var modes = []mode{
@@ -36,6 +37,7 @@ var modes = []mode{
 	shared:    {name: "shared", shim: true, env: []string{"SDPSHIM_CHANNEL=shared"}},
 	sharedOff: {name: "shared PREEMPT=0", shim: true, env: []string{"SDPSHIM_CHANNEL=shared", "SDPSHIM_PREEMPT=0"}},
 	direct:    {name: "direct", shim: true}, // the default channel mode: nothing set
+	directOff: {name: "direct PREEMPT=0", shim: true, env: []string{"SDPSHIM_PREEMPT=0"}},
 }
 
 // workload is one client run: its tenants, as `tenants client` takes

@@ -66,7 +66,7 @@ func TestFiguresAndRatios(t *testing.T) {
 		}
 		return s
 	}
-	run := []sample{kernel: one(false), shared: one(false), sharedOff: one(true), direct: nil}
+	run := []sample{kernel: one(false), shared: one(false), sharedOff: one(true), direct: nil, directOff: one(true)}
 	derive(run)
 	for k, want := range map[string]float64{
 		"d.p99": 10, "db.p99": 30, "db.p99x": 3, "db.bulk": 2, "b.bulk": 4,
@@ -87,18 +87,18 @@ func TestFiguresAndRatios(t *testing.T) {
 // "failed" where a mode measured none, each judged mode's verdict.
 func TestWriteTable(t *testing.T) {
 	runs := [][]sample{
-		{kernel: {"db.p99x": 1.1, "share.one": 6}, shared: {"db.p99x": 1.5, "share.one": 50, "b.bulk.onoff": 0.9}, sharedOff: {"db.p99x": 9}, direct: {"db.p99x": 3}},
-		{kernel: {"db.p99x": 1.0, "share.one": 5}, shared: {"db.p99x": 1.9, "share.one": 30, "b.bulk.onoff": 1.0}, sharedOff: {"db.p99x": 8}, direct: {"db.p99x": 5}},
-		{kernel: {"db.p99x": 1.2, "share.one": 7}, shared: {"db.p99x": 2.5, "share.one": 45, "b.bulk.onoff": 0.96}, sharedOff: {"db.p99x": 7}, direct: {"db.p99x": 4}},
+		{kernel: {"db.p99x": 1.1, "share.one": 6}, shared: {"db.p99x": 1.5, "share.one": 50, "b.bulk.onoff": 0.9}, sharedOff: {"db.p99x": 9}, direct: {"db.p99x": 3}, directOff: {"db.p99x": 30}},
+		{kernel: {"db.p99x": 1.0, "share.one": 5}, shared: {"db.p99x": 1.9, "share.one": 30, "b.bulk.onoff": 1.0}, sharedOff: {"db.p99x": 8}, direct: {"db.p99x": 5}, directOff: {"db.p99x": 40}},
+		{kernel: {"db.p99x": 1.2, "share.one": 7}, shared: {"db.p99x": 2.5, "share.one": 45, "b.bulk.onoff": 0.96}, sharedOff: {"db.p99x": 7}, direct: {"db.p99x": 4}, directOff: {"db.p99x": 50}},
 	}
 	var b strings.Builder
 	writeTable(&b, runs)
 	out := strings.Join(strings.Fields(b.String()), " ")
 	for _, want := range []string{
-		"p99 beside B_App / alone x 1.10x 1.90x 8.00x 4.00x <= 2x shared yes, direct NO",
-		"PREEMPT on / off (shared) x - 0.96x - - >= 0.95x shared yes",
-		"1-stream tenant's share beside a 16-stream tenant % 6.0 45.0 failed failed >= 40% shared yes",
-		"client pauses/s, B_App alone /s - failed failed failed",
+		"p99 beside B_App / alone x 1.10x 1.90x 8.00x 4.00x 40.00x <= 2x shared yes, direct NO",
+		"PREEMPT on / off x - 0.96x - failed - >= 0.95x shared yes",
+		"1-stream tenant's share beside a 16-stream tenant % 6.0 45.0 failed failed failed >= 40% shared yes",
+		"client pauses/s, B_App alone /s - failed failed failed failed",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())

@@ -475,6 +475,7 @@ type Stats struct {
 	Wakes, EventWakes    uint64 // futex wakes and eventfd writes made for the peer
 	Violations           uint64 // protocol violations seen from the peer
 	Moves                uint64 // waits that moved their thread off the peer's CPU (spreading)
+	Pauses               uint64 // bulk sends that paused for starving small messages (preemption)
 	Budget               uint32 // the current poll budget
 }
 
@@ -490,7 +491,8 @@ func (c *Conn) Stats() Stats {
 		SendCalls: uint64(C.ld64(&h.send_calls)), RecvCalls: uint64(C.ld64(&h.recv_calls)),
 		PollHits: uint64(C.ld64(&h.polls_hit)), Sleeps: uint64(C.ld64(&h.sleeps)),
 		Wakes: uint64(C.ld64(&h.wakes_sent)), EventWakes: uint64(C.ld64(&h.evwakes_sent)),
-		Violations: uint64(C.ld64(&h.violations)), Moves: uint64(C.ld64(&h.moves)), Budget: uint32(h.budget),
+		Violations: uint64(C.ld64(&h.violations)), Moves: uint64(C.ld64(&h.moves)), Pauses: uint64(C.ld64(&h.pauses)),
+		Budget: uint32(h.budget),
 	}
 }
 
@@ -500,6 +502,20 @@ func (c *Conn) SetPolling(min, max uint32) {
 		h.poll_min = C.uint32_t(min)
 		h.poll_max = C.uint32_t(max)
 		h.budget = C.uint32_t(min)
+		c.done()
+	}
+}
+
+// SetPreempt turns preemption on or off (preload/c/direct.c): with it,
+// a blocking send of a block or more pauses at its scheduling point while
+// a small message's wait of this process lost the CPU lately.
+func (c *Conn) SetPreempt(on bool) {
+	if h := c.hold(); h != nil {
+		v := C.uint32_t(0)
+		if on {
+			v = 1
+		}
+		C.st32(&h.preempt, v)
 		c.done()
 	}
 }

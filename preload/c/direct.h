@@ -203,6 +203,11 @@ struct sdp_dconn {
 	uint64_t moves;                /* waits that moved their thread off the peer's CPU (spreading) */
 	uint32_t shared_cpu;           /* consecutive yields that found the peer on this thread's CPU */
 	int64_t moved_ns;              /* when a wait on this handle last moved its thread */
+	/* Preemption (direct.c): small messages before bulk on a shared CPU. */
+	uint32_t preempt;              /* 1: blocking bulk sends pause while small waits starve (SDPSHIM_PREEMPT) */
+	uint32_t small;                /* 1: the last receive asked for less than a block */
+	int64_t copy_ns;               /* time bulk sends spent copying since the last scheduling point */
+	uint64_t pauses;               /* bulk sends that paused for starving small ones */
 
 	/* The socket around it, as the interposer needs it (set by the Go
 	 * core with atomic stores, read with atomic loads). */

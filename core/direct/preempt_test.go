@@ -2,24 +2,22 @@ package direct
 
 import (
 	"bytes"
+	"os/exec"
 	"runtime"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// starve makes a wait on a small handle lose the CPU, as a ping-pong
-// beside a bulk transfer on too few cores does: the waiting thread and a
-// spinning one are pinned to the same CPU, and the wait's yields hand the
-// CPU to the spinner. The wait ends unsatisfied (nothing is sent); what
-// it leaves is the process's starvation mark (preload/c/direct.c).
-func starve(t *testing.T, small *Conn) {
+// spinner keeps one CPU busy for the rest of the test: a shell loop
+// pinned to it (a process, so that no goroutine holds a P while it
+// spins). It returns that CPU.
+func spinner(t *testing.T) unix.CPUSet {
 	t.Helper()
 	var allowed unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
-		t.Fatal(err)
+		t.Skipf("no CPU affinity here: %v", err)
 	}
 	cpu := 0
 	for !allowed.IsSet(cpu) {
@@ -27,33 +25,49 @@ func starve(t *testing.T, small *Conn) {
 	}
 	var one unix.CPUSet
 	one.Set(cpu)
-	var stop, spinning atomic.Bool
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		unix.SchedSetaffinity(0, &one)
-		defer unix.SchedSetaffinity(0, &allowed)
-		spinning.Store(true)
-		for !stop.Load() {
-		}
-	}()
-	for !spinning.Load() {
-		runtime.Gosched()
+	cmd := exec.Command("/bin/sh", "-c", "while :; do :; done")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no shell to spin: %v", err)
 	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if err := unix.SchedSetaffinity(cmd.Process.Pid, &one); err != nil {
+		t.Skipf("cannot pin a process to a CPU here: %v", err)
+	}
+	return one
+}
+
+// starve makes a receive on the small handle find its message late after
+// its wait lost the CPU, as a ping-pong beside a bulk transfer on too few
+// cores does: the waiting thread is pinned to the spinner's CPU, its
+// yields hand the CPU to the spinner, and peer sends the 16-byte message
+// a millisecond later. What it leaves is the process's starvation mark
+// (preload/c/direct.c), from the second call on a handle (a handle is
+// small after two small receives).
+func starve(t *testing.T, cpu unix.CPUSet, small, peer *Conn) {
+	t.Helper()
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(time.Millisecond)
+		peer.Send(make([]byte, 16), false)
+	}()
 	runtime.LockOSThread()
-	unix.SchedSetaffinity(0, &one)
+	if err := unix.SchedSetaffinity(0, &cpu); err != nil {
+		t.Fatal(err)
+	}
 	var b [16]byte
-	n, sl, err := small.Recv(b[:], false, true) // polls its budget, yielding every 128 polls
+	n, sl, err := small.Recv(b[:], false, true) // polls, yielding every 128 polls, until the message comes
 	unix.SchedSetaffinity(0, &allowed)
 	runtime.UnlockOSThread()
-	stop.Store(true)
-	<-done
-	if n != 0 || sl == nil || err != nil {
-		t.Fatalf("small wait: %d %v %v, want a sleep", n, sl, err)
+	if sl != nil {
+		small.Woke(sl)
+		n, _, err = small.Recv(b[:], false, false)
 	}
-	small.Woke(sl)
+	if n != 16 || err != nil {
+		t.Fatalf("small receive: %d %v, want the 16-byte message", n, err)
+	}
 }
 
 // bulk sends total bytes (a multiple of 64 KiB) in 64 KiB blocking sends
@@ -114,8 +128,8 @@ func bulk(t *testing.T, tx, rx *Conn, total int, before func()) uint64 {
 // the CPU lately, and only then (work-conserving), and only with
 // preemption on; every byte arrives in each case.
 func TestPreemptPauses(t *testing.T) {
-	small, _ := pair(t, 8, 4096)
-	small.SetPolling(256, 256) // two yields a wait
+	small, smallPeer := pair(t, 8, 4096)
+	small.SetPolling(1<<20, 1<<20) // polls until the message comes
 
 	time.Sleep(5 * time.Millisecond) // past any earlier test's mark
 	tx, rx := pair(t, 16, 16384)
@@ -124,16 +138,17 @@ func TestPreemptPauses(t *testing.T) {
 		t.Errorf("nothing starved: %d pauses, want none", p)
 	}
 
+	cpu := spinner(t)
 	tx, rx = pair(t, 16, 16384)
 	tx.SetPreempt(true)
-	if p := bulk(t, tx, rx, 1<<20, func() { starve(t, small) }); p == 0 {
+	if p := bulk(t, tx, rx, 1<<20, func() { starve(t, cpu, small, smallPeer) }); p == 0 {
 		t.Error("a small wait lost the CPU before every send: no pause")
 	} else {
 		t.Logf("starved: %d pauses", p)
 	}
 
 	tx, rx = pair(t, 16, 16384)
-	if p := bulk(t, tx, rx, 1<<20, func() { starve(t, small) }); p != 0 {
+	if p := bulk(t, tx, rx, 1<<20, func() { starve(t, cpu, small, smallPeer) }); p != 0 {
 		t.Errorf("preemption off: %d pauses, want none", p)
 	}
 
@@ -142,8 +157,14 @@ func TestPreemptPauses(t *testing.T) {
 	time.Sleep(5 * time.Millisecond) // past the mark the small handle left
 	tx, rx = pair(t, 16, 16384)
 	tx.SetPreempt(true)
-	tx.SetPolling(256, 256)
-	if p := bulk(t, tx, rx, 1<<20, func() { starve(t, tx) }); p != 0 {
+	tx.SetPolling(1<<20, 1<<20)
+	if p := bulk(t, tx, rx, 1<<20, func() { starve(t, cpu, tx, rx) }); p != 0 {
 		t.Errorf("starved by its own reads: %d pauses, want none", p)
+	}
+	// The same reads do hold another connection's writes back.
+	other, otherRx := pair(t, 16, 16384)
+	other.SetPreempt(true)
+	if p := bulk(t, other, otherRx, 1<<20, func() { starve(t, cpu, tx, rx) }); p == 0 {
+		t.Error("starved by another connection's reads: no pause")
 	}
 }

@@ -572,33 +572,41 @@ static void spread(struct sdp_dconn *c)
  * quarter. The kernel's scheduler cannot be told (lowering a thread's
  * priority is one-way without privilege), so the bulk side gives way:
  *
- *   - a handle is small while its last receive asked for less than a
- *     block (the size of the messages the program reads, not what
- *     arrived: a bulk reader asks for much; sends are no guide, since a
- *     large write's last piece is small too);
- *   - a wait on a small handle whose yield gave the CPU to another thread
- *     (it wanted its peer to run, and something else did) marks the
- *     process starved, for PREEMPT_WINDOW_NS, by that handle (a server
- *     that reads small requests and writes large answers on one
- *     connection does not hold its own answers back);
- *   - a blocking send that asks for a block or more (a sub-write each
- *     call: it returns after what fitted) on a handle with preempt set,
- *     while the process is starved, first sleeps PREEMPT_SHARE times the
- *     time its copies took since its last pause (at most
- *     PREEMPT_PAUSE_MAX_NS): a scheduling point between sub-writes where
- *     waiting small messages go first, and the bulk stream keeps about a
- *     fifth of the CPU while they starve.
+ *   - a handle is small while its last two receives each asked for less
+ *     than a block (the size of the messages the program reads, the
+ *     whole request of a MSG_WAITALL receive: a bulk reader asks for
+ *     much, and one short read after a long one is a tail, not a
+ *     message; sends are no guide, since a large write's last piece is
+ *     small too);
+ *   - a receive on a small handle whose poll found its data after one of
+ *     its yields gave the CPU to another thread (it polled for its peer,
+ *     something else ran, and the answer was late for it) marks the
+ *     process starved for PREEMPT_WINDOW_NS, by that handle; a wait that
+ *     finds nothing (an idle connection) marks nothing;
+ *   - a blocking send that asks for a block or more on another handle
+ *     with preempt set, while the process is starved, first sleeps
+ *     PREEMPT_SHARE times the CPU time its previous sub-write spent
+ *     copying (at most PREEMPT_PAUSE_MAX_NS): a scheduling point between
+ *     sub-writes (a send returns after what fitted) where the small
+ *     messages that wait go first, and the bulk stream keeps about a
+ *     fifth of the CPU while they starve. The copy is timed on the
+ *     thread's CPU clock, and only while the process is starved, so a
+ *     copy the scheduler interrupted does not lengthen the pause, and an
+ *     unstarved send costs nothing more.
  *
- * Work-conserving: nothing pauses unless a small wait actually lost the
- * CPU (with free cores its yields return at once), a bulk stream alone
- * never pauses, and nonblocking sends (event loops) never sleep. The mark
- * is per process (and per copy of this file: the interposer's and the Go
- * core's), so it isolates the streams of one process pair. */
+ * Work-conserving: nothing pauses unless a small message was late after
+ * its wait lost the CPU (with free cores its yields return at once), a
+ * bulk stream alone never pauses, and nonblocking sends (event loops)
+ * never sleep. The mark is per process (and per copy of this file: the
+ * interposer's and the Go core's), so it isolates the streams of one
+ * process pair; it cannot tell whether the CPU went to this process's
+ * bulk stream or to another program, and pauses the bulk stream either
+ * way (fewer threads then want the CPU). */
 #define PREEMPT_WINDOW_NS 2000000L
 #define PREEMPT_SHARE 4
 #define PREEMPT_PAUSE_MAX_NS 2000000L
 
-static int64_t starved_at;                /* when a small wait last lost the CPU */
+static int64_t starved_at;                /* when a small message was last late */
 static const struct sdp_dconn *starved_by; /* on which handle */
 
 static void mark_starved(const struct sdp_dconn *c)
@@ -607,42 +615,66 @@ static void mark_starved(const struct sdp_dconn *c)
 	__atomic_store_n(&starved_at, sdp_now_ns(), __ATOMIC_RELAXED);
 }
 
-/* The scheduling point before a bulk sub-write on c (above). */
-static void preempt_point(struct sdp_dconn *c)
+/* Records whether a receive of whole bytes asks for a small message, and
+ * returns whether c is small now (its last two receives were). */
+static int note_receive(struct sdp_dconn *c, size_t whole)
 {
-	int64_t now = sdp_now_ns();
-	int64_t copied = c->copy_ns;
-	c->copy_ns = 0;
-	if (now - __atomic_load_n(&starved_at, __ATOMIC_RELAXED) >= PREEMPT_WINDOW_NS ||
+	uint32_t old = LOADR(&c->small_hist);
+	uint32_t h = ((old << 1) | (whole < c->s - HDR)) & 3;
+	if (h != old)
+		STORER(&c->small_hist, h); /* written only when it changes: the line stays clean */
+	return h == 3;
+}
+
+static int64_t thread_cpu_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* The scheduling point before a bulk sub-write on c (above). Returns 1
+ * when another handle starved the process lately: the sub-write's copy
+ * is to be timed then (c->copy_ns). */
+static int preempt_point(struct sdp_dconn *c)
+{
+	int64_t copied = __atomic_exchange_n(&c->copy_ns, 0, __ATOMIC_RELAXED);
+	if (sdp_now_ns() - __atomic_load_n(&starved_at, __ATOMIC_RELAXED) >= PREEMPT_WINDOW_NS ||
 	    __atomic_load_n(&starved_by, __ATOMIC_RELAXED) == c)
-		return; /* nobody starved lately, or only this connection's own reads */
-	int64_t pause = copied * PREEMPT_SHARE;
+		return 0; /* nobody starved lately, or only this connection's own reads */
+	int64_t pause = copied * PREEMPT_SHARE; /* copied: one sub-write's CPU time, far below overflow */
 	if (pause > PREEMPT_PAUSE_MAX_NS)
 		pause = PREEMPT_PAUSE_MAX_NS;
-	if (pause < 1000)
-		return;
-	uint32_t nobody = 0; /* a word nobody wakes: a timed sleep */
-	struct timespec t = {0, pause};
-	futex_wait(&nobody, 0, &t);
-	__atomic_store_n(&c->pauses, c->pauses + 1, __ATOMIC_RELAXED);
+	if (pause >= 1000) {
+		int saved = errno; /* the send's caller sees the send's errno, not the sleep's */
+		uint32_t nobody = 0; /* a word nobody wakes: a timed sleep (a signal ends it early) */
+		struct timespec t = {0, pause};
+		syscall(SYS_futex, &nobody, FUTEX_WAIT_PRIVATE, 0, &t, NULL, 0);
+		errno = saved;
+		__atomic_fetch_add(&c->pauses, 1, __ATOMIC_RELAXED);
+	}
+	return 1;
 }
 
 /* Polls cond (a readiness test) up to the budget (sdp_spin_step, spreading
- * at its yields); 1 when it came true. */
-#define POLL_UNTIL(c, cond)                                                                                  \
+ * at its yields); 1 when it came true. With small (a receive of a small
+ * message), a cond that came true after a yield that gave the CPU to
+ * another thread marks the process starved (preemption, above). */
+#define POLL_UNTIL(c, cond, small)                                                                           \
 	({                                                                                                   \
-		int ok_ = 0;                                                                                 \
+		int ok_ = 0, lost_ = 0;                                                                      \
 		for (uint32_t k_ = 1; k_ <= (c)->budget; k_++) {                                             \
 			if (cond) {                                                                          \
 				budget_hit((c), k_);                                                         \
+				if (lost_ && (small))                                                        \
+					mark_starved(c);                                                     \
 				ok_ = 1;                                                                     \
 				break;                                                                       \
 			}                                                                                    \
 			if ((k_ & 127) == 0) {                                                               \
 				spread(c);                                                                   \
 				sdp_spin_yield(&k_);                                                         \
-				if ((k_ & 127) != 0 && (c)->small)                                           \
-					mark_starved(c);                                                     \
+				lost_ |= (k_ & 127) != 0;                                                    \
 			} else {                                                                             \
 				sdp_cpu_relax();                                                             \
 			}                                                                                    \
@@ -846,16 +878,14 @@ long sdp_dconn_sendv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size
 		STORER(&c->closed_told, 1);
 		return (long)k.left;
 	}
-	int bulk = k.left >= c->s - HDR && !(flags & SDP_D_NONBLOCK) && __atomic_load_n(&c->preempt, __ATOMIC_RELAXED);
-	if (bulk)
-		preempt_point(c);
+	int timed = k.left >= c->s - HDR && !(flags & SDP_D_NONBLOCK) && LOADR(&c->preempt) && preempt_point(c);
 	for (int round = 0;; round++) {
 		if (side_lock(&d->tx_lock) != 0)
 			return violation(c);
-		int64_t t0 = bulk ? sdp_now_ns() : 0;
+		int64_t t0 = timed ? thread_cpu_ns() : 0;
 		r = send_locked(c, &k);
-		if (bulk)
-			c->copy_ns += sdp_now_ns() - t0;
+		if (timed)
+			__atomic_fetch_add(&c->copy_ns, thread_cpu_ns() - t0, __ATOMIC_RELAXED);
 		side_unlock(&d->tx_lock);
 		if (r > 0) {
 			wake_data(c, d);
@@ -879,7 +909,7 @@ long sdp_dconn_sendv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size
 			return -EAGAIN;
 		}
 		if (round == 0) {
-			if (POLL_UNTIL(c, send_room(c) || send_blocked(c)))
+			if (POLL_UNTIL(c, send_room(c) || send_blocked(c), 0))
 				continue;
 			budget_miss(c);
 			announce(c, &d->space_sleepers, &d->space_word, sl, 1);
@@ -1043,7 +1073,7 @@ long sdp_dconn_recvv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size
 	cur_init(&k0, iov, cnt, skip);
 	if (k0.left == 0)
 		return 0;
-	c->small = k0.left < c->s - HDR;
+	int small = note_receive(c, k0.left + skip);
 	for (int polled = 0;;) {
 		int freed = 0;
 		struct iocur k = k0;
@@ -1061,7 +1091,7 @@ long sdp_dconn_recvv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size
 			return -EAGAIN;
 		if (!polled) {
 			polled = 1;
-			if (POLL_UNTIL(c, recv_ready(c) || LOAD(&d->fin) || LOAD(&d->reset)))
+			if (POLL_UNTIL(c, recv_ready(c) || LOAD(&d->fin) || LOAD(&d->reset), small))
 				continue;
 			budget_miss(c);
 		}

@@ -203,11 +203,6 @@ struct sdp_dconn {
 	uint64_t moves;                /* waits that moved their thread off the peer's CPU (spreading) */
 	uint32_t shared_cpu;           /* consecutive yields that found the peer on this thread's CPU */
 	int64_t moved_ns;              /* when a wait on this handle last moved its thread */
-	/* Preemption (direct.c): small messages before bulk on a shared CPU. */
-	uint32_t preempt;              /* 1: blocking bulk sends pause while small waits starve (SDPSHIM_PREEMPT) */
-	uint32_t small;                /* 1: the last receive asked for less than a block */
-	int64_t copy_ns;               /* time bulk sends spent copying since the last scheduling point */
-	uint64_t pauses;               /* bulk sends that paused for starving small ones */
 
 	/* The socket around it, as the interposer needs it (set by the Go
 	 * core with atomic stores, read with atomic loads). */
@@ -227,6 +222,13 @@ struct sdp_dconn {
 	uint32_t errseen;   /* ECONNRESET reported once: reads EOF, writes EPIPE after */
 	uint32_t closed_told; /* the first send after the peer closed its reading was taken (as the kernel's, which the peer answers with a reset) */
 	uint64_t cookie;    /* the core's, for its own lookups */
+
+	/* Preemption (direct.c): small messages before bulk on a shared CPU.
+	 * At the end: the fields above keep their offsets. */
+	uint32_t preempt;    /* 1: blocking bulk sends pause while small messages starve (SDPSHIM_PREEMPT) */
+	uint32_t small_hist; /* the last two receives, bit 0 the latest: 1 asked for less than a block */
+	int64_t copy_ns;     /* CPU time bulk sends spent copying since the last scheduling point */
+	uint64_t pauses;     /* bulk sends that paused for starving small messages */
 };
 
 /* sdp_dconn.slow bits. */

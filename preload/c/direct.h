@@ -227,7 +227,8 @@ struct sdp_dconn {
 	 * At the end: the fields above keep their offsets. */
 	uint32_t preempt;    /* 1: blocking bulk sends pause while small messages starve (SDPSHIM_PREEMPT) */
 	uint32_t small_hist; /* the last two receives, bit 0 the latest: 1 asked for less than a block */
-	int64_t copy_ns;     /* CPU time bulk sends spent copying since the last scheduling point */
+	int64_t copy_ns;     /* time bulk sends spent copying since the last scheduling point (while starved) */
+	int64_t copy_bytes;  /* and the bytes they copied */
 	uint64_t pauses;     /* bulk sends that paused for starving small messages */
 };
 

@@ -131,7 +131,7 @@ func TestPreemptPauses(t *testing.T) {
 	small, smallPeer := pair(t, 8, 4096)
 	small.SetPolling(1<<20, 1<<20) // polls until the message comes
 
-	time.Sleep(5 * time.Millisecond) // past any earlier test's mark
+	time.Sleep(60 * time.Millisecond) // past any earlier test's mark
 	tx, rx := pair(t, 16, 16384)
 	tx.SetPreempt(true)
 	if p := bulk(t, tx, rx, 8<<20, nil); p != 0 {
@@ -154,7 +154,7 @@ func TestPreemptPauses(t *testing.T) {
 
 	// A connection's own small reads (a server reading small requests and
 	// writing large answers) do not hold its own writes back.
-	time.Sleep(5 * time.Millisecond) // past the mark the small handle left
+	time.Sleep(60 * time.Millisecond) // past the mark the small handle left
 	tx, rx = pair(t, 16, 16384)
 	tx.SetPreempt(true)
 	tx.SetPolling(1<<20, 1<<20)

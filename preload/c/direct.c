@@ -582,7 +582,13 @@ static void spread(struct sdp_dconn *c)
  *     its yields gave the CPU to another thread (it polled for its peer,
  *     something else ran, and the answer was late for it) marks the
  *     process starved for PREEMPT_WINDOW_NS, by that handle; a wait that
- *     finds nothing (an idle connection) marks nothing;
+ *     finds nothing (an idle connection) marks nothing. The window is
+ *     long (50 ms) because the mark comes only after a late message: a
+ *     2 ms window let the bulk stream go free as soon as the small
+ *     messages were on time again, they were late again within
+ *     milliseconds, and more than one round trip in a hundred was (a
+ *     16 B ping-pong's p99 beside a 1 MiB stream 10-12 us, against
+ *     0.6-1.8 with 50 ms);
  *   - a blocking send that asks for a block or more on another handle
  *     with preempt set, while the process is starved, first sleeps
  *     PREEMPT_SHARE times as long as its previous sub-write took to
@@ -606,7 +612,7 @@ static void spread(struct sdp_dconn *c)
  * process pair; it cannot tell whether the CPU went to this process's
  * bulk stream or to another program, and pauses the bulk stream either
  * way (fewer threads then want the CPU). */
-#define PREEMPT_WINDOW_NS 2000000L
+#define PREEMPT_WINDOW_NS 50000000L
 #define PREEMPT_SHARE 4
 #define PREEMPT_PAUSE_MAX_NS 2000000L
 

@@ -348,3 +348,21 @@ func TestDeferredPullOfferHereThenAbort(t *testing.T) {
 		t.Fatal("the Pull did not return")
 	}
 }
+
+// Close removes the records the node filed, from the record directory,
+// so no puller finds one of a node that no longer answers.
+func TestDeferredCloseRemovesRecords(t *testing.T) {
+	dir := runDir(t)
+	n := newNode(t, Config{RunDir: dir, Handler: echoHandler})
+	if _, err := n.Defer(Tuple{Client: ap("127.0.0.1:42001"), Server: ap("127.0.0.1:8080")}); err != nil {
+		t.Fatal(err)
+	}
+	recs := filepath.Join(dir, recordDir)
+	if left, _ := os.ReadDir(recs); len(left) != 1 {
+		t.Fatalf("records after Defer: %d, want 1", len(left))
+	}
+	n.Close()
+	if left, err := os.ReadDir(recs); err != nil || len(left) != 0 {
+		t.Fatalf("records after Close: %v (%v), want none", left, err)
+	}
+}

@@ -160,7 +160,7 @@ func (n *Node) Close() error {
 		})
 	}
 	if len(n.recs) > 0 {
-		n.withRunDir(false, func(dirfd int) error {
+		n.withRecordDir(false, func(dirfd int) error {
 			for name := range n.recs {
 				unix.Unlinkat(dirfd, name, 0)
 			}

@@ -160,7 +160,7 @@ func (p *Process) Connect(fd int, raw []byte) int64 {
 		go s.connectAsync(node, entries[0], tuple, offering, append([]byte(nil), raw...), fields)
 		return negErrno(unix.EINPROGRESS)
 	}
-	pc, err := p.offer(s, node, entries[0], tuple, true)
+	pc, err := p.offer(node, entries[0], tuple, true)
 	if err != nil {
 		return plain(rendezvous.ReasonOf(err), err)
 	}
@@ -236,7 +236,7 @@ func (s *Socket) connectOfferedLocked(fd int, pc *pendingConnect, dst netip.Addr
 // when the offer failed. A socket closed meanwhile only gives the offer up.
 func (s *Socket) connectAsync(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, offering *pendingConnect, raw []byte, fields logrus.Fields) {
 	p := s.p
-	pc, err := p.offer(s, node, e, t, false)
+	pc, err := p.offer(node, e, t, false)
 	s.mu.Lock()
 	if s.getState() != sockConnecting || s.pend != offering || len(s.fds) == 0 {
 		s.mu.Unlock()
@@ -283,15 +283,21 @@ func bindEphemeral(fd, family int) (netip.AddrPort, error) {
 	return sockName(fd)
 }
 
-// offer runs the rendezvous for s with the listener process e: over the
+// offer runs the rendezvous with the listener process e: over the
 // channel to it when one exists, else with a new channel set up over a
 // socketpair whose other end travels in the offer. A direct offer is
 // committed when the caller connects right after it (committed: see
 // offerDirectTo).
-func (p *Process) offer(s *Socket, node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, committed bool) (*pendingConnect, error) {
+func (p *Process) offer(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, committed bool) (*pendingConnect, error) {
 	peer := procID{pid: e.PID, start: e.Start}
 	if p.cfg.Channel == config.ChannelDirect {
-		return p.offerDirectTo(s, node, e, t, committed)
+		var send func(*directStream, rendezvous.Payload) (*rendezvous.Answer, error)
+		if committed {
+			send = func(_ *directStream, pl rendezvous.Payload) (*rendezvous.Answer, error) {
+				return node.OfferCommitted(e, t, pl)
+			}
+		}
+		return p.offerDirectTo(node, e, t, send)
 	}
 	shared := p.cfg.Channel == config.ChannelShared
 	if shared {
@@ -344,29 +350,17 @@ func (p *Process) offer(s *Socket, node *rendezvous.Node, e rendezvous.Entry, t 
 }
 
 // offerDirectTo runs the rendezvous for a direct connection: the offer
-// carries the new area. A committed offer (the caller connects at once)
-// waits for no answer: the acceptor answers when its accept() claims the
-// connection, and the answer, which is the verdict, finishes this side
-// (settleLocked, directStream.answered). Writes made meanwhile go into the area
-// (early.go), so the round trip of an answer before the connect is gone
-// from every connection's setup. A deferred connection's offer, made
-// while a puller waits (deferred.go), is committed too, and goes on the
-// PULL's own connection: the pull's answer (offerDirectVia).
-func (p *Process) offerDirectTo(s *Socket, node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, committed bool) (*pendingConnect, error) {
-	var send func(*directStream, rendezvous.Payload) (*rendezvous.Answer, error)
-	if committed {
-		send = func(_ *directStream, pl rendezvous.Payload) (*rendezvous.Answer, error) {
-			return node.OfferCommitted(e, t, pl)
-		}
-	}
-	return p.offerDirectVia(node, e, t, send)
-}
-
-// offerDirectVia is offerDirectTo with send, which sends a committed
-// offer's payload, the area of ds (to the listener's server, or on a
-// PULL's connection: deferred.go); nil: the offer is not committed, and
-// waits for its answer.
-func (p *Process) offerDirectVia(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, send func(*directStream, rendezvous.Payload) (*rendezvous.Answer, error)) (*pendingConnect, error) {
+// carries the new area. send sends a committed offer's payload, the area
+// of ds (to the listener's server, or on a PULL's connection); nil: the
+// offer is not committed, and waits for its answer. A committed offer
+// (the caller connects at once) waits for no answer: the acceptor answers
+// when its accept() claims the connection, and the answer, which is the
+// verdict, finishes this side (settleLocked, directStream.answered).
+// Writes made meanwhile go into the area (early.go), so the round trip of
+// an answer before the connect is gone from every connection's setup. A
+// deferred connection's offer, made while a puller waits (deferred.go),
+// is committed too, and goes on the PULL's own connection.
+func (p *Process) offerDirectTo(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, send func(*directStream, rendezvous.Payload) (*rendezvous.Answer, error)) (*pendingConnect, error) {
 	ds, files, bells, err := p.offerDirect(e.PID)
 	if err != nil {
 		return nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: err}

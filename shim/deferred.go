@@ -143,6 +143,9 @@ func (s *Socket) connectDeferredLocked(fd int, node *rendezvous.Node, t rendezvo
 // kernel TCP, or failed; either way it falls back. It reports whether s
 // was such a connection.
 func (s *Socket) deferredEvent(events uint32) bool {
+	if s.getState() != sockConnecting {
+		return false // most events are of accelerated sockets: no lock for them
+	}
 	s.mu.Lock()
 	pc := s.pend
 	deferred := s.getState() == sockConnecting && pc != nil && pc.def != nil && pc.answer == nil
@@ -266,7 +269,7 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 	if p.cfg.Channel == config.ChannelDirect {
 		// On the PULL's own connection: the puller claims it there, and
 		// neither side dials the other's server for it.
-		offered, oerr = p.offerDirectVia(node, req.From, t, func(ds *directStream, pl rendezvous.Payload) (*rendezvous.Answer, error) {
+		offered, oerr = p.offerDirectTo(node, req.From, t, func(ds *directStream, pl rendezvous.Payload) (*rendezvous.Answer, error) {
 			s.mu.Lock()
 			s.earlyIntoAreaLocked(ds)
 			s.mu.Unlock()
@@ -279,7 +282,7 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 			return a, err
 		})
 	} else {
-		offered, oerr = p.offer(s, node, req.From, t, true)
+		offered, oerr = p.offer(node, req.From, t, true)
 	}
 
 	s.mu.Lock()

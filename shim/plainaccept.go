@@ -75,12 +75,9 @@ func (p *Process) unmarkListenerLocked(s *Socket) {
 	s.plainMark = 0
 }
 
-// offersHeld is the node's OnPending: how many offers wait for a Claim.
-func (p *Process) offersHeld(n int) {
-	if h := p.plainHost(); h != nil {
-		h.AcceptHeld(n)
-	}
-}
+// offersHeld is the node's OnPending, set only with a plainAcceptHost: how
+// many offers wait for a Claim.
+func (p *Process) offersHeld(n int) { p.plainHost().AcceptHeld(n) }
 
 // notOffered follows an accept nobody offered: the interposer learns the
 // record directory's state when it holds no record, and the rendezvous

@@ -117,15 +117,18 @@ func (p *Process) rendezvousNode() (*rendezvous.Node, error) {
 	if p.node != nil || p.nodeErr != nil {
 		return p.node, p.nodeErr
 	}
-	p.node, p.nodeErr = rendezvous.New(rendezvous.Config{
+	cfg := rendezvous.Config{
 		RunDir:       p.cfg.RunDir,
 		AllowUIDs:    p.cfg.AllowUIDs,
 		Handler:      p.handleOffer,
 		OnDrop:       p.onDrop,
-		OnPending:    p.offersHeld,
 		OnPull:       p.handlePull,
 		OfferTimeout: offerTimeout,
-	})
+	}
+	if p.plainHost() != nil {
+		cfg.OnPending = p.offersHeld // only an interposer reads the count
+	}
+	p.node, p.nodeErr = rendezvous.New(cfg)
 	if p.nodeErr != nil {
 		p.log.WithError(p.nodeErr).Warn("rendezvous unavailable; connections stay on kernel TCP")
 	} else {

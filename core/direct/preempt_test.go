@@ -2,6 +2,7 @@ package direct
 
 import (
 	"bytes"
+	"fmt"
 	"os/exec"
 	"runtime"
 	"testing"
@@ -90,7 +91,7 @@ func bulk(t *testing.T, tx, rx *Conn, total int, before func()) uint64 {
 				continue
 			}
 			if err != nil || n == 0 || !bytes.Equal(buf[:n], want[off:off+n]) {
-				got <- err
+				got <- fmt.Errorf("at byte %d: %d bytes, %v, or not the bytes sent", off, n, err)
 				return
 			}
 			off += n

@@ -13,9 +13,6 @@ import (
 // the spare back (AtLimit): so a client of a process at its limit gets an
 // answer (a refusal, a snapshot) at once rather than a timeout, as the
 // program's own accept gets EMFILE at once. One spare per process.
-// highMax is HighBase's ceiling (SDP_FD_HIGH_MAX in preload/c/core.c).
-const highMax = 1024
-
 var spare struct {
 	mu sync.Mutex
 	fd int // 0: none (not opened, or given up just now)
@@ -61,6 +58,9 @@ func AtLimit(f func()) bool {
 	spare.fd = openSpare()
 	return true
 }
+
+// highMax is HighBase's ceiling (SDP_FD_HIGH_MAX in preload/c/core.c).
+const highMax = 1024
 
 // HighBase is where the core keeps its own descriptors: half the soft
 // RLIMIT_NOFILE, at most highMax, at least 64; above what programs that

@@ -224,17 +224,12 @@ func (n *Node) claimHere(fd int, m message, files []int, cred *unix.Ucred, key T
 		closeFiles(req.Payload.Files)
 		err = fmt.Errorf("offer of %s on the pull of %s: %w", req.Tuple, key, errMessage)
 	}
-	srv := n.server()
-	if err == nil && srv == nil {
-		closeFiles(req.Payload.Files)
-		err = ErrClosed
-	}
 	if err != nil {
 		unix.Close(fd)
 		return Match{}, fallback(ReasonProtocol, err)
 	}
 	req.Cred = *cred
-	srv.serveOffer(fd, req)
+	n.server().serveOffer(fd, req) // pull served first: the server exists from then on
 	match, ok := n.Claim(local, remote)
 	if !ok {
 		return Match{}, &FallbackError{ReasonProtocol, fmt.Errorf("pull %s: offered on the pull, but not filed", key)}

@@ -53,10 +53,7 @@ func (n *Node) find(key Tuple) *pendingEntry {
 	if e := n.pend.takeFor(key); e != nil {
 		return e
 	}
-	n.mu.Lock()
-	srv := n.srv
-	n.mu.Unlock()
-	if srv != nil {
+	if srv := n.server(); srv != nil {
 		srv.intake()
 	}
 	n.pend.resolveAll()

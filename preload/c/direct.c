@@ -641,11 +641,18 @@ static int note_receive(struct sdp_dconn *c, size_t whole)
  * is to be timed then (c->copy_ns). */
 static int preempt_point(struct sdp_dconn *c)
 {
+	int64_t at = __atomic_load_n(&starved_at, __ATOMIC_RELAXED);
+	if (at == 0 || sdp_now_ns() - at >= PREEMPT_WINDOW_NS || __atomic_load_n(&starved_by, __ATOMIC_RELAXED) == c) {
+		/* Nobody starved lately, or only this connection's own reads. A
+		 * copy timed while starved is no guide to a later pause. */
+		if (LOADR(&c->copy_bytes) != 0) {
+			STORER(&c->copy_ns, 0);
+			STORER(&c->copy_bytes, 0);
+		}
+		return 0;
+	}
 	int64_t took = __atomic_exchange_n(&c->copy_ns, 0, __ATOMIC_RELAXED);
 	int64_t bytes = __atomic_exchange_n(&c->copy_bytes, 0, __ATOMIC_RELAXED);
-	if (sdp_now_ns() - __atomic_load_n(&starved_at, __ATOMIC_RELAXED) >= PREEMPT_WINDOW_NS ||
-	    __atomic_load_n(&starved_by, __ATOMIC_RELAXED) == c)
-		return 0; /* nobody starved lately, or only this connection's own reads */
 	if (took > bytes)
 		took = bytes; /* 1 ns a byte: 1 GB/s */
 	int64_t pause = took * PREEMPT_SHARE; /* took: one sub-write's, far below overflow */
@@ -655,7 +662,7 @@ static int preempt_point(struct sdp_dconn *c)
 		int saved = errno; /* the send's caller sees the send's errno, not the sleep's */
 		uint32_t nobody = 0; /* a word nobody wakes: a timed sleep (a signal ends it early) */
 		struct timespec t = {0, pause};
-		syscall(SYS_futex, &nobody, FUTEX_WAIT_PRIVATE, 0, &t, NULL, 0);
+		futex_wait(&nobody, 0, &t);
 		errno = saved;
 		__atomic_fetch_add(&c->pauses, 1, __ATOMIC_RELAXED);
 	}
@@ -677,13 +684,11 @@ static int preempt_point(struct sdp_dconn *c)
 				ok_ = 1;                                                                     \
 				break;                                                                       \
 			}                                                                                    \
-			if ((k_ & 127) == 0) {                                                               \
+			int yields_ = (k_ & 127) == 0;                                                       \
+			if (yields_)                                                                         \
 				spread(c);                                                                   \
-				sdp_spin_yield(&k_);                                                         \
-				lost_ |= (k_ & 127) != 0;                                                    \
-			} else {                                                                             \
-				sdp_cpu_relax();                                                             \
-			}                                                                                    \
+			sdp_spin_step(&k_);                                                                  \
+			lost_ |= yields_ && (k_ & 127) != 0; /* its yield ran another thread */              \
 		}                                                                                            \
 		ok_;                                                                                         \
 	})

@@ -116,6 +116,8 @@ static int nobody_offered(int lfd)
 	uint64_t want = slot ? (uint64_t)(uintptr_t)__atomic_load_n(slot, __ATOMIC_ACQUIRE) : 0;
 	if (want == 0)
 		return 0;
+	if (__atomic_load_n(&pa_held, __ATOMIC_RELAXED) != 0)
+		return 0; /* offers held: the core decides (looked at again after the poll below) */
 	uint32_t s1 = __atomic_load_n(&pa.seq, __ATOMIC_ACQUIRE);
 	if ((s1 & 1) || !__atomic_load_n(&pa.quiet, __ATOMIC_RELAXED))
 		return 0;

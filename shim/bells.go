@@ -298,6 +298,17 @@ func (p *Process) startOf(pb *peerBells, start uint64) bool {
 	return pb.id.start == start
 }
 
+// knownPeer returns the id of process pid when this process holds a
+// record of it whose start time is known.
+func (p *Process) knownPeer(pid int) (procID, bool) {
+	p.bellMu.Lock()
+	defer p.bellMu.Unlock()
+	if pb := p.peers[pid]; pb != nil && pb.id.start != 0 {
+		return pb.id, true
+	}
+	return procID{}, false
+}
+
 // startKnown reports whether pb's process start time is known (an
 // answer of it came): a record of a pid alone may be of a process gone.
 func (p *Process) startKnown(pb *peerBells) bool {

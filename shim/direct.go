@@ -39,6 +39,8 @@ type directStream struct {
 	conn    *direct.Conn
 	peerPID int        // the peer process (statistics)
 	peer    *peerBells // the peer process's bells (bells.go); nil without
+	side    int        // 0: this process made the area (the connector), 1: the peer did
+	where   slabArea   // the area's slab and place, if it is a slab's (areapool.go)
 
 	blocking atomic.Bool  // SetNonblock(false): Write waits for room (closing, exit)
 	wdl      atomic.Int64 // blocking Write's deadline (UnixNano), 0: none
@@ -87,30 +89,42 @@ func directSlot(blockSize int) int {
 // files its offer carries (the area's memfd, then this process's bells
 // the peer was not given yet, bells their mask).
 func (p *Process) offerDirect(peerPID int) (ds *directStream, files []int, bells uint64, err error) {
-	a, err := direct.NewArea(p.cfg.Blocks, directSlot(p.cfg.BlockSize), 1)
+	a, where, fd, err := p.ownArea(peerPID)
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	p.protect(a.FD())
 	c, err := direct.Open(a, 0)
 	if err != nil {
-		p.unprotect(a.FD())
-		a.Unmap()
+		if where.own == nil {
+			p.unprotect(fd)
+		}
+		p.areas.putOwn(where, a)
 		return nil, nil, 0, err
 	}
-	ds = &directStream{p: p, conn: c, peerPID: peerPID}
+	ds = &directStream{p: p, conn: c, peerPID: peerPID, where: where}
 	ds.setPolicy()
 	ds.bindBells(procID{pid: peerPID})
 	if ds.peer != nil && ds.p.startKnown(ds.peer) {
 		ds.holdWatcher() // before the acceptor can watch the connection
 	}
 	give, bells := p.bellsToGive(ds.peer, rendezvous.MaxFiles-1)
-	return ds, append([]int{a.FD()}, give...), bells, nil
+	return ds, append([]int{fd}, give...), bells, nil
+}
+
+// slotToken is the offer's description of the area's place (offerMsg.slot).
+func (ds *directStream) slotToken() uint64 {
+	if ds.where.own == nil {
+		return 0
+	}
+	return slotToken(ds.where.own.s, ds.where.i)
 }
 
 // sent closes the area's memfd once the offer carried it: the peer has
-// its copy, and the mapping stays.
+// its copy, and the mapping stays. A slab's memfd stays (areapool.go).
 func (ds *directStream) sent() {
+	if ds.where.own != nil {
+		return
+	}
 	a := ds.conn.Area()
 	ds.p.unprotect(a.FD())
 	a.CloseFD()
@@ -169,16 +183,16 @@ func (p *Process) acceptDirect(o offerMsg, files []int) (*directStream, answerMs
 	if len(files) != 1+bits.OnesCount64(o.bells) {
 		return nil, answerMsg{}, nil, errBadOffer
 	}
-	a, err := direct.MapArea(files[0])
+	a, where, err := p.peerArea(o.from, files[0], o.slot)
 	if err != nil {
 		return nil, answerMsg{}, nil, err
 	}
 	c, err := direct.Open(a, 1)
 	if err != nil {
-		a.Unmap()
+		p.areas.putPeer(p, where, a)
 		return nil, answerMsg{}, nil, err
 	}
-	ds := &directStream{p: p, conn: c, peerPID: o.from.pid}
+	ds := &directStream{p: p, conn: c, peerPID: o.from.pid, side: 1, where: where}
 	ds.setPolicy()
 	ds.bindBells(o.from)
 	p.takeBells(ds.peer, o.bells, files[1:])
@@ -239,15 +253,22 @@ func (ds *directStream) release() {
 	})
 }
 
-// free keeps the final counts, then frees the handle and the area: once
-// no thread is inside the handle.
+// free keeps the final counts, then frees the handle and gives the area
+// back (kept for a later connection, or unmapped: areapool.go): once no
+// thread is inside the handle.
 func (ds *directStream) free() {
 	x := ds.counts()
 	ds.final.Store(&x)
-	if a := ds.conn.Area(); a.FD() >= 0 {
-		ds.p.unprotect(a.FD())
+	if a := ds.conn.Release(); a != nil {
+		if ds.side == 1 {
+			ds.p.areas.putPeer(ds.p, ds.where, a)
+		} else {
+			if ds.where.own == nil && a.FD() >= 0 { // an offer that never went
+				ds.p.unprotect(a.FD())
+			}
+			ds.p.areas.putOwn(ds.where, a)
+		}
 	}
-	ds.conn.Free()
 	if ds.peer != nil {
 		ds.p.unrefBells(ds.peer)
 	}

@@ -15,7 +15,10 @@ import (
 //	        over), 2 the sender's end is the dialer end, 4 direct (Files
 //	        are the area's memfd, then the connector's bells; no channel,
 //	        token unused)
-//	6..13   channel token
+//	6..13   channel token; direct: where the area is (slotToken): 0, an
+//	        area of its own (Files[0] its memfd), else Files[0] is a slab's
+//	        memfd (areapool.go) and this its bytes per area << 16 | the
+//	        area's index
 //	14..17  connector pid
 //	18..25  connector start time (/proc/PID/stat field 22)
 //	26..33  direct: the numbers of the connector's bells that follow the
@@ -29,7 +32,7 @@ import (
 const (
 	offerMagic   = "SDPo"
 	answerMagic  = "SDPa"
-	offerVersion = 3
+	offerVersion = 4
 	offerLen     = 34
 	answerLen    = 25
 
@@ -45,6 +48,7 @@ type offerMsg struct {
 	token      uint64
 	from       procID
 	bells      uint64 // direct: the connector's bells among the files
+	slot       uint64 // direct: the area's place in a slab (slotToken), 0: an area of its own
 }
 
 // answerMsg is the acceptor's answer.
@@ -69,7 +73,11 @@ func (o offerMsg) encode() []byte {
 	if o.direct {
 		b[5] |= offerDirect
 	}
-	binary.LittleEndian.PutUint64(b[6:], o.token)
+	t := o.token
+	if o.direct {
+		t = o.slot
+	}
+	binary.LittleEndian.PutUint64(b[6:], t)
 	binary.LittleEndian.PutUint32(b[14:], uint32(o.from.pid))
 	binary.LittleEndian.PutUint64(b[18:], o.from.start)
 	binary.LittleEndian.PutUint64(b[26:], o.bells)
@@ -80,14 +88,19 @@ func decodeOffer(b []byte) (offerMsg, error) {
 	if len(b) != offerLen || string(b[:4]) != offerMagic || b[4] != offerVersion || b[5]&^7 != 0 {
 		return offerMsg{}, errBadOffer
 	}
-	return offerMsg{
+	o := offerMsg{
 		direct:     b[5]&offerDirect != 0,
 		newChannel: b[5]&offerNewChannel != 0,
 		dialer:     b[5]&offerDialer != 0,
-		token:      binary.LittleEndian.Uint64(b[6:]),
 		from:       procID{pid: int(binary.LittleEndian.Uint32(b[14:])), start: binary.LittleEndian.Uint64(b[18:])},
 		bells:      binary.LittleEndian.Uint64(b[26:]),
-	}, nil
+	}
+	if o.direct {
+		o.slot = binary.LittleEndian.Uint64(b[6:])
+	} else {
+		o.token = binary.LittleEndian.Uint64(b[6:])
+	}
+	return o, nil
 }
 
 func (a answerMsg) encode() []byte {

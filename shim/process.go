@@ -2,7 +2,6 @@ package shim
 
 import (
 	"os"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -33,6 +32,7 @@ type Process struct {
 	fds       fdTable
 	words     wordSlab
 	reap      *reaper    // frees what closed connections leave, after directGrace (reap.go)
+	areas     areaPool   // direct areas of closed connections, for the next ones (areapool.go)
 	deadlines *reaper    // ends deferrals nobody pulled, after deferDeadline (deferred.go)
 	short     shortConns // destinations whose connections were short-lived (shortconn.go)
 
@@ -89,9 +89,9 @@ func Init(host Host, environ []string) (*Process, int) {
 		listeners: map[*Socket]struct{}{}, live: map[*Socket]struct{}{}, deferred: map[deferKey]*Socket{},
 		epolls:    map[*epollSet]struct{}{},
 		logFile:   rt.LogFile,
-		reap:      newReaper(directGrace, idleRelease, debug.FreeOSMemory),
 		deadlines: newReaper(deferDeadline, 0, nil),
 	}
+	p.reap = newReaper(directGrace, idleRelease, p.releaseIdle)
 	p.policy = waitPolicyFactory(rt.Config, rt.Log)
 	p.pollWait = wait.NewWaiter(p.policy())
 	p.initStats()

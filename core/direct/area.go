@@ -27,8 +27,23 @@ var ErrGeometry = errors.New("direct: bad area geometry")
 
 // Area is a mapped direct area: a memfd shared with the peer.
 type Area struct {
-	mem []byte
-	fd  int // the memfd, -1 once handed off or closed
+	mem   []byte
+	fd    int   // the memfd, -1 once handed off or closed
+	ident Ident // a peer's area (MapArea): its memfd's; zero for one made here
+	slot  bool  // one of a Slab's areas: the mapping is the slab's
+}
+
+// Ident names an area's memfd: two descriptors with the same Ident are
+// the same area.
+type Ident struct{ Dev, Ino uint64 }
+
+// AreaIdent returns the Ident of the memfd fd.
+func AreaIdent(fd int) (Ident, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return Ident{}, fmt.Errorf("direct: stat area: %w", err)
+	}
+	return Ident{Dev: st.Dev, Ino: st.Ino}, nil
 }
 
 // Size returns the bytes an area of blocks blocks of blockSize bytes needs.
@@ -75,23 +90,76 @@ func NewArea(blocks, blockSize int, stream uint32) (*Area, error) {
 // caller's). The memfd must be sealed against shrinking and hold a valid
 // area header; the mapping never extends past what the seal guarantees.
 func MapArea(fd int) (*Area, error) {
-	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
-	if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
-		return nil, fmt.Errorf("direct: area memfd not sealed against shrinking (seals %#x, %v)", seals, err)
+	size, id, err := sealedMemfd(fd, "area")
+	if err != nil {
+		return nil, err
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, fmt.Errorf("direct: stat area: %w", err)
+	if size < int64(unsafe.Sizeof(C.struct_sdp_darea{})) || size > 1<<36 {
+		return nil, fmt.Errorf("%w: %d bytes", ErrGeometry, size)
 	}
-	if st.Size < int64(unsafe.Sizeof(C.struct_sdp_darea{})) || st.Size > 1<<36 {
-		return nil, fmt.Errorf("%w: %d bytes", ErrGeometry, st.Size)
-	}
-	mem, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("direct: map area: %w", err)
 	}
-	return &Area{mem: mem, fd: -1}, nil
+	return &Area{mem: mem, fd: -1, ident: id}, nil
 }
+
+// sealedMemfd returns the size and Ident of a peer's memfd fd (what: an
+// area or a slab), which must be sealed against shrinking: its pages
+// cannot go from under a mapping of that size.
+func sealedMemfd(fd int, what string) (int64, Ident, error) {
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil || seals&unix.F_SEAL_SHRINK == 0 {
+		return 0, Ident{}, fmt.Errorf("direct: %s memfd not sealed against shrinking (seals %#x, %v)", what, seals, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, Ident{}, fmt.Errorf("direct: stat %s: %w", what, err)
+	}
+	return st.Size, Ident{Dev: st.Dev, Ino: st.Ino}, nil
+}
+
+// Ident returns the memfd's Ident of an area MapArea mapped (zero for one
+// NewArea made).
+func (a *Area) Ident() Ident { return a.ident }
+
+// Len returns the area's size in bytes.
+func (a *Area) Len() int { return len(a.mem) }
+
+// Reset makes a used area fresh again, as NewArea would have made it (its
+// header and both directions' status bytes cleared): for a later
+// connection between the same two processes, once both have let the
+// earlier one's handles go (Released). The memfd and the mapping stay.
+func (a *Area) Reset(blocks, blockSize int, stream uint32) error {
+	if a.mem == nil {
+		return ErrGeometry
+	}
+	if r := C.sdp_darea_init(unsafe.Pointer(&a.mem[0]), C.size_t(len(a.mem)), C.uint32_t(blocks), C.uint32_t(blockSize), C.uint32_t(stream)); r != 0 {
+		return fmt.Errorf("%w: reset: %d", ErrGeometry, int(r))
+	}
+	return nil
+}
+
+// Release marks, in the area, that side's process holds no handle on it
+// any more (Conn.Release has returned on every one), and reports whether
+// the other side had marked it before (this side let go last).
+func (a *Area) Release(side int) (last bool) {
+	old := C.sdp_darea_release(unsafe.Pointer(&a.mem[0]), C.int(side))
+	return old&(1<<(1-side&1)) != 0
+}
+
+// Released reports whether side's process marked the area released.
+func (a *Area) Released(side int) bool {
+	return C.sdp_darea_released(unsafe.Pointer(&a.mem[0]), C.int(side)) != 0
+}
+
+// Moved returns the bytes both directions published, as the area says (a
+// peer writes half of it: a hint).
+func (a *Area) Moved() uint64 { return uint64(C.sdp_darea_moved(unsafe.Pointer(&a.mem[0]))) }
+
+// SetFD replaces the memfd's number (the caller moved it: the old one is
+// closed).
+func (a *Area) SetFD(fd int) { a.fd = fd }
 
 // FD returns the area's memfd (the creator's, to pass to the peer), or -1.
 func (a *Area) FD() int { return a.fd }
@@ -104,9 +172,12 @@ func (a *Area) CloseFD() {
 	}
 }
 
-// Unmap releases the mapping and the memfd. No handle on it may be used
-// after.
+// Unmap releases the mapping and the memfd (a slab's area: nothing, the
+// slab holds both). No handle on it may be used after.
 func (a *Area) Unmap() {
+	if a.slot {
+		return
+	}
 	a.CloseFD()
 	if a.mem != nil {
 		unix.Munmap(a.mem)

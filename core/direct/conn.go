@@ -553,13 +553,23 @@ func (c *Conn) Detach(limit time.Duration) bool {
 // Free releases the handle and unmaps the area: after Detach, once no
 // thread can use either.
 func (c *Conn) Free() {
+	if a := c.Release(); a != nil {
+		a.Unmap()
+	}
+}
+
+// Release releases the handle and returns its area, still mapped, for
+// the caller to keep or unmap (nil when the handle was released before):
+// after Detach, once no thread can use the handle.
+func (c *Conn) Release() *Area {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.c != nil {
-		C.free(unsafe.Pointer(c.c))
-		c.c = nil
-		c.area.Unmap()
+	if c.c == nil {
+		return nil
 	}
+	C.free(unsafe.Pointer(c.c))
+	c.c = nil
+	return c.area
 }
 
 // Area returns the area the handle is on.

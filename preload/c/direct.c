@@ -46,7 +46,10 @@ int sdp_darea_init(void *mem, size_t size, uint32_t n, uint32_t s, uint32_t stre
 {
 	if (!geometry_ok(n, s) || size < sdp_darea_size(n, s))
 		return -EINVAL;
-	memset(mem, 0, round_line(sizeof(struct sdp_darea)) + 2 * round_line(n)); /* header, status bytes */
+	size_t hdr = round_line(sizeof(struct sdp_darea));
+	memset(mem, 0, hdr); /* the header, then each direction's status bytes */
+	for (int d = 0; d < 2; d++)
+		memset((uint8_t *)mem + hdr + (size_t)d * dir_bytes(n, s), 0, round_line(n));
 	struct sdp_darea *a = mem;
 	a->magic = SDP_DAREA_MAGIC;
 	a->version = SDP_DAREA_VERSION;
@@ -55,6 +58,22 @@ int sdp_darea_init(void *mem, size_t size, uint32_t n, uint32_t s, uint32_t stre
 	a->stream = stream;
 	a->size = size;
 	return 0;
+}
+
+uint32_t sdp_darea_release(void *mem, int side)
+{
+	return __atomic_fetch_or(&((struct sdp_darea *)mem)->released, 1u << (side & 1), __ATOMIC_ACQ_REL);
+}
+
+int sdp_darea_released(const void *mem, int side)
+{
+	return (LOAD(&((const struct sdp_darea *)mem)->released) >> (side & 1)) & 1;
+}
+
+uint64_t sdp_darea_moved(const void *mem)
+{
+	const struct sdp_darea *a = mem;
+	return LOADR(&a->dir[0].tx_bytes) + LOADR(&a->dir[1].tx_bytes);
 }
 
 /* Status bytes and blocks of direction d, from the handle's validated

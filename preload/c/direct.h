@@ -138,16 +138,28 @@ struct sdp_darea {
 	uint32_t nblocks;    /* N, a power of two, 1..65536 */
 	uint32_t block_size; /* S, a multiple of 64, > header, <= 1 MiB */
 	uint32_t stream;     /* the stream id both sides put in their headers */
-	uint32_t pad[3];
+	uint32_t released;   /* bit i: side i's process let its handle go (reuse: shim/areapool.go) */
+	uint32_t pad[2];
 	uint64_t size; /* bytes of the whole area */
 	struct sdp_ddir dir[2];
 };
 
 /* Bytes an area of n blocks of s bytes needs. */
 size_t sdp_darea_size(uint32_t n, uint32_t s);
-/* Writes a fresh area into mem (size bytes, zeroed or not). 0, or -EINVAL
- * when n, s or size do not fit the rules above. */
+/* Writes a fresh area into mem (size bytes, zeroed or not: an area used
+ * before is fresh again, its header and both directions' status bytes
+ * cleared). 0, or -EINVAL when n, s or size do not fit the rules above. */
 int sdp_darea_init(void *mem, size_t size, uint32_t n, uint32_t s, uint32_t stream);
+/* Marks side's process done with the area at mem (no handle of it is
+ * left): the process that made it may give it to a later connection
+ * between the same two processes. Returns the bits set before (the other
+ * side's set: this side let go last). */
+uint32_t sdp_darea_release(void *mem, int side);
+/* Whether side's process marked the area released. */
+int sdp_darea_released(const void *mem, int side);
+/* Bytes the area's two directions published (the peer writes one of the
+ * counts: a hint, never trusted for memory safety). */
+uint64_t sdp_darea_moved(const void *mem);
 
 /* Bells: the eventfds of a process's sleepers (its epoll sets' kick
  * eventfds, numbered 1..SDP_DBELL_POLL-1 by the core; the kick eventfds

@@ -1,0 +1,370 @@
+package shim
+
+import (
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/sdpshim/sdpshim/core/direct"
+)
+
+// Area reuse. Each direct connection has an area of its own (direct.go).
+// A connection with an area of its own cost the connector a memfd, its
+// size, its seals and a mapping, the acceptor a mapping, and both an
+// unmapping at the end: a TLB shootdown on the other core whenever a
+// thread of the process ran there, and the mappings and unmappings of a
+// process queue behind each other on its memory map's lock. That was
+// about a fifth of opening a connection (docs/direct.md, "Area reuse").
+// So the connections between two processes take their areas from slabs:
+//
+//   - A slab (direct.Slab) is one memfd of slabSlots areas, made by the
+//     connector once it knows the acceptor's process (its start time,
+//     from a first connection's answer), mapped once by each side. The
+//     connector keeps its memfd (a protected, high-numbered fd) and
+//     passes it with every offer of one of its areas, with the area's
+//     place (offerMsg.slot); at most slabsPerPeer slabs per peer process,
+//     beyond which a connection gets an area of its own as before.
+//   - The acceptor keeps its mapping of a slab, by the memfd's identity,
+//     for the next offers of the same process; it refuses an offer of an
+//     area whose earlier connection it still holds (errSlotInUse): a
+//     connector that reused an area too early, by a bug or on purpose,
+//     would otherwise write into a live connection.
+//   - Each side, once its handle is released (no thread of the process
+//     can use it), marks its side released in the area. The connector
+//     gives an area to a later connection (to the same process only)
+//     once both marks are there, resetting it first. The side that lets
+//     go last gives the pages of an area that carried more than
+//     reuseMoved bytes back (direct.Slab.Discard), as unmapping an area
+//     of its own did.
+//   - Slabs with no connection left go when the process has closed no
+//     connection for idleRelease (the reaper's release); the acceptor's
+//     mappings past peerSlabsMax go oldest first.
+//
+// A hostile peer gains nothing: a slab is only shared with the one
+// process it was made for, which could already write anything into its
+// areas, and the acceptor validates a reused area as a new one.
+type areaPool struct {
+	mu   sync.Mutex
+	own  map[procID][]*ownSlab      // +checklocks:mu; slabs made here, by acceptor process
+	peer map[direct.Ident]*peerSlab // +checklocks:mu; peers' slabs mapped here
+}
+
+// ownSlab is a slab this process made, and where each of its areas is.
+type ownSlab struct {
+	s     *direct.Slab
+	state []uint8 // +checklocks:areaPool.mu; per area: slotFree, slotLive, slotDraining
+}
+
+// An area of a slab this process made is free (never used, or let go by
+// both sides), live (a connection of this process holds it), or draining
+// (let go here, maybe not by the acceptor yet).
+const (
+	slotFree = iota
+	slotLive
+	slotDraining
+)
+
+// peerSlab is a peer's slab mapped here.
+type peerSlab struct {
+	s    *direct.Slab
+	from procID
+	live []bool    // +checklocks:areaPool.mu; areas a connection here holds
+	n    int       // +checklocks:areaPool.mu; how many
+	used time.Time // +checklocks:areaPool.mu; last offer of it (eviction)
+}
+
+const (
+	// slabSlots is how many areas one slab holds, slabsPerPeer how many
+	// slabs a process makes for one peer process, peerSlabsMax how many
+	// peers' slabs it keeps mapped.
+	slabSlots    = 16
+	slabsPerPeer = 8
+	peerSlabsMax = 64
+	// reuseMoved: the pages of an area that carried more bytes than this
+	// (both ways) go back when both sides let it go.
+	reuseMoved = 256 << 10
+)
+
+// errSlotInUse: an offer names an area whose earlier connection this
+// process still holds.
+var errSlotInUse = errorString("the offered area is still in use here")
+
+// slabArea is where a direct stream's area lives: an area of its own
+// (slab nil) or slot i of a slab (this process's, or the peer's).
+type slabArea struct {
+	own  *ownSlab
+	peer *peerSlab
+	i    int
+}
+
+// slotToken encodes a slab's area for an offer (offerMsg.slot): the
+// slab's bytes per area and the area's index; 0 for an area of its own.
+func slotToken(s *direct.Slab, i int) uint64 { return uint64(s.Slot())<<16 | uint64(i) }
+
+// tokenSlot decodes slotToken.
+func tokenSlot(t uint64) (slot, i int) { return int(t >> 16), int(t & 0xffff) }
+
+// ownArea returns the area for a connection to process pid (side 0),
+// where it lives, and the memfd its offer carries (protected; a slab's
+// stays this process's, an area of its own is closed once the offer
+// carried it: directStream.sent): an area of a slab made for pid when
+// its start time is known, else an area of its own.
+func (p *Process) ownArea(pid int) (*direct.Area, slabArea, int, error) {
+	blocks, bsize := p.cfg.Blocks, directSlot(p.cfg.BlockSize)
+	size := direct.Size(blocks, bsize)
+	if id, ok := p.knownPeer(pid); ok {
+		if os, i := p.areas.takeOwn(p, id, direct.SlotBytes(size)); os != nil {
+			a := os.s.Area(i)
+			if a.Reset(blocks, bsize, 1) == nil {
+				return a, slabArea{own: os, i: i}, os.s.FD(), nil
+			}
+			p.areas.putOwn(slabArea{own: os, i: i}, a)
+		}
+	}
+	a, err := direct.NewArea(blocks, bsize, 1)
+	if err != nil {
+		return nil, slabArea{}, -1, err
+	}
+	p.protect(a.FD())
+	return a, slabArea{}, a.FD(), nil
+}
+
+// takeOwn finds a free area of slot bytes in the slabs made for process
+// id, making a slab when none has one and fewer than slabsPerPeer exist,
+// and marks it live; nil when there is none.
+func (ap *areaPool) takeOwn(p *Process, id procID, slot int) (*ownSlab, int) {
+	ap.mu.Lock()
+	for _, os := range ap.own[id] {
+		if os.s.Slot() != slot {
+			continue
+		}
+		for i, st := range os.state {
+			if st == slotFree || st == slotDraining && os.s.Area(i).Released(1) {
+				os.state[i] = slotLive
+				ap.mu.Unlock()
+				return os, i
+			}
+		}
+	}
+	full := len(ap.own[id]) >= slabsPerPeer
+	ap.mu.Unlock()
+	if full {
+		return nil, 0
+	}
+	s, err := direct.NewSlab(slabSlots, slot)
+	if err != nil {
+		return nil, 0
+	}
+	fd := highFD(s.FD())
+	s.SetFD(fd)
+	p.protect(fd)
+	os := &ownSlab{s: s, state: make([]uint8, s.Slots())}
+	os.state[0] = slotLive
+	ap.mu.Lock()
+	if ap.own == nil {
+		ap.own = map[procID][]*ownSlab{}
+	}
+	ap.own[id] = append(ap.own[id], os)
+	ap.mu.Unlock()
+	p.count("area.slab")
+	return os, 0
+}
+
+// putOwn takes back the area a of this process's connection (side 0),
+// its handle released: an area of its own is unmapped (its memfd closed
+// if the offer never carried it), a slab's waits for the acceptor's mark.
+// Of an area that carried many bytes, whichever side lets go last gives
+// the pages back, before the area can be taken again (here: before it
+// is draining; the acceptor: before its mark).
+func (ap *areaPool) putOwn(where slabArea, a *direct.Area) {
+	if where.own == nil {
+		a.Unmap()
+		return
+	}
+	if last := a.Release(0); last && a.Moved() > reuseMoved {
+		where.own.s.Discard(where.i)
+	}
+	ap.mu.Lock()
+	where.own.state[where.i] = slotDraining
+	ap.mu.Unlock()
+}
+
+// peerArea maps the area an offer from process from names: files[0] is
+// its memfd, an area of its own (token 0) or a slab whose area token
+// names (slotToken). Given back with putPeer.
+func (p *Process) peerArea(from procID, fd int, token uint64) (*direct.Area, slabArea, error) {
+	if token == 0 {
+		a, err := direct.MapArea(fd)
+		return a, slabArea{}, err
+	}
+	ap := &p.areas
+	slot, i := tokenSlot(token)
+	id, err := direct.AreaIdent(fd)
+	if err != nil {
+		return nil, slabArea{}, err
+	}
+	ap.mu.Lock()
+	ps := ap.peer[id]
+	if ps != nil && (ps.from != from || ps.s.Slot() != slot) {
+		// Another process offers it now, or other slots: a mapping
+		// afresh, once nothing here holds the old one.
+		if ps.n > 0 {
+			ap.mu.Unlock()
+			return nil, slabArea{}, errSlotInUse
+		}
+		delete(ap.peer, id)
+		ps.s.Unmap()
+		ps = nil
+	}
+	if ps == nil {
+		ap.mu.Unlock()
+		s, err := direct.MapSlab(fd, slot)
+		if err != nil {
+			return nil, slabArea{}, err
+		}
+		ap.mu.Lock()
+		if old := ap.peer[id]; old != nil { // mapped meanwhile by a concurrent offer
+			s.Unmap()
+			ps = old
+		} else {
+			ps = &peerSlab{s: s, from: from, live: make([]bool, s.Slots())}
+			if ap.peer == nil {
+				ap.peer = map[direct.Ident]*peerSlab{}
+			}
+			ap.peer[id] = ps
+		}
+	}
+	if i >= len(ps.live) || ps.from != from {
+		ap.mu.Unlock()
+		return nil, slabArea{}, errBadOffer
+	}
+	if ps.live[i] {
+		ap.mu.Unlock()
+		return nil, slabArea{}, errSlotInUse
+	}
+	ps.live[i] = true
+	ps.n++
+	ps.used = time.Now()
+	ap.evictLocked() // after the mark: never this one
+	ap.mu.Unlock()
+	return ps.s.Area(i), slabArea{peer: ps, i: i}, nil
+}
+
+// putPeer takes back the area a of a connection from a peer (side 1),
+// its handle released: marked released for the connector (last, so that
+// an offer of it again is not refused), and unmapped if it was an area of
+// its own. The pages of a slab's area that carried many bytes go back
+// here when the connector let go first or is gone (a process that exits
+// with connections in their grace never lets go); a slab whose connector
+// is gone is unmapped once nothing here holds an area of it.
+func (ap *areaPool) putPeer(p *Process, where slabArea, a *direct.Area) {
+	if where.peer == nil {
+		a.Release(1)
+		a.Unmap()
+		return
+	}
+	ps := where.peer
+	gone := false
+	if a.Moved() > reuseMoved {
+		if !a.Released(0) {
+			gone = processStart(ps.from.pid) != ps.from.start
+		}
+		if a.Released(0) || gone {
+			ps.s.Discard(where.i)
+		}
+	}
+	ap.mu.Lock()
+	ps.live[where.i] = false
+	ps.n--
+	drop := gone && ps.n == 0 && ap.peer[ps.s.Ident()] == ps
+	if drop {
+		delete(ap.peer, ps.s.Ident())
+	}
+	ap.mu.Unlock()
+	a.Release(1)
+	if drop {
+		ps.s.Unmap()
+	}
+}
+
+// evictLocked unmaps the peers' slabs nothing here holds, oldest first,
+// while more than peerSlabsMax are mapped.
+//
+// +checklocks:ap.mu
+func (ap *areaPool) evictLocked() {
+	for len(ap.peer) > peerSlabsMax {
+		var oldest *peerSlab
+		var key direct.Ident
+		for k, ps := range ap.peer {
+			if ps.n == 0 && (oldest == nil || ps.used.Before(oldest.used)) {
+				oldest, key = ps, k
+			}
+		}
+		if oldest == nil {
+			return
+		}
+		delete(ap.peer, key)
+		oldest.s.Unmap()
+	}
+}
+
+// drain unmaps every slab no connection here holds an area of: the
+// reaper's release, once the process has closed no connection for a
+// while. An area of a slab made here that the acceptor still holds is
+// left to it (its mapping keeps the memory).
+func (ap *areaPool) drain(p *Process) {
+	var gone []*direct.Slab
+	ap.mu.Lock()
+	for id, list := range ap.own {
+		k := 0
+		for _, os := range list {
+			busy := false
+			for _, st := range os.state {
+				busy = busy || st == slotLive
+			}
+			if busy {
+				list[k] = os
+				k++
+				continue
+			}
+			gone = append(gone, os.s)
+		}
+		if k == 0 {
+			delete(ap.own, id)
+		} else {
+			ap.own[id] = list[:k]
+		}
+	}
+	for id, ps := range ap.peer {
+		if ps.n == 0 {
+			delete(ap.peer, id)
+			gone = append(gone, ps.s)
+		}
+	}
+	ap.mu.Unlock()
+	for _, s := range gone {
+		if s.FD() >= 0 {
+			p.unprotect(s.FD())
+		}
+		s.Unmap()
+	}
+}
+
+// slabs returns how many slabs this process made and how many peers'
+// it maps (tests).
+func (ap *areaPool) slabs() (own, peer int) {
+	ap.mu.Lock()
+	defer ap.mu.Unlock()
+	for _, l := range ap.own {
+		own += len(l)
+	}
+	return own, len(ap.peer)
+}
+
+// releaseIdle is the reaper's release, once the process has closed no
+// connection for idleRelease: the slabs no connection uses go, then the
+// Go heap's free pages (debug.FreeOSMemory).
+func (p *Process) releaseIdle() {
+	p.areas.drain(p)
+	debug.FreeOSMemory()
+}

@@ -113,12 +113,12 @@ func (p *Process) ownArea(pid int) (*direct.Area, slabArea, int, error) {
 	blocks, bsize := p.cfg.Blocks, directSlot(p.cfg.BlockSize)
 	size := direct.Size(blocks, bsize)
 	if id, ok := p.knownPeer(pid); ok {
-		if os, i := p.areas.takeOwn(p, id, direct.SlotBytes(size)); os != nil {
-			a := os.s.Area(i)
+		if sl, i := p.areas.takeOwn(p, id, direct.SlotBytes(size)); sl != nil {
+			a := sl.s.Area(i)
 			if a.Reset(blocks, bsize, 1) == nil {
-				return a, slabArea{own: os, i: i}, os.s.FD(), nil
+				return a, slabArea{own: sl, i: i}, sl.s.FD(), nil
 			}
-			p.areas.putOwn(slabArea{own: os, i: i}, a)
+			p.areas.putOwn(slabArea{own: sl, i: i}, a)
 		}
 	}
 	a, err := direct.NewArea(blocks, bsize, 1)
@@ -134,15 +134,15 @@ func (p *Process) ownArea(pid int) (*direct.Area, slabArea, int, error) {
 // and marks it live; nil when there is none.
 func (ap *areaPool) takeOwn(p *Process, id procID, slot int) (*ownSlab, int) {
 	ap.mu.Lock()
-	for _, os := range ap.own[id] {
-		if os.s.Slot() != slot {
+	for _, sl := range ap.own[id] {
+		if sl.s.Slot() != slot {
 			continue
 		}
-		for i, st := range os.state {
-			if st == slotFree || st == slotDraining && os.s.Area(i).Released(1) {
-				os.state[i] = slotLive
+		for i, st := range sl.state {
+			if st == slotFree || st == slotDraining && sl.s.Area(i).Released(1) {
+				sl.state[i] = slotLive
 				ap.mu.Unlock()
-				return os, i
+				return sl, i
 			}
 		}
 	}
@@ -158,16 +158,16 @@ func (ap *areaPool) takeOwn(p *Process, id procID, slot int) (*ownSlab, int) {
 	fd := highFD(s.FD())
 	s.SetFD(fd)
 	p.protect(fd)
-	os := &ownSlab{s: s, state: make([]uint8, s.Slots())}
-	os.state[0] = slotLive
+	sl := &ownSlab{s: s, state: make([]uint8, s.Slots())}
+	sl.state[0] = slotLive
 	ap.mu.Lock()
 	if ap.own == nil {
 		ap.own = map[procID][]*ownSlab{}
 	}
-	ap.own[id] = append(ap.own[id], os)
+	ap.own[id] = append(ap.own[id], sl)
 	ap.mu.Unlock()
 	p.count("area.slab")
-	return os, 0
+	return sl, 0
 }
 
 // putOwn takes back the area a of this process's connection (side 0),
@@ -317,17 +317,17 @@ func (ap *areaPool) drain(p *Process) {
 	ap.mu.Lock()
 	for id, list := range ap.own {
 		k := 0
-		for _, os := range list {
+		for _, sl := range list {
 			busy := false
-			for _, st := range os.state {
+			for _, st := range sl.state {
 				busy = busy || st == slotLive
 			}
 			if busy {
-				list[k] = os
+				list[k] = sl
 				k++
 				continue
 			}
-			gone = append(gone, os.s)
+			gone = append(gone, sl.s)
 		}
 		if k == 0 {
 			delete(ap.own, id)

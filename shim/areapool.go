@@ -56,12 +56,15 @@ type ownSlab struct {
 }
 
 // An area of a slab this process made is free (never used, or let go by
-// both sides), live (a connection of this process holds it), or draining
-// (let go here, maybe not by the acceptor yet).
+// both sides), live (a connection of this process holds it), draining
+// (let go here, maybe not by the acceptor yet), or retired (its
+// connection was kept by a fork child, or a thread was still inside its
+// handle: directStream.noReuse).
 const (
 	slotFree = iota
 	slotLive
 	slotDraining
+	slotRetired // another process may still use it: never given again
 )
 
 // peerSlab is a peer's slab mapped here.
@@ -71,6 +74,7 @@ type peerSlab struct {
 	live []bool    // +checklocks:areaPool.mu; areas a connection here holds
 	n    int       // +checklocks:areaPool.mu; how many
 	used time.Time // +checklocks:areaPool.mu; last offer of it (eviction)
+	gone bool      // +checklocks:areaPool.mu; its process was found gone (putPeer)
 }
 
 const (
@@ -104,21 +108,27 @@ func slotToken(s *direct.Slab, i int) uint64 { return uint64(s.Slot())<<16 | uin
 // tokenSlot decodes slotToken.
 func tokenSlot(t uint64) (slot, i int) { return int(t >> 16), int(t & 0xffff) }
 
-// ownArea returns the area for a connection to process pid (side 0),
+// ownArea returns the area for a connection to process peer (side 0),
 // where it lives, and the memfd its offer carries (protected; a slab's
 // stays this process's, an area of its own is closed once the offer
-// carried it: directStream.sent): an area of a slab made for pid when
-// its start time is known, else an area of its own.
-func (p *Process) ownArea(pid int) (*direct.Area, slabArea, int, error) {
+// carried it: directStream.sent): an area of a slab made for peer when
+// its start time is known (and, when peer's is, the same), else an area
+// of its own.
+func (p *Process) ownArea(peer procID) (*direct.Area, slabArea, int, error) {
 	blocks, bsize := p.cfg.Blocks, directSlot(p.cfg.BlockSize)
 	size := direct.Size(blocks, bsize)
-	if id, ok := p.knownPeer(pid); ok {
+	if id, ok := p.knownPeer(peer.pid); ok && (peer.start == 0 || peer.start == id.start) {
 		if sl, i := p.areas.takeOwn(p, id, direct.SlotBytes(size)); sl != nil {
 			a := sl.s.Area(i)
+			if a.Moved() > reuseMoved {
+				// Both sides let it go without either giving its pages
+				// back (they let go at once: putOwn, putPeer).
+				sl.s.Discard(i)
+			}
 			if a.Reset(blocks, bsize, 1) == nil {
 				return a, slabArea{own: sl, i: i}, sl.s.FD(), nil
 			}
-			p.areas.putOwn(slabArea{own: sl, i: i}, a)
+			p.areas.putOwn(slabArea{own: sl, i: i}, a, true)
 		}
 	}
 	a, err := direct.NewArea(blocks, bsize, 1)
@@ -161,6 +171,12 @@ func (ap *areaPool) takeOwn(p *Process, id procID, slot int) (*ownSlab, int) {
 	sl := &ownSlab{s: s, state: make([]uint8, s.Slots())}
 	sl.state[0] = slotLive
 	ap.mu.Lock()
+	if len(ap.own[id]) >= slabsPerPeer { // made meanwhile by concurrent connects
+		ap.mu.Unlock()
+		p.unprotect(fd)
+		s.Unmap()
+		return nil, 0
+	}
 	if ap.own == nil {
 		ap.own = map[procID][]*ownSlab{}
 	}
@@ -172,13 +188,20 @@ func (ap *areaPool) takeOwn(p *Process, id procID, slot int) (*ownSlab, int) {
 
 // putOwn takes back the area a of this process's connection (side 0),
 // its handle released: an area of its own is unmapped (its memfd closed
-// if the offer never carried it), a slab's waits for the acceptor's mark.
-// Of an area that carried many bytes, whichever side lets go last gives
-// the pages back, before the area can be taken again (here: before it
-// is draining; the acceptor: before its mark).
-func (ap *areaPool) putOwn(where slabArea, a *direct.Area) {
+// if the offer never carried it), a slab's waits for the acceptor's mark,
+// or is retired when another process or a stuck thread may still use it
+// (noReuse). Of an area that carried many bytes, whichever side lets go
+// last gives the pages back, before the area can be taken again (here:
+// before it is draining; the acceptor: before its mark).
+func (ap *areaPool) putOwn(where slabArea, a *direct.Area, noReuse bool) {
 	if where.own == nil {
 		a.Unmap()
+		return
+	}
+	if noReuse {
+		ap.mu.Lock()
+		where.own.state[where.i] = slotRetired
+		ap.mu.Unlock()
 		return
 	}
 	if last := a.Release(0); last && a.Moved() > reuseMoved {
@@ -213,7 +236,7 @@ func (p *Process) peerArea(from procID, fd int, token uint64) (*direct.Area, sla
 			return nil, slabArea{}, errSlotInUse
 		}
 		delete(ap.peer, id)
-		ps.s.Unmap()
+		defer ps.s.Unmap()
 		ps = nil
 	}
 	if ps == nil {
@@ -245,19 +268,25 @@ func (p *Process) peerArea(from procID, fd int, token uint64) (*direct.Area, sla
 	ps.live[i] = true
 	ps.n++
 	ps.used = time.Now()
-	ap.evictLocked() // after the mark: never this one
+	evicted := ap.evictLocked() // after the mark: never this one
 	ap.mu.Unlock()
+	for _, e := range evicted {
+		e.Unmap()
+	}
 	return ps.s.Area(i), slabArea{peer: ps, i: i}, nil
 }
 
 // putPeer takes back the area a of a connection from a peer (side 1),
-// its handle released: marked released for the connector (last, so that
-// an offer of it again is not refused), and unmapped if it was an area of
-// its own. The pages of a slab's area that carried many bytes go back
-// here when the connector let go first or is gone (a process that exits
-// with connections in their grace never lets go); a slab whose connector
-// is gone is unmapped once nothing here holds an area of it.
-func (ap *areaPool) putPeer(p *Process, where slabArea, a *direct.Area) {
+// its handle released: marked released for the connector (after its
+// place is free here, so that an offer of it again is not refused), or
+// never when another process or a stuck thread may still use it
+// (noReuse); unmapped if it was an area of its own. The pages of a
+// slab's area that carried many bytes go back here when the connector
+// let go first. A slab whose process is gone (a process that exits with
+// connections in their grace never lets go) is unmapped once nothing
+// here holds an area of it: its pages go with the last mapping, which
+// may be a fork child's of the connector that still reads.
+func (ap *areaPool) putPeer(p *Process, where slabArea, a *direct.Area, noReuse bool) {
 	if where.peer == nil {
 		a.Release(1)
 		a.Unmap()
@@ -265,33 +294,36 @@ func (ap *areaPool) putPeer(p *Process, where slabArea, a *direct.Area) {
 	}
 	ps := where.peer
 	gone := false
-	if a.Moved() > reuseMoved {
-		if !a.Released(0) {
-			gone = processStart(ps.from.pid) != ps.from.start
-		}
-		if a.Released(0) || gone {
-			ps.s.Discard(where.i)
-		}
+	big := a.Moved() > reuseMoved
+	if !noReuse && big && a.Released(0) {
+		ps.s.Discard(where.i) // the connector let go first (putOwn)
+	} else if big {
+		gone = processStart(ps.from.pid) != ps.from.start
 	}
 	ap.mu.Lock()
 	ps.live[where.i] = false
 	ps.n--
-	drop := gone && ps.n == 0 && ap.peer[ps.s.Ident()] == ps
+	if !noReuse {
+		a.Release(1) // under the lock: drain and eviction unmap only slabs nothing holds
+	}
+	ps.gone = ps.gone || gone
+	drop := ps.gone && ps.n == 0 && ap.peer[ps.s.Ident()] == ps
 	if drop {
 		delete(ap.peer, ps.s.Ident())
 	}
 	ap.mu.Unlock()
-	a.Release(1)
 	if drop {
 		ps.s.Unmap()
 	}
 }
 
-// evictLocked unmaps the peers' slabs nothing here holds, oldest first,
-// while more than peerSlabsMax are mapped.
+// evictLocked drops the peers' slabs nothing here holds, oldest first,
+// while more than peerSlabsMax are mapped, and returns them for the
+// caller to unmap once it has let go of the lock.
 //
 // +checklocks:ap.mu
-func (ap *areaPool) evictLocked() {
+func (ap *areaPool) evictLocked() []*direct.Slab {
+	var out []*direct.Slab
 	for len(ap.peer) > peerSlabsMax {
 		var oldest *peerSlab
 		var key direct.Ident
@@ -301,11 +333,12 @@ func (ap *areaPool) evictLocked() {
 			}
 		}
 		if oldest == nil {
-			return
+			break
 		}
 		delete(ap.peer, key)
-		oldest.s.Unmap()
+		out = append(out, oldest.s)
 	}
+	return out
 }
 
 // drain unmaps every slab no connection here holds an area of: the

@@ -44,6 +44,7 @@ func TestDirectSlabReuse(t *testing.T) {
 	// keeps the record of it.
 	first, firstPeer := pair(t, p, h)
 	roundTrip(t, p, first, firstPeer, []byte("first"))
+	var retired slabArea
 	for round := range 4 {
 		var open []int
 		for k := range 6 {
@@ -61,9 +62,19 @@ func TestDirectSlabReuse(t *testing.T) {
 			if _, _, err := p.peerArea(p.self, ds.where.own.s.FD(), ds.slotToken()); err != errSlotInUse {
 				t.Fatalf("offer of a live connection's area: %v, want errSlotInUse", err)
 			}
+			// One whose connection another process may go on with (a
+			// fork child kept it) is never given again.
+			retired = p.lookup(open[4]).direct().where
+			p.lookup(open[4]).direct().noReuse.Store(true)
 		}
 		closePair(p, h, open...)
 		time.Sleep(3 * directGrace) // both sides' handles released
+		p.areas.mu.Lock()
+		st := retired.own.state[retired.i]
+		p.areas.mu.Unlock()
+		if st != slotRetired {
+			t.Fatalf("round %d: a kept connection's area is in state %d, want retired", round, st)
+		}
 	}
 	if own, peer := p.areas.slabs(); own != 1 || peer != 1 {
 		t.Fatalf("%d slabs made and %d mapped for 24 connections of at most 6 at a time, want one each", own, peer)

@@ -361,7 +361,7 @@ func (p *Process) offer(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.
 // deferred connection's offer, made while a puller waits (deferred.go),
 // is committed too, and goes on the PULL's own connection.
 func (p *Process) offerDirectTo(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, send func(*directStream, rendezvous.Payload) (*rendezvous.Answer, error)) (*pendingConnect, error) {
-	ds, files, bells, err := p.offerDirect(e.PID)
+	ds, files, bells, err := p.offerDirect(procID{pid: e.PID, start: e.Start})
 	if err != nil {
 		return nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: err}
 	}

@@ -41,6 +41,11 @@ type directStream struct {
 	peer    *peerBells // the peer process's bells (bells.go); nil without
 	side    int        // 0: this process made the area (the connector), 1: the peer did
 	where   slabArea   // the area's slab and place, if it is a slab's (areapool.go)
+	// noReuse: another process (a fork child that kept the connection)
+	// or a thread stuck in a call may still use the handle after this
+	// process lets it go, so its area is never given to another
+	// connection (areapool.go).
+	noReuse atomic.Bool
 
 	blocking atomic.Bool  // SetNonblock(false): Write waits for room (closing, exit)
 	wdl      atomic.Int64 // blocking Write's deadline (UnixNano), 0: none
@@ -88,8 +93,9 @@ func directSlot(blockSize int) int {
 // offerDirect makes the connector's side: the area (side 0) and the
 // files its offer carries (the area's memfd, then this process's bells
 // the peer was not given yet, bells their mask).
-func (p *Process) offerDirect(peerPID int) (ds *directStream, files []int, bells uint64, err error) {
-	a, where, fd, err := p.ownArea(peerPID)
+func (p *Process) offerDirect(peer procID) (ds *directStream, files []int, bells uint64, err error) {
+	peerPID := peer.pid
+	a, where, fd, err := p.ownArea(peer)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -98,7 +104,7 @@ func (p *Process) offerDirect(peerPID int) (ds *directStream, files []int, bells
 		if where.own == nil {
 			p.unprotect(fd)
 		}
-		p.areas.putOwn(where, a)
+		p.areas.putOwn(where, a, false)
 		return nil, nil, 0, err
 	}
 	ds = &directStream{p: p, conn: c, peerPID: peerPID, where: where}
@@ -189,7 +195,7 @@ func (p *Process) acceptDirect(o offerMsg, files []int) (*directStream, answerMs
 	}
 	c, err := direct.Open(a, 1)
 	if err != nil {
-		p.areas.putPeer(p, where, a)
+		p.areas.putPeer(p, where, a, false)
 		return nil, answerMsg{}, nil, err
 	}
 	ds := &directStream{p: p, conn: c, peerPID: o.from.pid, side: 1, where: where}
@@ -247,7 +253,9 @@ func (ds *directStream) release() {
 			return
 		}
 		go func() {
-			ds.conn.Detach(time.Minute)
+			if !ds.conn.Detach(time.Minute) {
+				ds.noReuse.Store(true) // a thread is still inside
+			}
 			ds.free()
 		}()
 	})
@@ -261,12 +269,12 @@ func (ds *directStream) free() {
 	ds.final.Store(&x)
 	if a := ds.conn.Release(); a != nil {
 		if ds.side == 1 {
-			ds.p.areas.putPeer(ds.p, ds.where, a)
+			ds.p.areas.putPeer(ds.p, ds.where, a, ds.noReuse.Load())
 		} else {
 			if ds.where.own == nil && a.FD() >= 0 { // an offer that never went
 				ds.p.unprotect(a.FD())
 			}
-			ds.p.areas.putOwn(ds.where, a)
+			ds.p.areas.putOwn(ds.where, a, ds.noReuse.Load())
 		}
 	}
 	if ds.peer != nil {

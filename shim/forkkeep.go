@@ -119,6 +119,9 @@ func (p *Process) keepForFork() map[*Socket]struct{} {
 		f.socks[s] = slices.Clone(s.fds)
 		s.mu.Unlock()
 		kept[s] = struct{}{}
+		if ds := s.direct(); ds != nil {
+			ds.noReuse.Store(true) // the child's copy of the handle outlives this process's (areapool.go)
+		}
 	}
 	if !p.swatch.watchFork(f) {
 		p.closeFD(mine)

@@ -16,7 +16,7 @@ func (p *Process) Send(fd int, buf []byte, flags int, w *Wait) int64 {
 		return Pass
 	}
 	bufs := [1][]byte{buf}
-	st, r := s.activeForWrite(bufs[:], w)
+	st, r := s.activeForWrite(bufs[:], flags, w)
 	if st == nil {
 		return s.countSent(r, w)
 	}
@@ -32,22 +32,23 @@ func (p *Process) SendMsg(fd int, bufs [][]byte, flags int, w *Wait) int64 {
 	if s == nil {
 		return Pass
 	}
-	st, r := s.activeForWrite(bufs, w)
+	st, r := s.activeForWrite(bufs, flags, w)
 	if st == nil {
 		return s.countSent(r, w)
 	}
 	return s.countSent(s.send(st, bufs, flags, w), w)
 }
 
-// activeForWrite is active for a write: while the verdict is pending the
-// bytes go into the early buffer (early.go), and r is their count.
-func (s *Socket) activeForWrite(bufs [][]byte, w *Wait) (dataStream, int64) {
+// activeForWrite is active for a write with flags: while the verdict is
+// pending the bytes go into the early buffer (early.go), and r is their
+// count.
+func (s *Socket) activeForWrite(bufs [][]byte, flags int, w *Wait) (dataStream, int64) {
 	if st, state := s.streamNow(); st == nil && state == sockConnecting {
 		if n, ok := s.sendEarly(bufs); ok {
 			return nil, n
 		}
 	}
-	return s.active(w)
+	return s.active(w, flags&unix.MSG_DONTWAIT != 0)
 }
 
 // send implements every send call of an accelerated socket: a blocking

@@ -10,15 +10,16 @@ import (
 	"github.com/sdpshim/sdpshim/core/wait"
 )
 
-// active returns the stream of an accelerated socket for a data call. For
-// a connecting socket it moves the connection on (settle); when the call
-// must not go on now it returns nil and the hook's result: Pass (plain
-// kernel TCP, or not connected yet), -EAGAIN, or WaitResult with w set: a
+// active returns the stream of an accelerated socket for a data call
+// (dontwait: the call's MSG_DONTWAIT). For a connecting socket it moves
+// the connection on (settle); when the call must not go on now it
+// returns nil and the hook's result: Pass (plain kernel TCP, or not
+// connected yet), -EAGAIN (O_NONBLOCK or dontwait), or WaitResult with w set: a
 // poll of the descriptor the connection waits for (the TCP socket while
 // its connect runs, the rendezvous connection while the verdict is
 // pending), or a futex sleep on the socket's wake word while a
 // nonblocking connect's offer is being made.
-func (s *Socket) active(w *Wait) (dataStream, int64) {
+func (s *Socket) active(w *Wait, dontwait bool) (dataStream, int64) {
 	st, state := s.streamNow()
 	if st != nil {
 		if s.sw.Load() == swBusy { // switching to kernel TCP (forkswitch.go)
@@ -46,7 +47,7 @@ func (s *Socket) active(w *Wait) (dataStream, int64) {
 		return r.stream, 0
 	case r.fallback:
 		return nil, Pass
-	case s.nonblock.Load():
+	case s.nonblock.Load() || dontwait:
 		return nil, negErrno(unix.EAGAIN)
 	}
 	if r.waitFD < 0 {

@@ -77,6 +77,8 @@ type Node struct {
 	lookups lookupCache  // Lookup's answers (lookupcache.go)
 	quiet   quietCache   // Quiet's last listing (quiet.go)
 	answers atomic.Int32 // Answers not closed yet: each holds an fd (fdshare.go)
+	runDir  dirCache     // the run directory, kept open (dircache.go)
+	recDir  dirCache     // its record directory, the same
 	held    heldCount    // what OnPending is told (held.go)
 
 	mu     sync.Mutex
@@ -173,15 +175,13 @@ func (n *Node) Close() error {
 		srv.stop()
 	}
 	n.pend.closeAll()
+	n.recDir.close()
+	n.runDir.close()
 	return err
 }
 
-// withRunDir runs f with the checked run directory open.
+// withRunDir runs f with the checked run directory open (kept open
+// between uses: dircache.go).
 func (n *Node) withRunDir(create bool, f func(dirfd int) error) error {
-	fd, err := openRunDir(n.cfg.RunDir, create)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	return f(fd)
+	return n.runDir.use(n.cfg.RunDir, func() (int, error) { return openRunDir(n.cfg.RunDir, create) }, f)
 }

@@ -184,12 +184,8 @@ const recordDir = "records"
 // creating it, and the run directory, with create.
 func (n *Node) withRecordDir(create bool, f func(dirfd int) error) error {
 	return n.withRunDir(create, func(top int) error {
-		fd, err := openRecordDir(top, n.cfg.RunDir, create)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		return f(fd)
+		open := func() (int, error) { return openRecordDir(top, n.cfg.RunDir, create) }
+		return n.recDir.use(recordPath(n.cfg.RunDir), open, f)
 	})
 }
 

@@ -22,6 +22,8 @@ func Sweep(dir string) (removed uint64, err error) {
 		return 0, err
 	}
 	n.sweeper = true
+	defer n.recDir.close() // a Node of its own, never closed: its kept directories go
+	defer n.runDir.close()
 	err = n.withRunDir(false, func(dirfd int) error {
 		n.sweep(dirfd)
 		return nil

@@ -80,6 +80,13 @@ func (c *dirCache) acquire(path string, open func() (int, error)) (*openDir, err
 	}
 	fdhook.NoteFDs(fd)
 	d := &openDir{fd: fd, dev: st.Dev, ino: st.Ino, mode: st.Mode, uid: st.Uid, euid: euid, egid: egid, uses: 1}
+	c.swap(d)
+	return d, nil
+}
+
+// swap makes d (nil: none) the kept directory; the one it replaces is
+// closed now if no use holds it, else by its last use (release).
+func (c *dirCache) swap(d *openDir) {
 	c.mu.Lock()
 	old := c.cur
 	c.cur = d
@@ -91,7 +98,6 @@ func (c *dirCache) acquire(path string, open func() (int, error)) (*openDir, err
 	if closeOld {
 		fdhook.CloseFD(old.fd)
 	}
-	return d, nil
 }
 
 // release ends a use of d, closing it when it was replaced meanwhile and
@@ -108,19 +114,7 @@ func (c *dirCache) release(d *openDir) {
 
 // close closes the kept descriptor (the Node's Close): uses still running
 // keep theirs until they end.
-func (c *dirCache) close() {
-	c.mu.Lock()
-	d := c.cur
-	c.cur = nil
-	closeIt := d != nil && d.uses == 0
-	if d != nil {
-		d.stale = true
-	}
-	c.mu.Unlock()
-	if closeIt {
-		fdhook.CloseFD(d.fd)
-	}
-}
+func (c *dirCache) close() { c.swap(nil) }
 
 // recordPath is the record directory's path in run directory dir.
 func recordPath(dir string) string { return filepath.Join(dir, recordDir) }

@@ -24,6 +24,34 @@ func roundTrip(t *testing.T, p *Process, from, to int, msg []byte) {
 	}
 }
 
+// waitSlabsIdle waits until no connection holds an area of a slab of p
+// (their handles released after the close's grace): on a loaded machine
+// the reaper may be late.
+func waitSlabsIdle(t *testing.T, p *Process) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(directGrace / 5) {
+		busy := false
+		p.areas.mu.Lock()
+		for _, list := range p.areas.own {
+			for _, sl := range list {
+				for _, st := range sl.state {
+					busy = busy || st == slotLive
+				}
+			}
+		}
+		for _, ps := range p.areas.peer {
+			busy = busy || ps.n > 0
+		}
+		p.areas.mu.Unlock()
+		if !busy {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("slab areas still held 10 s after their connections closed")
+		}
+	}
+}
+
 // closePair closes both ends of a connection and its listener.
 func closePair(p *Process, h *fakeHost, fds ...int) {
 	for _, fd := range fds {
@@ -68,7 +96,7 @@ func TestDirectSlabReuse(t *testing.T) {
 			p.lookup(open[4]).direct().noReuse.Store(true)
 		}
 		closePair(p, h, open...)
-		time.Sleep(3 * directGrace) // both sides' handles released
+		waitSlabsIdle(t, p) // both sides' handles released
 		p.areas.mu.Lock()
 		st := retired.own.state[retired.i]
 		p.areas.mu.Unlock()
@@ -83,7 +111,7 @@ func TestDirectSlabReuse(t *testing.T) {
 		t.Fatalf("area.slab counted %d", n)
 	}
 	closePair(p, h, first, firstPeer)
-	time.Sleep(3 * directGrace)
+	waitSlabsIdle(t, p)
 	p.releaseIdle()
 	if own, peer := p.areas.slabs(); own != 0 || peer != 0 {
 		t.Fatalf("after the idle release: %d slabs made and %d mapped are left", own, peer)

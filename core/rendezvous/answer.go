@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"sync/atomic"
 	"time"
 
@@ -104,7 +103,7 @@ func (a *Answer) Bound(local netip.AddrPort) error {
 	if !t.valid() {
 		return &FallbackError{ReasonProtocol, fmt.Errorf("bound: local address %s: %w", local, errMessage)}
 	}
-	m := message{kind: kindBound, tuple: t, pid: uint32(os.Getpid())}
+	m := message{kind: kindBound, tuple: t, pid: ownPID}
 	if err := sendFrame(a.g.fd, m.encode(), nil, time.Now().Add(answerSendTimeout)); err != nil {
 		return ioFallback("send bound", err)
 	}

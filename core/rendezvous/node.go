@@ -3,6 +3,7 @@ package rendezvous
 import (
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -88,6 +89,10 @@ type Node struct {
 	groups map[uint16]bool                   // ports registered as group listeners
 	recs   map[string]bool                   // deferred records this Node wrote (deferred.go)
 }
+
+// ownPID is this process's pid, for the frames it sends (a fork child
+// never runs this copy of the core: it loads one of its own).
+var ownPID = uint32(os.Getpid())
 
 // New checks cfg and returns a Node. It touches nothing on disk: the run
 // directory is created by the first Register.

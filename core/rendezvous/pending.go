@@ -2,7 +2,6 @@ package rendezvous
 
 import (
 	"net/netip"
-	"os"
 	"sync"
 	"time"
 
@@ -246,14 +245,14 @@ func (e *pendingEntry) finishLocked(verdict byte, cause DropCause) bool {
 		sendByte(e.fd, verdict)
 	case verdict == verdictAccepted:
 		a, t := e.answer, e.match.Request.Tuple
-		m := message{kind: kindAnswer, nfiles: len(a.Files), tuple: t, pid: uint32(os.Getpid()), data: a.Data}
+		m := message{kind: kindAnswer, nfiles: len(a.Files), tuple: t, pid: ownPID, data: a.Data}
 		sendFrame(e.fd, m.encode(), a.Files, time.Now().Add(answerSendTimeout))
 	default:
 		text := errNotClaimed
 		if cause == DropUnbound {
 			text = errUnboundLate
 		}
-		m := message{kind: kindRefusal, reason: ReasonRefused, pid: uint32(os.Getpid()), data: []byte(text)}
+		m := message{kind: kindRefusal, reason: ReasonRefused, pid: ownPID, data: []byte(text)}
 		sendFrame(e.fd, m.encode(), nil, time.Now().Add(answerSendTimeout))
 	}
 	unix.Close(e.fd)

@@ -128,7 +128,7 @@ func (p *Process) ownArea(peer procID) (*direct.Area, slabArea, int, error) {
 			if a.Reset(blocks, bsize, 1) == nil {
 				return a, slabArea{own: sl, i: i}, sl.s.FD(), nil
 			}
-			p.areas.putOwn(slabArea{own: sl, i: i}, a, true)
+			p.areas.putOwn(p, slabArea{own: sl, i: i}, a, true)
 		}
 	}
 	a, err := direct.NewArea(blocks, bsize, 1)
@@ -187,14 +187,18 @@ func (ap *areaPool) takeOwn(p *Process, id procID, slot int) (*ownSlab, int) {
 }
 
 // putOwn takes back the area a of this process's connection (side 0),
-// its handle released: an area of its own is unmapped (its memfd closed
-// if the offer never carried it), a slab's waits for the acceptor's mark,
+// its handle released: an area of its own is unmapped (its memfd, still
+// protected if the offer never carried it, closed), a slab's waits for
+// the acceptor's mark,
 // or is retired when another process or a stuck thread may still use it
 // (noReuse). Of an area that carried many bytes, whichever side lets go
 // last gives the pages back, before the area can be taken again (here:
 // before it is draining; the acceptor: before its mark).
-func (ap *areaPool) putOwn(where slabArea, a *direct.Area, noReuse bool) {
+func (ap *areaPool) putOwn(p *Process, where slabArea, a *direct.Area, noReuse bool) {
 	if where.own == nil {
+		if a.FD() >= 0 {
+			p.unprotect(a.FD())
+		}
 		a.Unmap()
 		return
 	}
@@ -381,17 +385,6 @@ func (ap *areaPool) drain(p *Process) {
 		}
 		s.Unmap()
 	}
-}
-
-// slabs returns how many slabs this process made and how many peers'
-// it maps (tests).
-func (ap *areaPool) slabs() (own, peer int) {
-	ap.mu.Lock()
-	defer ap.mu.Unlock()
-	for _, l := range ap.own {
-		own += len(l)
-	}
-	return own, len(ap.peer)
 }
 
 // releaseIdle is the reaper's release, once the process has closed no

@@ -117,3 +117,14 @@ func TestDirectSlabReuse(t *testing.T) {
 		t.Fatalf("after the idle release: %d slabs made and %d mapped are left", own, peer)
 	}
 }
+
+// slabs returns how many slabs this process made and how many peers'
+// it maps (tests).
+func (ap *areaPool) slabs() (own, peer int) {
+	ap.mu.Lock()
+	defer ap.mu.Unlock()
+	for _, l := range ap.own {
+		own += len(l)
+	}
+	return own, len(ap.peer)
+}

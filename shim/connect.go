@@ -365,7 +365,7 @@ func (p *Process) offerDirectTo(node *rendezvous.Node, e rendezvous.Entry, t ren
 	if err != nil {
 		return nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: err}
 	}
-	msg := offerMsg{direct: true, from: p.self, bells: bells, slot: ds.slotToken()}
+	msg := offerMsg{direct: true, from: p.self, bells: bells, token: ds.slotToken()}
 	pl := rendezvous.Payload{Data: msg.encode(), Files: files}
 	if send != nil {
 		a, err := send(ds, pl)

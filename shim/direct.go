@@ -101,10 +101,7 @@ func (p *Process) offerDirect(peer procID) (ds *directStream, files []int, bells
 	}
 	c, err := direct.Open(a, 0)
 	if err != nil {
-		if where.own == nil {
-			p.unprotect(fd)
-		}
-		p.areas.putOwn(where, a, false)
+		p.areas.putOwn(p, where, a, false)
 		return nil, nil, 0, err
 	}
 	ds = &directStream{p: p, conn: c, peerPID: peerPID, where: where}
@@ -189,7 +186,7 @@ func (p *Process) acceptDirect(o offerMsg, files []int) (*directStream, answerMs
 	if len(files) != 1+bits.OnesCount64(o.bells) {
 		return nil, answerMsg{}, nil, errBadOffer
 	}
-	a, where, err := p.peerArea(o.from, files[0], o.slot)
+	a, where, err := p.peerArea(o.from, files[0], o.token)
 	if err != nil {
 		return nil, answerMsg{}, nil, err
 	}
@@ -271,10 +268,7 @@ func (ds *directStream) free() {
 		if ds.side == 1 {
 			ds.p.areas.putPeer(ds.p, ds.where, a, ds.noReuse.Load())
 		} else {
-			if ds.where.own == nil && a.FD() >= 0 { // an offer that never went
-				ds.p.unprotect(a.FD())
-			}
-			ds.p.areas.putOwn(ds.where, a, ds.noReuse.Load())
+			ds.p.areas.putOwn(ds.p, ds.where, a, ds.noReuse.Load())
 		}
 	}
 	if ds.peer != nil {

@@ -13,8 +13,7 @@ import (
 //	4       version (offerVersion)
 //	5       flags: 1 new channel (Files[0] is a unix socket to set it up
 //	        over), 2 the sender's end is the dialer end, 4 direct (Files
-//	        are the area's memfd, then the connector's bells; no channel,
-//	        token unused)
+//	        are the area's memfd, then the connector's bells; no channel)
 //	6..13   channel token; direct: where the area is (slotToken): 0, an
 //	        area of its own (Files[0] its memfd), else Files[0] is a slab's
 //	        memfd (areapool.go) and this its bytes per area << 16 | the
@@ -45,10 +44,9 @@ type offerMsg struct {
 	direct     bool
 	newChannel bool
 	dialer     bool
-	token      uint64
+	token      uint64 // direct: the area's place in a slab (slotToken), 0: an area of its own
 	from       procID
 	bells      uint64 // direct: the connector's bells among the files
-	slot       uint64 // direct: the area's place in a slab (slotToken), 0: an area of its own
 }
 
 // answerMsg is the acceptor's answer.
@@ -73,11 +71,7 @@ func (o offerMsg) encode() []byte {
 	if o.direct {
 		b[5] |= offerDirect
 	}
-	t := o.token
-	if o.direct {
-		t = o.slot
-	}
-	binary.LittleEndian.PutUint64(b[6:], t)
+	binary.LittleEndian.PutUint64(b[6:], o.token)
 	binary.LittleEndian.PutUint32(b[14:], uint32(o.from.pid))
 	binary.LittleEndian.PutUint64(b[18:], o.from.start)
 	binary.LittleEndian.PutUint64(b[26:], o.bells)
@@ -88,19 +82,14 @@ func decodeOffer(b []byte) (offerMsg, error) {
 	if len(b) != offerLen || string(b[:4]) != offerMagic || b[4] != offerVersion || b[5]&^7 != 0 {
 		return offerMsg{}, errBadOffer
 	}
-	o := offerMsg{
+	return offerMsg{
 		direct:     b[5]&offerDirect != 0,
 		newChannel: b[5]&offerNewChannel != 0,
 		dialer:     b[5]&offerDialer != 0,
+		token:      binary.LittleEndian.Uint64(b[6:]),
 		from:       procID{pid: int(binary.LittleEndian.Uint32(b[14:])), start: binary.LittleEndian.Uint64(b[18:])},
 		bells:      binary.LittleEndian.Uint64(b[26:]),
-	}
-	if o.direct {
-		o.slot = binary.LittleEndian.Uint64(b[6:])
-	} else {
-		o.token = binary.LittleEndian.Uint64(b[6:])
-	}
-	return o, nil
+	}, nil
 }
 
 func (a answerMsg) encode() []byte {

@@ -27,10 +27,9 @@ var ErrGeometry = errors.New("direct: bad area geometry")
 
 // Area is a mapped direct area: a memfd shared with the peer.
 type Area struct {
-	mem   []byte
-	fd    int   // the memfd, -1 once handed off or closed
-	ident Ident // a peer's area (MapArea): its memfd's; zero for one made here
-	slot  bool  // one of a Slab's areas: the mapping is the slab's
+	mem  []byte
+	fd   int  // the memfd, -1 once handed off or closed
+	slot bool // one of a Slab's areas: the mapping is the slab's
 }
 
 // Ident names an area's memfd: two descriptors with the same Ident are
@@ -90,7 +89,7 @@ func NewArea(blocks, blockSize int, stream uint32) (*Area, error) {
 // caller's). The memfd must be sealed against shrinking and hold a valid
 // area header; the mapping never extends past what the seal guarantees.
 func MapArea(fd int) (*Area, error) {
-	size, id, err := sealedMemfd(fd, "area")
+	size, _, err := sealedMemfd(fd, "area")
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +100,7 @@ func MapArea(fd int) (*Area, error) {
 	if err != nil {
 		return nil, fmt.Errorf("direct: map area: %w", err)
 	}
-	return &Area{mem: mem, fd: -1, ident: id}, nil
+	return &Area{mem: mem, fd: -1}, nil
 }
 
 // sealedMemfd returns the size and Ident of a peer's memfd fd (what: an
@@ -118,13 +117,6 @@ func sealedMemfd(fd int, what string) (int64, Ident, error) {
 	}
 	return st.Size, Ident{Dev: st.Dev, Ino: st.Ino}, nil
 }
-
-// Ident returns the memfd's Ident of an area MapArea mapped (zero for one
-// NewArea made).
-func (a *Area) Ident() Ident { return a.ident }
-
-// Len returns the area's size in bytes.
-func (a *Area) Len() int { return len(a.mem) }
 
 // Reset makes a used area fresh again, as NewArea would have made it (its
 // header and both directions' status bytes cleared): for a later
@@ -156,10 +148,6 @@ func (a *Area) Released(side int) bool {
 // Moved returns the bytes both directions published, as the area says (a
 // peer writes half of it: a hint).
 func (a *Area) Moved() uint64 { return uint64(C.sdp_darea_moved(unsafe.Pointer(&a.mem[0]))) }
-
-// SetFD replaces the memfd's number (the caller moved it: the old one is
-// closed).
-func (a *Area) SetFD(fd int) { a.fd = fd }
 
 // FD returns the area's memfd (the creator's, to pass to the peer), or -1.
 func (a *Area) FD() int { return a.fd }

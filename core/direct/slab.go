@@ -102,7 +102,7 @@ func (s *Slab) Area(i int) *Area {
 	if i < 0 || i >= s.Slots() {
 		return nil
 	}
-	return &Area{mem: s.mem[i*s.slot : (i+1)*s.slot : (i+1)*s.slot], fd: -1, ident: s.ident, slot: true}
+	return &Area{mem: s.mem[i*s.slot : (i+1)*s.slot : (i+1)*s.slot], fd: -1, slot: true}
 }
 
 // Discard gives the memory of slot i back (MADV_REMOVE: for every

@@ -1,7 +1,6 @@
 package rendezvous
 
 import (
-	"path/filepath"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -115,6 +114,3 @@ func (c *dirCache) release(d *openDir) {
 // close closes the kept descriptor (the Node's Close): uses still running
 // keep theirs until they end.
 func (c *dirCache) close() { c.swap(nil) }
-
-// recordPath is the record directory's path in run directory dir.
-func recordPath(dir string) string { return filepath.Join(dir, recordDir) }

@@ -185,7 +185,7 @@ const recordDir = "records"
 func (n *Node) withRecordDir(create bool, f func(dirfd int) error) error {
 	return n.withRunDir(create, func(top int) error {
 		open := func() (int, error) { return openRecordDir(top, n.cfg.RunDir, create) }
-		return n.recDir.use(recordPath(n.cfg.RunDir), open, f)
+		return n.recDir.use(filepath.Join(n.cfg.RunDir, recordDir), open, f)
 	})
 }
 

@@ -22,7 +22,7 @@ import (
 //     from a first connection's answer), mapped once by each side. The
 //     connector keeps its memfd (a protected, high-numbered fd) and
 //     passes it with every offer of one of its areas, with the area's
-//     place (offerMsg.slot); at most slabsPerPeer slabs per peer process,
+//     place (offerMsg.token); at most slabsPerPeer slabs per peer process,
 //     beyond which a connection gets an area of its own as before.
 //   - The acceptor keeps its mapping of a slab, by the memfd's identity,
 //     for the next offers of the same process; it refuses an offer of an
@@ -101,7 +101,7 @@ type slabArea struct {
 	i    int
 }
 
-// slotToken encodes a slab's area for an offer (offerMsg.slot): the
+// slotToken encodes a slab's area for an offer (offerMsg.token): the
 // slab's bytes per area and the area's index; 0 for an area of its own.
 func slotToken(s *direct.Slab, i int) uint64 { return uint64(s.Slot())<<16 | uint64(i) }
 

@@ -114,7 +114,7 @@ func (p *Process) offerDirect(peer procID) (ds *directStream, files []int, bells
 	return ds, append([]int{fd}, give...), bells, nil
 }
 
-// slotToken is the offer's description of the area's place (offerMsg.slot).
+// slotToken is the offer's description of the area's place (offerMsg.token).
 func (ds *directStream) slotToken() uint64 {
 	if ds.where.own == nil {
 		return 0

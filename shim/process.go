@@ -97,6 +97,7 @@ func Init(host Host, environ []string) (*Process, int) {
 	p.initStats()
 	p.self = procID{pid: os.Getpid(), start: processStart(os.Getpid())}
 	p.chans.init()
+	p.short.init(host)
 	if rt.LogFile != nil {
 		p.protect(int(rt.LogFile.Fd()))
 	}

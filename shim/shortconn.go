@@ -25,17 +25,76 @@ import (
 // that takes it), until it closes or has lived shortProbeLong, which no
 // short connection does (the count then starts afresh).
 // SDPSHIM_SHORT_CONN=0 turns this off.
+//
+// The plain runs themselves are the interposer's (shortRunHost,
+// preload/c/shortconn.c): a connect it can keep plain without the core
+// costs no runtime entry at all, which is the point of keeping it plain.
 type shortConns struct {
-	mu  sync.Mutex
-	dst map[netip.AddrPort]*shortHistory // +checklocks:mu
+	mu   sync.Mutex
+	dst  map[netip.AddrPort]*shortHistory // +checklocks:mu
+	runs shortRuns                        // the plain runs; nil: runs of its own (ownRuns)
 }
 
 // shortHistory is what one destination's accelerated connections did.
 type shortHistory struct {
 	streak int   // accelerated connections in a row that were short
-	skip   int   // connections still to keep plain before the next probe
 	run    int   // how many the next plain run keeps
 	probe  int64 // when the probe still open went out (nowNS), or 0
+}
+
+// shortRuns holds the plain runs: how many of the next connections to a
+// destination stay on kernel TCP.
+type shortRuns interface {
+	// ShortRun keeps the next n connections to dst on kernel TCP (0 ends
+	// the run); false when there is no room for it (nothing is kept).
+	// Called with shortConns.mu held: one writer at a time.
+	ShortRun(dst netip.AddrPort, n int) bool
+	// ShortLeft is how many connections of dst's run are left.
+	ShortLeft(dst netip.AddrPort) int
+	// ShortTake takes one connection of dst's run: true when there was
+	// one. Any thread, with or without shortConns.mu.
+	ShortTake(dst netip.AddrPort) bool
+}
+
+// shortRunHost is a Host whose interposer keeps the plain runs and takes
+// their connects without the core (a socket the core never saw).
+type shortRunHost interface {
+	shortRuns
+	// KeepsShortRuns reports whether the methods above do anything (an
+	// older interposer lacks them).
+	KeepsShortRuns() bool
+}
+
+// ownRuns are plain runs kept here, for a host without shortRunHost.
+// Every method is called with shortConns.mu held.
+type ownRuns map[netip.AddrPort]int
+
+func (r ownRuns) ShortRun(dst netip.AddrPort, n int) bool {
+	if n <= 0 {
+		delete(r, dst)
+	} else {
+		r[dst] = n
+	}
+	return true
+}
+
+func (r ownRuns) ShortLeft(dst netip.AddrPort) int { return r[dst] }
+
+func (r ownRuns) ShortTake(dst netip.AddrPort) bool {
+	if r[dst] == 0 {
+		return false
+	}
+	r.ShortRun(dst, r[dst]-1)
+	return true
+}
+
+// init sets where the runs are kept, from the process's host.
+func (c *shortConns) init(h Host) {
+	if rh, ok := h.(shortRunHost); ok && rh.KeepsShortRuns() {
+		c.runs = rh
+	} else {
+		c.runs = ownRuns{}
+	}
 }
 
 const (
@@ -56,15 +115,16 @@ func (c *shortConns) plain(dst netip.AddrPort, now int64) (plain, probe bool) {
 	defer c.mu.Unlock()
 	h := c.dst[dst]
 	switch {
-	case h == nil || h.streak < shortStreak && h.skip == 0:
-		return false, false // nothing known, or the streak still building
-	case h.skip > 0:
-		h.skip--
+	case h == nil:
+		return false, false // nothing known
+	case c.runs.ShortTake(dst):
 		return true, false
+	case h.streak < shortStreak:
+		return false, false // the streak still building
 	case h.probe != 0 && now-h.probe < shortProbeLong:
 		return true, false // the probe's answer is awaited
 	case h.probe != 0:
-		*h = shortHistory{run: shortRunMin} // it lived: afresh
+		*h = shortHistory{run: shortRunMin} // it lived: afresh (no run is under way)
 		return false, false
 	}
 	h.probe = now
@@ -99,6 +159,7 @@ func (c *shortConns) record(dst netip.AddrPort, setup, life time.Duration, probe
 		if len(c.dst) >= maxShortDsts {
 			for k := range c.dst { // forget any one
 				delete(c.dst, k)
+				c.runs.ShortRun(k, 0)
 				break
 			}
 		}
@@ -110,12 +171,13 @@ func (c *shortConns) record(dst netip.AddrPort, setup, life time.Duration, probe
 	}
 	if !short {
 		*h = shortHistory{run: shortRunMin}
+		c.runs.ShortRun(dst, 0)
 		return
 	}
 	h.streak++
-	if h.skip > 0 || h.streak < shortStreak {
-		return // a plain run under way (this one opened before it), or not enough yet
+	if h.streak < shortStreak || c.runs.ShortLeft(dst) > 0 {
+		return // not enough yet, or a plain run under way (this one opened before it)
 	}
-	h.skip = h.run
+	c.runs.ShortRun(dst, h.run)
 	h.run = min(2*h.run, shortRunMax)
 }

@@ -45,6 +45,7 @@ func (k *shortClock) plainRun() (int, bool) {
 // destinations are not touched.
 func TestShortConns(t *testing.T) {
 	k := &shortClock{t: t, dst: netip.MustParseAddrPort("127.0.0.1:5432"), now: int64(time.Hour)}
+	k.c.init(nil) // the runs kept here (ownRuns)
 	other := netip.MustParseAddrPort("127.0.0.1:6379")
 	for range shortStreak - 1 {
 		if plain, probe := k.connect(); plain || probe {
@@ -95,6 +96,7 @@ func TestShortConns(t *testing.T) {
 // that closed without acceleration lets the next connection probe.
 func TestShortConnsOneProbe(t *testing.T) {
 	k := &shortClock{t: t, dst: netip.MustParseAddrPort("127.0.0.1:5432"), now: int64(time.Hour)}
+	k.c.init(nil) // the runs kept here (ownRuns)
 	for range shortStreak {
 		k.connect()
 		k.short(false)

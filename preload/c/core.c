@@ -74,6 +74,8 @@ void sdp_fork_decline_count(unsigned long n)
 
 static int host_child_cores(void);
 static void host_fork_work(int need);
+/* An unseen socket is CANDIDATE to the core, and asking adopts nothing
+ * (the core asks with the guard held). */
 static int host_fd_state(int fd) { return sdp_fd_state(fd); }
 static int host_fd_set_state(int fd, int state) { return sdp_fd_set(fd, state); }
 static void host_guard_enter(void) { sdp_guard_enter(); }
@@ -106,6 +108,10 @@ static struct sdpshim_host sdp_host = {
 	.accept_held = sdp_plain_held,
 	.accept_quiet = sdp_plain_quiet,
 	.accept_plain = &sdp_plain_accepts,
+	.short_run = sdp_short_run,
+	.short_left = sdp_short_left,
+	.short_take = sdp_short_take,
+	.short_plain = &sdp_short_plains,
 };
 
 /* ---- where we are, where the core is ------------------------------------------ */
@@ -941,6 +947,7 @@ void sdp_core_atfork_child(int keep, int mine)
 	 * when it has none); the old core's PROTECTED fds become plain. */
 	sdp_epoll_forget_all(); /* the parent's epoll sets' snapshots (their fds are plain here) */
 	sdp_plain_forget();
+	sdp_short_forget();
 	sdp_pollkick_forget_all();
 	if (!sdp_fork_keep_child(keep, mine)) {
 		unsigned long n = sdp_fd_forget_all();

@@ -56,8 +56,8 @@ static int sdp_put_int(char *buf, size_t n, size_t *len, int v)
 	return 1;
 }
 
-/* Writes "SDPSHIM__INHERITED_FDS=3,7" into buf (size n) for the CANDIDATE
- * fds an exec keeps; 0 when there are none. */
+/* Writes "SDPSHIM__INHERITED_FDS=3,7" into buf (size n) for the CANDIDATE,
+ * unseen and deferred fds an exec keeps; 0 when there are none. */
 static int sdp_inherit_var(char *buf, size_t n)
 {
 	int hi = __atomic_load_n(&sdp_fd_hi, __ATOMIC_RELAXED);
@@ -68,7 +68,8 @@ static int sdp_inherit_var(char *buf, size_t n)
 	size_t len = sizeof name - 1, start = len;
 	int count = 0;
 	for (int fd = 0; fd <= hi && count < SDP_INHERIT_MAX; fd++) {
-		if (sdp_fd_state_raw(fd) != SDPSHIM_FD_CANDIDATE) /* an inherited fd's exec is not a use */
+		int st = sdp_fd_state_raw(fd); /* an inherited fd's exec is not a use */
+		if (st != SDPSHIM_FD_CANDIDATE && st != SDP_FD_UNSEEN && st != SDP_FD_DEFERRED)
 			continue;
 		int fl = sdp_real.fcntl(fd, F_GETFD);
 		if (fl < 0 || (fl & FD_CLOEXEC))
@@ -226,8 +227,13 @@ void sdp_exec_init(void)
 		    (l = sizeof type, sdp_real.getsockopt((int)fd, SOL_SOCKET, SO_TYPE, &type, &l)) == 0 &&
 		    (l = sizeof proto, sdp_real.getsockopt((int)fd, SOL_SOCKET, SO_PROTOCOL, &proto, &l)) == 0 &&
 		    (domain == AF_INET || domain == AF_INET6) && type == SOCK_STREAM && proto == IPPROTO_TCP) {
-			sdp_fd_set((int)fd, SDPSHIM_FD_CANDIDATE);
-			__atomic_store_n(&sdp_deferred_hint, 1, __ATOMIC_RELAXED);
+			/* A connection is adopted, and claimed, at its first use. */
+			struct sockaddr_storage ss;
+			socklen_t sl = sizeof ss;
+			int conn = sdp_real.getpeername((int)fd, (struct sockaddr *)&ss, &sl) == 0;
+			sdp_fd_set((int)fd, conn ? SDP_FD_DEFERRED : SDPSHIM_FD_CANDIDATE);
+			if (conn)
+				__atomic_store_n(&sdp_deferred_hint, 1, __ATOMIC_RELAXED);
 		}
 		p = *end == ',' ? end + 1 : end;
 		if (*end != ',')

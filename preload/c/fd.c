@@ -44,7 +44,7 @@ static SDP_COLD int close_slow(int fd)
 		sdp_fd_drop_inherited(fd);
 		return sdp_real.close(fd);
 	}
-	if (s != SDPSHIM_FD_UNMANAGED && sdp_core_ready()) {
+	if (s != SDPSHIM_FD_UNMANAGED && s != SDP_FD_UNSEEN && sdp_core_ready()) {
 		int saved = errno;
 		SDP_CORE_DO(sdp_core.close(fd));
 		errno = saved;
@@ -67,7 +67,7 @@ static void sdp_release(int fd, int state)
 		sdp_fd_drop_inherited(fd);
 		return;
 	}
-	if (state != SDPSHIM_FD_UNMANAGED && state != SDPSHIM_FD_PROTECTED && sdp_core_ready())
+	if (state != SDPSHIM_FD_UNMANAGED && state != SDPSHIM_FD_PROTECTED && state != SDP_FD_UNSEEN && sdp_core_ready())
 		SDP_CORE_DO(sdp_core.close(fd));
 	sdp_fd_set(fd, SDPSHIM_FD_UNMANAGED);
 }
@@ -150,6 +150,8 @@ static void sdp_dup_done(int oldfd, int s, int newfd)
 		errno = saved;
 		if (st < SDPSHIM_FD_UNMANAGED || st > SDPSHIM_FD_MANAGED)
 			st = SDPSHIM_FD_UNMANAGED;
+		if (st == SDPSHIM_FD_CANDIDATE && sdp_fd_state_raw(oldfd) == SDP_FD_DEFERRED)
+			st = SDP_FD_DEFERRED; /* a copy is claimed at its first use too */
 	}
 	sdp_fd_fresh(newfd, st);
 }
@@ -189,7 +191,8 @@ static SDP_COLD int dup23_slow(int oldfd, int newfd, int flags, int is3)
 {
 	if (sdp_passthrough() || oldfd == newfd)
 		return is3 ? sdp_real.dup3(oldfd, newfd, flags) : sdp_real.dup2(oldfd, newfd);
-	int so = sdp_fd_state(oldfd), sn = sdp_fd_state(newfd);
+	int so = sdp_fd_state(oldfd);
+	int sn = sdp_fd_state_raw(newfd) == SDP_FD_UNSEEN ? SDP_FD_UNSEEN : sdp_fd_state(newfd); /* closed: not adopted */
 	if (so == SDPSHIM_FD_PROTECTED)
 		return (int)sdp_fail(EBADF);
 	if (sn == SDPSHIM_FD_PROTECTED) {
@@ -245,6 +248,8 @@ static SDP_COLD int fcntl_slow(fcntl_fn *real, int fd, int cmd, void *arg)
 			sdp_direct_nonblock(fd, ((int)(intptr_t)arg & O_NONBLOCK) != 0);
 		return r;
 	}
+	if (sdp_fd_state_raw(fd) == SDP_FD_UNSEEN && cmd != F_DUPFD && cmd != F_DUPFD_CLOEXEC)
+		return real(fd, cmd, arg); /* O_NONBLOCK: the core reads it when it adopts fd */
 	switch (sdp_route(fd)) {
 	case SDP_ROUTE_REAL: {
 		int r = real(fd, cmd, arg);
@@ -305,6 +310,8 @@ SDP_EXPORT int fcntl64(int fd, int cmd, ...)
 
 static SDP_COLD int ioctl_slow(int fd, unsigned long req, void *arg)
 {
+	if (req == FIONBIO && sdp_fd_state_raw(fd) == SDP_FD_UNSEEN)
+		return sdp_real.ioctl(fd, req, arg); /* as fcntl_slow's F_SETFL */
 	if (req == FIONBIO && sdp_fd_continues(fd)) {
 		int r = sdp_real.ioctl(fd, req, arg); /* as fcntl_slow's F_SETFL */
 		if (r == 0)

@@ -45,7 +45,7 @@ int sdp_fd_set(int fd, int state)
 {
 	if (fd < 0)
 		return -EBADF;
-	if (state < SDPSHIM_FD_UNMANAGED || state > SDP_FD_INHERITED)
+	if (state < SDPSHIM_FD_UNMANAGED || state >= SDP_FD_STATES)
 		return -EINVAL;
 	/* A vfork child shares its parent's memory but not its fd table. */
 	if (sdp_vfork_child)
@@ -88,10 +88,10 @@ unsigned long sdp_fd_recast(const signed char to[SDP_FD_STATES], int counted)
 
 unsigned long sdp_fd_forget_all(void)
 {
-	/* CANDIDATE ones stay for the child's own core; INHERITED ones wait
-	 * for their own resolution (a grandchild of the process that kept
-	 * them: forkkeep.c). */
-	static const signed char to[SDP_FD_STATES] = {-1, -1, SDPSHIM_FD_UNMANAGED, SDPSHIM_FD_UNMANAGED, -1};
+	/* CANDIDATE, unseen and deferred ones stay for the child's own core; INHERITED
+	 * ones wait for their own resolution (a grandchild of the process
+	 * that kept them: forkkeep.c). */
+	static const signed char to[SDP_FD_STATES] = {-1, -1, SDPSHIM_FD_UNMANAGED, SDPSHIM_FD_UNMANAGED, -1, -1, -1};
 	return sdp_fd_recast(to, SDPSHIM_FD_MANAGED);
 }
 

@@ -81,7 +81,7 @@ static struct timespec sdp_ts_left(int64_t deadline, int64_t now)
 static int sdp_poll_state(int fd, int *inh)
 {
 	*inh = sdp_fd_continues(fd);
-	return *inh ? SDPSHIM_FD_MANAGED : sdp_fd_state(fd);
+	return *inh ? SDPSHIM_FD_MANAGED : sdp_fd_state_look(fd);
 }
 
 /* What a poll set holds: MANAGED fds (with the core running, or
@@ -300,7 +300,7 @@ static int sdp_poll_engine(struct pollfd *fds, nfds_t n, nfds_t managed, const s
 			int r = SDP_CORE_CALL(sdp_core.poll(fds, n, k + u, wcap, &nwait, left));
 			if (r == SDPSHIM_PASS) { /* the whole set, in the kernel */
 				for (nfds_t i = 0; i < n; i++)
-					if (fds[i].fd >= 0 && sdp_fd_state(fds[i].fd) == SDPSHIM_FD_MANAGED) {
+					if (fds[i].fd >= 0 && sdp_fd_state_look(fds[i].fd) == SDPSHIM_FD_MANAGED) {
 						k[u] = (struct pollfd){.fd = fds[i].fd, .events = fds[i].events};
 						idx[u++] = (unsigned int)i;
 					}
@@ -374,9 +374,9 @@ out:
 	return result;
 }
 
-/* The state of fd, CANDIDATE, once the core has seen it used by a poll or
- * select (the claim hook): a deferred connection is claimed as at its
- * first data call, and may come back MANAGED. */
+/* The state of deferred fd once the core has seen it used by a poll or
+ * select (the claim hook): it is claimed as at its first data call, and
+ * may come back MANAGED, or UNMANAGED. */
 static SDP_COLD int sdp_claim(int fd)
 {
 	if (!sdp_core_want())
@@ -395,7 +395,7 @@ static int sdp_poll_needs_engine(const struct pollfd *fds, nfds_t n, nfds_t *man
 		return 0;
 	if (claiming)
 		for (nfds_t i = 0; i < n; i++)
-			if (sdp_fd_state_raw(fds[i].fd) == SDPSHIM_FD_CANDIDATE)
+			if (sdp_fd_state_raw(fds[i].fd) == SDP_FD_DEFERRED)
 				sdp_claim(fds[i].fd);
 	nfds_t protected;
 	sdp_poll_census(fds, n, managed, &protected);
@@ -478,7 +478,7 @@ static int sdp_select_needs_engine(int nfds, const fd_set *r, const fd_set *w, c
 			if (fd >= nfds)
 				break;
 			int inh, s = sdp_poll_state(fd, &inh);
-			if (s == SDPSHIM_FD_CANDIDATE && claiming)
+			if (claiming && sdp_fd_state_raw(fd) == SDP_FD_DEFERRED)
 				s = sdp_claim(fd);
 			if (s == SDPSHIM_FD_PROTECTED || (s == SDPSHIM_FD_MANAGED && (inh || sdp_core_ready())))
 				found = 1; /* claiming goes on through the set */

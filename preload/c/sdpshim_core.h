@@ -105,6 +105,8 @@ enum sdpshim_reason {
 					  * process running the core */
 	SDPSHIM_REASON_BAD_SETTING = 10, /* disabled-by-setting: bad
 					  * SDPSHIM_ENABLE or SDPSHIM_CORE */
+	SDPSHIM_REASON_SHORT_LIVED = 14, /* short-lived: a plain run of the
+					  * short-lived rule (shortconn.c keeps some) */
 	SDPSHIM_REASON_SHIM_FIRST = 64,
 	SDPSHIM_REASON_SHIM_OFF = 64,      /* shim-off: SDPSHIM_ENABLE=0 */
 	SDPSHIM_REASON_SECURE_EXEC = 65,   /* secure-exec: AT_SECURE process */
@@ -269,6 +271,23 @@ struct sdpshim_host {
 	void (*accept_held)(uint32_t n);
 	void (*accept_quiet)(const char *dir, uint64_t dev, uint64_t ino, int64_t mtime_sec, int64_t mtime_nsec, int rvfd);
 	uint64_t *accept_plain;
+	/* The short-lived rule's plain runs (preload/c/shortconn.c): the
+	 * next connections to a destination that stay on kernel TCP. A
+	 * destination is an address (alen 4 or 16 bytes, an IPv4-mapped one
+	 * given as its IPv4 address) and a port (host order). short_run
+	 * starts a run of n connections (0 ends it) and returns 1, or 0 when
+	 * the table has no room for it (nothing is kept then). The core
+	 * calls it under one lock: one writer at a time. short_left returns
+	 * how many of the run are left. short_take takes one of them for a
+	 * connect the core decides (a socket it knew before its connect): 1
+	 * when there was one. A connect on a socket the core has not seen
+	 * takes one without entering the core, counted in fallback[] and in
+	 * short_plain (those only) as short-lived. Absent in an older
+	 * interposer: the core keeps its runs itself. */
+	int (*short_run)(const uint8_t *addr, uint32_t alen, uint16_t port, int32_t n);
+	int (*short_left)(const uint8_t *addr, uint32_t alen, uint16_t port);
+	int (*short_take)(const uint8_t *addr, uint32_t alen, uint16_t port);
+	uint64_t *short_plain;
 };
 
 /* A snapshot of an emulated epoll set whose socket entries are all

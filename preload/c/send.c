@@ -139,7 +139,7 @@ static SDP_COLD void sdp_pass_rights_in(const struct msghdr *um)
 		for (size_t i = 0; i < n; i++) {
 			int pfd;
 			memcpy(&pfd, data + i * sizeof(int), sizeof pfd);
-			if (sdp_fd_state(pfd) == SDPSHIM_FD_MANAGED)
+			if (sdp_fd_state_look(pfd) == SDPSHIM_FD_MANAGED)
 				SDP_CORE_DO(sdp_core.pass(pfd));
 		}
 	}

@@ -8,6 +8,7 @@
  *   core.c      loading the Go core, Go-host detection, fallback counters
  *   log.c       the interposer's own few log lines
  *   sock.c      socket, bind, listen, accept, connect, options, names
+ *   shortconn.c connects the short-lived rule keeps plain without the core
  *   recv.c      the receive side (read, recv, recvmsg, ..., the _chk ones)
  *   send.c      the send side (write, send, sendmsg, ..., sendfile, splice)
  *   wait.c      calling data hooks: errno, SIGPIPE, the SDPSHIM_WAIT loop
@@ -180,10 +181,10 @@ SDP_HIDDEN extern unsigned char *sdp_fd_dir[SDP_FD_DIR];
 SDP_HIDDEN extern unsigned long sdp_fd_special;
 /* Highest fd ever given a non-UNMANAGED state, -1 when none. */
 SDP_HIDDEN extern int sdp_fd_hi;
-/* Non-zero once this process may hold a CANDIDATE connection whose
- * acceptance waits for its first use (deferred acceptance: accepted on a
- * group listener, inherited by a fork child or across exec): poll and
- * select then claim the CANDIDATE fds of their sets (poll.c). */
+/* Non-zero once this process may hold a connection whose acceptance
+ * waits for its first use (SDP_FD_DEFERRED: accepted on a group listener,
+ * inherited by a fork child or across exec): poll and select then claim
+ * the deferred fds of their sets (poll.c). */
 SDP_HIDDEN extern int sdp_deferred_hint;
 
 /* The interposer's own fifth state, never shown to the core: in a fork
@@ -191,6 +192,31 @@ SDP_HIDDEN extern int sdp_deferred_hint;
  * an fd the parent managed. Its first use makes the parent switch them to
  * kernel TCP (forkkeep.c); a close just closes it. */
 #define SDP_FD_INHERITED 4
+
+/* The interposer's sixth state, shown to the core as CANDIDATE: a TCP
+ * socket made by socket() that the core has not been told of yet. The
+ * calls the kernel answers alone on a socket that is not connected leave
+ * it so: getsockopt, the socket options the core does not keep
+ * (sock.c), bind, fcntl's flags and FIONBIO (the core reads O_NONBLOCK
+ * when it adopts), close, and a connect that a plain run of the
+ * short-lived rule keeps on kernel TCP (shortconn.c). Any other call
+ * adopts it first (sdp_fd_adopt): the core's socket hook, after which it
+ * is CANDIDATE as if socket() had called the hook. So a connection the
+ * core does not take costs no runtime entry. Two threads making the first
+ * call of one new socket at the same moment may both adopt it; the core
+ * keeps the later one's record (the socket's options set through the
+ * earlier one's call are then the kernel's only). */
+#define SDP_FD_UNSEEN 5
+
+/* The interposer's seventh state, shown to the core as CANDIDATE (and
+ * read so by sdp_fd_state): a connection whose acceptance waits for its
+ * first use (deferred acceptance: accepted on a group listener, then
+ * inherited by fork children; or connected and inherited across exec).
+ * poll and select claim these (poll.c), and only these: a listener or a
+ * socket not connected has nothing to claim, and a claim is a runtime
+ * entry (a postgres postmaster polls its listeners once per connection),
+ * in a fork child the load of a core of its own. */
+#define SDP_FD_DEFERRED 6
 
 /* The state byte as stored (SDP_FD_INHERITED included): for the paths
  * that only release an fd (close), which must not switch anything. */
@@ -209,12 +235,29 @@ static inline int sdp_fd_state_raw(int fd)
  * no fd is SDP_FD_INHERITED. Returns fd's state then. */
 SDP_HIDDEN int sdp_fork_kept_resolve(int fd);
 
+/* Tells the core of unseen socket fd (sock.c): returns its state then,
+ * CANDIDATE, or UNMANAGED when the core cannot have it (or fd is no TCP
+ * socket any more: closed out of our sight, its number reused). From
+ * the core itself (guard held) it adopts nothing and answers CANDIDATE. */
+SDP_HIDDEN int sdp_fd_adopt(int fd);
+
 static inline int sdp_fd_state(int fd)
 {
 	int s = sdp_fd_state_raw(fd);
 	if (unlikely(s == SDP_FD_INHERITED))
 		return sdp_fork_kept_resolve(fd);
-	return s;
+	if (unlikely(s == SDP_FD_UNSEEN))
+		return sdp_fd_adopt(fd);
+	return s == SDP_FD_DEFERRED ? SDPSHIM_FD_CANDIDATE : s;
+}
+
+/* sdp_fd_state for a look that adopts nothing: an unseen socket reads as
+ * CANDIDATE (what poll, select and the release paths treat as a kernel
+ * socket). */
+static inline int sdp_fd_state_look(int fd)
+{
+	int s = sdp_fd_state_raw(fd);
+	return s == SDP_FD_UNSEEN ? SDPSHIM_FD_CANDIDATE : sdp_fd_state(fd);
 }
 
 /* The hot-path test: an fd nobody has marked goes straight to libc (one
@@ -243,12 +286,13 @@ static inline void sdp_fd_fresh(int fd, int state)
 		sdp_fd_set(fd, state);
 }
 /* Fork child: every MANAGED or PROTECTED fd set UNMANAGED (returns how
- * many were MANAGED); CANDIDATE ones (listeners, unconnected sockets) stay,
+ * many were MANAGED); CANDIDATE, unseen and deferred ones (listeners,
+ * unconnected sockets, connections not accepted yet) stay,
  * for the child's own copy of the core (core.c), or, when it has none, so
  * that what the child accepts on them is counted (sock.c). */
 SDP_HIDDEN unsigned long sdp_fd_forget_all(void);
-/* The number of fd states, SDP_FD_INHERITED included. */
-#define SDP_FD_STATES 5
+/* The number of fd states, the interposer's own included. */
+#define SDP_FD_STATES 7
 /* Every fd in a state s other than UNMANAGED set to to[s] (-1: left as
  * it is); returns how many were in state counted. The fork child's one
  * pass over the table (forget_all above, forkkeep.c). */
@@ -269,6 +313,21 @@ SDP_HIDDEN extern uint64_t sdp_plain_accepts;
 SDP_HIDDEN int sdp_plain_accept(int lfd, int fd);
 /* Fork child: the parent's marks and counts are not the child's. */
 SDP_HIDDEN void sdp_plain_forget(void);
+
+/* ---- connects kept plain without the core (shortconn.c) ----------------------- */
+
+/* host->short_run, short_left, short_take (sdpshim_core.h). */
+SDP_HIDDEN int sdp_short_run(const uint8_t *addr, uint32_t alen, uint16_t port, int32_t n);
+SDP_HIDDEN int sdp_short_left(const uint8_t *addr, uint32_t alen, uint16_t port);
+SDP_HIDDEN int sdp_short_take(const uint8_t *addr, uint32_t alen, uint16_t port);
+/* host->short_plain: the connects kept plain here. */
+SDP_HIDDEN extern uint64_t sdp_short_plains;
+/* A connect of unseen socket fd to addr: 1 when a plain run takes it (fd
+ * is UNMANAGED then, counted, traced and logged; the caller connects it
+ * on the kernel), 0: the core decides. Keeps errno. */
+SDP_HIDDEN int sdp_short_connect(int fd, const struct sockaddr *addr, socklen_t len);
+/* Fork child: the parent's runs are its core's, not the child's. */
+SDP_HIDDEN void sdp_short_forget(void);
 
 /* ---- connections kept across fork (forkkeep.c) ------------------------------ */
 
@@ -470,6 +529,8 @@ static inline int sdp_route_io(int fd)
 		if (!sdp_passthrough() && sdp_fork_kept_continues(fd))
 			return SDP_ROUTE_CORE;
 		s = sdp_fork_kept_resolve(fd);
+	} else if (unlikely(s == SDP_FD_UNSEEN)) {
+		s = sdp_fd_adopt(fd); /* a send with MSG_FASTOPEN, or a call the kernel fails */
 	}
 	return sdp_route_of(s);
 }

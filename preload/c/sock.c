@@ -3,11 +3,14 @@
  * getsockopt, setsockopt, getsockname, getpeername.
  *
  * socket() is where the core gets loaded: on the first AF_INET/AF_INET6
- * SOCK_STREAM socket (protocol 0 or IPPROTO_TCP) of the process. Every
- * other socket is created by libc and left alone.
+ * SOCK_STREAM socket (protocol 0 or IPPROTO_TCP) of the process. Such a
+ * socket starts unseen by the core (SDP_FD_UNSEEN, shim.h), which adopts
+ * it at its first call that needs it. Every other socket is created by
+ * libc and left alone.
  */
 #include "shim.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <string.h>
 
@@ -19,7 +22,7 @@ static int sdp_is_tcp(int domain, int type, int protocol)
 
 static int sdp_valid_state(int s) { return s >= SDPSHIM_FD_UNMANAGED && s <= SDPSHIM_FD_MANAGED; }
 
-static SDP_COLD int socket_tcp(int fd, int domain, int type, int protocol)
+static SDP_COLD int socket_tcp(int fd)
 {
 	if (sdp_passthrough()) {
 		if (sdp_vfork_child)
@@ -34,11 +37,32 @@ static SDP_COLD int socket_tcp(int fd, int domain, int type, int protocol)
 		sdp_fd_fresh(fd, SDPSHIM_FD_UNMANAGED);
 		return fd;
 	}
-	int saved = errno;
-	int st = SDP_CORE_CALL(sdp_core.socket(fd, domain, type, protocol));
-	sdp_fd_fresh(fd, sdp_valid_state(st) ? st : SDPSHIM_FD_UNMANAGED);
-	errno = saved;
+	sdp_fd_fresh(fd, SDP_FD_UNSEEN); /* the core hears of it at its first call that needs it */
 	return fd;
+}
+
+int sdp_fd_adopt(int fd)
+{
+	if (sdp_passthrough())
+		return SDPSHIM_FD_CANDIDATE;
+	int saved = errno, st = SDPSHIM_FD_UNMANAGED, domain = 0;
+	socklen_t l = sizeof domain;
+	if (sdp_real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l) != 0 || (domain != AF_INET && domain != AF_INET6)) {
+		/* closed out of our sight: the number is something else now */
+	} else if (!sdp_core_want()) {
+		int reason = sdp_core_off_reason();
+		sdp_fallback_note(reason ? reason : SDPSHIM_REASON_CORE_BUSY, fd);
+	} else {
+		int fl = sdp_real.fcntl(fd, F_GETFL);
+		int type = SOCK_STREAM | (fl >= 0 && (fl & O_NONBLOCK) ? SOCK_NONBLOCK : 0);
+		int r = SDP_CORE_CALL(sdp_core.socket(fd, domain, type, IPPROTO_TCP));
+		if (sdp_valid_state(r))
+			st = r;
+	}
+	if (sdp_fd_state_raw(fd) == SDP_FD_UNSEEN) /* else another thread adopted it meanwhile */
+		sdp_fd_set(fd, st);
+	errno = saved;
+	return sdp_fd_state_raw(fd);
 }
 
 SDP_EXPORT int socket(int domain, int type, int protocol)
@@ -47,13 +71,15 @@ SDP_EXPORT int socket(int domain, int type, int protocol)
 	if (fd < 0)
 		return fd;
 	if (unlikely(sdp_is_tcp(domain, type, protocol)))
-		return socket_tcp(fd, domain, type, protocol);
+		return socket_tcp(fd);
 	sdp_fd_fresh(fd, SDPSHIM_FD_UNMANAGED);
 	return fd;
 }
 
 static SDP_COLD int bind_slow(int fd, const struct sockaddr *addr, socklen_t len)
 {
+	if (sdp_fd_state_raw(fd) == SDP_FD_UNSEEN) /* the core's bind hook passes */
+		return sdp_real.bind(fd, addr, len);
 	switch (sdp_route(fd)) {
 	case SDP_ROUTE_REAL:
 		return sdp_real.bind(fd, addr, len);
@@ -141,8 +167,10 @@ static SDP_COLD int accept_slow(int lfd, struct sockaddr *addr, socklen_t *len, 
 	int saved = errno;
 	int st = SDP_CORE_CALL(sdp_core.accept(lfd, fd, (struct sockaddr *)&ss, sl, is4 ? flags : 0));
 	sdp_fd_fresh(fd, sdp_valid_state(st) ? st : SDPSHIM_FD_UNMANAGED);
-	if (st == SDPSHIM_FD_CANDIDATE) /* deferred: claimed at its first use */
+	if (st == SDPSHIM_FD_CANDIDATE) { /* deferred: claimed at its first use */
+		sdp_fd_set(fd, SDP_FD_DEFERRED);
 		__atomic_store_n(&sdp_deferred_hint, 1, __ATOMIC_RELAXED);
+	}
 	errno = saved;
 	return fd;
 }
@@ -185,6 +213,8 @@ static long core_connect(int fd, const struct sockaddr *addr, socklen_t len)
 
 static SDP_COLD int connect_slow(int fd, const struct sockaddr *addr, socklen_t len)
 {
+	if (sdp_fd_state_raw(fd) == SDP_FD_UNSEEN && !sdp_passthrough() && sdp_short_connect(fd, addr, len))
+		return sdp_real.connect(fd, addr, len);
 	switch (sdp_route(fd)) {
 	case SDP_ROUTE_REAL:
 		return sdp_real.connect(fd, addr, len);
@@ -230,9 +260,31 @@ static int sockopt_inherited(int fd, int set, int level, int name, const void *v
 	return sdp_fd_continues(fd) && sdp_direct_inherited_sockopt(fd, set, level, name, val, len);
 }
 
+/* 1 for a socket option the core keeps per socket (shim/options.go's
+ * Setsockopt): one set on an unseen socket adopts it. The kernel alone
+ * takes the others, and answers every getsockopt of an unseen socket. */
+static int sockopt_kept(int level, int name)
+{
+	if (level != SOL_SOCKET)
+		return 0;
+	switch (name) {
+	case SO_LINGER:
+	case SO_RCVTIMEO_OLD:
+	case SO_RCVTIMEO_NEW:
+	case SO_SNDTIMEO_OLD:
+	case SO_SNDTIMEO_NEW:
+	case SO_RCVBUF:
+	case SO_RCVBUFFORCE:
+	case SO_SNDBUF:
+	case SO_SNDBUFFORCE:
+		return 1;
+	}
+	return 0;
+}
+
 static SDP_COLD int getsockopt_slow(int fd, int level, int name, void *val, socklen_t *len)
 {
-	if (sockopt_inherited(fd, 0, level, name, NULL, 0))
+	if (sdp_fd_state_raw(fd) == SDP_FD_UNSEEN || sockopt_inherited(fd, 0, level, name, NULL, 0))
 		return sdp_real.getsockopt(fd, level, name, val, len);
 	switch (sdp_route(fd)) {
 	case SDP_ROUTE_REAL:
@@ -253,7 +305,8 @@ SDP_EXPORT int getsockopt(int fd, int level, int name, void *restrict val, sockl
 
 static SDP_COLD int setsockopt_slow(int fd, int level, int name, const void *val, socklen_t len)
 {
-	if (sockopt_inherited(fd, 1, level, name, val, len))
+	if ((sdp_fd_state_raw(fd) == SDP_FD_UNSEEN && !sockopt_kept(level, name)) ||
+	    sockopt_inherited(fd, 1, level, name, val, len))
 		return sdp_real.setsockopt(fd, level, name, val, len);
 	switch (sdp_route(fd)) {
 	case SDP_ROUTE_REAL:

@@ -120,6 +120,28 @@ func TestSigpipeKills(t *testing.T) {
 	}
 }
 
+// TestUnseenSockets: a TCP socket whose calls the kernel answers alone
+// (socket options the core does not keep, O_NONBLOCK, FIONBIO,
+// getsockopt, bind, close) never reaches the core; a plain run of the
+// short-lived rule (the fake core starts one of 2 at its listen) takes
+// the next two connects to that port without the core, counted in
+// host->short_plain; the third connect, and a socket given a buffer size
+// before its connect, reach the core, and every byte arrives.
+func TestUnseenSockets(t *testing.T) {
+	b := artefacts(t)
+	log := filepath.Join(t.TempDir(), "fake.log")
+	r := runProg(t, b.env(fakecore, log, "FAKECORE_MODE=shortrun"), b.misc, "unseen")
+	if r.err != nil || strings.TrimSpace(r.stdout) != "ok unseen" {
+		t.Fatalf("misc unseen: %v\n%s%s", r.err, r.stdout, r.stderr)
+	}
+	lg := fakeLog(t, log)
+	stats, run := events(lg, "stats"), events(lg, "shortrun")
+	if len(run) != 1 || !strings.HasSuffix(run[0], " 1") || len(events(lg, "socket")) != 3 || len(events(lg, "connect")) != 2 ||
+		len(events(lg, "accept")) != 4 || len(stats) != 1 || !strings.HasSuffix(stats[0], "short=2") {
+		t.Errorf("want the listener and two connectors adopted, two connects kept plain alone:\n%s", lg)
+	}
+}
+
 // TestProtected: the fake core keeps a pipe at fds 100 and 101, PROTECTED.
 // The program's close, close_range, read, write, fcntl, poll and select on
 // them fail or skip them as for fds that are not open, and dup2 onto one

@@ -132,7 +132,9 @@ func TestConstructorOrder(t *testing.T) {
 			}
 			if s == fakecore {
 				lg := fakeLog(t, log)
-				if len(events(lg, "init")) != 1 || len(events(lg, "accept")) != 1 || len(events(lg, "socket")) != 3 {
+				// The constructor's listener and connector reach the core;
+				// main's socket, closed unused, never does (unseen).
+				if len(events(lg, "init")) != 1 || len(events(lg, "accept")) != 1 || len(events(lg, "socket")) != 2 {
 					t.Errorf("the constructor's sockets did not reach the core:\n%s", lg)
 				}
 			}

@@ -29,12 +29,16 @@ func (c cHost) ProbeAccelerated(transport, fd int, cookie uint64) {
 }
 
 // InterposerFallbacks reads the interposer's count for code: its own
-// codes (64 and up), and the accepts it kept on kernel TCP alone
-// (peer-not-shimmed; the core counts the others in its registry).
+// codes (64 and up), the accepts it kept on kernel TCP alone
+// (peer-not-shimmed) and the connects it kept plain alone (short-lived);
+// the core counts the others in its registry.
 func (c cHost) InterposerFallbacks(code int) uint64 {
 	if code < C.SDPSHIM_REASON_SHIM_FIRST {
-		if code == C.SDPSHIM_REASON_NOT_SHIMMED {
+		switch code {
+		case C.SDPSHIM_REASON_NOT_SHIMMED:
 			return c.plainAccepts()
+		case C.SDPSHIM_REASON_SHORT_LIVED:
+			return c.shortPlains()
 		}
 		return 0
 	}

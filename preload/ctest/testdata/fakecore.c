@@ -9,13 +9,15 @@
  *
  * Environment: FAKECORE_LOG (file the events are appended to, one
  * "pid event ..." line each), FAKECORE_MODE (comma-separated: disable, fail,
- * futex, nowait).
+ * futex, nowait, shortrun: a listen starts a plain run of 2 connections
+ * to its port on 127.0.0.1, host->short_run).
  * Only raw system calls: the core must not re-enter the interposer.
  */
 #define _GNU_SOURCE 1
 #define SDPSHIM_CORE_PROTOTYPES 1
 #include "sdpshim_core.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -101,8 +103,8 @@ int sdpshim_core_init(struct sdpshim_host *host, char **envp)
 __attribute__((destructor)) static void fake_fini(void)
 {
 	if (H != NULL)
-		logf_("stats in=%lu out=%lu calls=%lu waits=%lu polls=%lu epolls=%lu", n_in, n_out, n_calls, n_waits,
-		      n_polls, n_epolls);
+		logf_("stats in=%lu out=%lu calls=%lu waits=%lu polls=%lu epolls=%lu short=%lu", n_in, n_out, n_calls,
+		      n_waits, n_polls, n_epolls, (unsigned long)__atomic_load_n(H->short_plain, __ATOMIC_RELAXED));
 }
 
 int sdpshim_core_socket(int fd, int domain, int type, int protocol)
@@ -122,6 +124,13 @@ int sdpshim_core_listen(int fd, int backlog)
 {
 	logf_("listen %d", fd);
 	long r = SYS(SYS_listen, fd, backlog);
+	if (r == 0 && has_mode("shortrun")) {
+		struct sockaddr_in a;
+		socklen_t al = sizeof a;
+		uint8_t lo[4] = {127, 0, 0, 1};
+		if (SYS(SYS_getsockname, fd, &a, &al) == 0)
+			logf_("shortrun %d", H->short_run(lo, 4, ntohs(a.sin_port), 2));
+	}
 	return r < 0 ? -errno : 0;
 }
 

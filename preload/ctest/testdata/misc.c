@@ -13,6 +13,9 @@
  *   sigpipe    SIGPIPE raised by write/send, not by send(MSG_NOSIGNAL)
  *   protected  (with the fake core) its fds 100/101 are invisible
  *   udp        UDP and unix sockets only (must not load a core)
+ *   unseen     (with the fake core, FAKECORE_MODE=shortrun) sockets the
+ *              core never hears of: options, flags, bind and close of an
+ *              unused one; two connects a plain run keeps on kernel TCP
  */
 #define _GNU_SOURCE 1
 #include <arpa/inet.h>
@@ -20,6 +23,7 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -395,8 +399,9 @@ static int protecteds(void)
 	/* dup2 onto one: the core moves away */
 	check(dup2(c, 100) == 100, "dup2 onto a protected fd");
 	xfer(100, s, "via the evicted number");
-	int n = socket(AF_INET, SOCK_STREAM, 0); /* the fake core checks its pipe here */
-	check(n >= 0, "socket");
+	int n = socket(AF_INET, SOCK_STREAM, 0);
+	int sz = 65536; /* a buffer size: the core hears of n, and the fake core checks its pipe */
+	check(n >= 0 && setsockopt(n, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz) == 0, "socket");
 	xfer(c, s, "after all that");
 	printf("ok protected\n");
 	return 0;
@@ -422,6 +427,50 @@ static int udp(void)
 	return 0;
 }
 
+/* A socket whose calls the kernel answers alone never reaches the core;
+ * the fake core's listen starts a plain run of 2 connections to its port,
+ * which the interposer connects without the core; the third connect, and
+ * a socket given a buffer size (an option the core keeps), reach it. */
+static int unseen(void)
+{
+	int one = 1;
+	int u = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	check(u >= 0, "socket");
+	check(setsockopt(u, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one) == 0, "SO_KEEPALIVE");
+	check(setsockopt(u, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0, "TCP_NODELAY");
+	check(fcntl(u, F_SETFL, fcntl(u, F_GETFL) | O_NONBLOCK) == 0, "O_NONBLOCK");
+	check(ioctl(u, FIONBIO, &one) == 0, "FIONBIO");
+	int v = 0;
+	socklen_t vl = sizeof v;
+	check(getsockopt(u, SOL_SOCKET, SO_KEEPALIVE, &v, &vl) == 0 && v == 1, "getsockopt SO_KEEPALIVE");
+	struct sockaddr_in b = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	check(bind(u, (struct sockaddr *)&b, sizeof b) == 0, "bind");
+	check(close(u) == 0, "close");
+
+	int l = socket(AF_INET, SOCK_STREAM, 0); /* adopted by its listen */
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof a;
+	check(bind(l, (struct sockaddr *)&a, sizeof a) == 0 && listen(l, 16) == 0, "bind/listen");
+	check(getsockname(l, (struct sockaddr *)&a, &al) == 0, "getsockname");
+	for (int i = 0; i < 4; i++) {
+		int c = socket(AF_INET, SOCK_STREAM, 0);
+		check(c >= 0, "socket %d", i);
+		int sz = 65536;
+		if (i == 3) /* a buffer size: adopted before its connect */
+			check(setsockopt(c, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz) == 0, "SO_RCVBUF");
+		check(connect(c, (struct sockaddr *)&a, sizeof a) == 0, "connect %d", i);
+		int s = accept(l, NULL, NULL);
+		check(s >= 0, "accept %d", i);
+		xfer(c, s, "unseen");
+		xfer(s, c, "and back");
+		close(s);
+		close(c);
+	}
+	close(l);
+	printf("ok unseen\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (getenv("MISC_RDCAP") != NULL)
@@ -433,11 +482,11 @@ int main(int argc, char **argv)
 	} cmds[] = {
 		{"files", files}, {"fcntl", fcntls}, {"dup", dups},         {"closerange", closerange},
 		{"fork", forks},  {"vfork", vforks}, {"spawn", spawns},     {"sigpipe", sigpipes},
-		{"udp", udp},     {"protected", protecteds},
+		{"udp", udp},     {"protected", protecteds}, {"unseen", unseen},
 	};
 	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
 		if (strcmp(cmd, cmds[i].name) == 0)
 			return cmds[i].fn();
-	fprintf(stderr, "usage: misc files|fcntl|dup|closerange|fork|vfork|spawn|sigpipe|protected|udp\n");
+	fprintf(stderr, "usage: misc files|fcntl|dup|closerange|fork|vfork|spawn|sigpipe|protected|udp|unseen\n");
 	return 2;
 }

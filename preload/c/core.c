@@ -260,9 +260,14 @@ static int sdp_core_enabled(void)
  * handlers for the program's. So the sigaction of every signal is
  * recorded once, before the first core of the process tree loads, and a
  * fork child gives each signal whose handler lies in the image its parent
- * ran back its recorded action. Handlers the program installed since stay. */
+ * ran back its recorded action. Handlers the program installed since stay.
+ * The child looks only at the signals whose handler lay in the image once
+ * its core had started (sdp_sig_note_go): the runtime of a c-shared
+ * library installs no other (only os/signal would, which the core does
+ * not use), and reading all 64 cost a postgres backend 64 system calls. */
 static struct sigaction sdp_sig_pre[NSIG];
 static unsigned char sdp_sig_pre_ok[NSIG];
+static unsigned char sdp_sig_go[NSIG];
 static int sdp_sig_recorded;
 /* Where the running core is mapped (its PT_LOAD segments); 0, 0: unknown. */
 static uintptr_t sdp_core_img_lo, sdp_core_img_hi;
@@ -287,11 +292,26 @@ static void sdp_sig_restore(void)
 		/* The kernel's action, read without the program's sigaction
 		 * (which blocks every signal around each call: two more system
 		 * calls a signal, in every fork child). */
-		if (!sdp_sig_pre_ok[sig] || sdp_sig_kernel(sig, &cur) != 0)
+		if (!sdp_sig_go[sig] || !sdp_sig_pre_ok[sig] || sdp_sig_kernel(sig, &cur) != 0)
 			continue;
 		uintptr_t a = (cur.sa_flags & SA_SIGINFO) ? (uintptr_t)cur.sa_sigaction : (uintptr_t)cur.sa_handler;
 		if (a >= lo && a < hi)
 			sigaction(sig, &sdp_sig_pre[sig], NULL);
+	}
+}
+
+/* Marks the signals whose handler lies in the running core's image: once
+ * its init returned (the runtime has installed its handlers then). */
+static void sdp_sig_note_go(void)
+{
+	uintptr_t lo = sdp_core_img_lo, hi = sdp_core_img_hi;
+	for (int sig = 1; sig < NSIG && lo < hi; sig++) {
+		struct sigaction cur;
+		if (sdp_sig_kernel(sig, &cur) != 0)
+			continue;
+		uintptr_t a = (cur.sa_flags & SA_SIGINFO) ? (uintptr_t)cur.sa_sigaction : (uintptr_t)cur.sa_handler;
+		if (a >= lo && a < hi)
+			sdp_sig_go[sig] = 1;
 	}
 }
 
@@ -789,6 +809,7 @@ static int sdp_core_open(const char *path, int chosen)
 		return SDPSHIM_REASON_CORE_FAILED;
 	}
 	sdp_core_route_sigchld(h);
+	sdp_sig_note_go();
 	sdp_log(SDP_LOG_DEBUG, "core %s loaded", path);
 	return 0;
 }

@@ -19,6 +19,9 @@ const (
 	MaxBlocks    = 65536
 	MaxBlockSize = 1 << 20
 	HeaderSize   = 16 // bytes of each block taken by its header
+	// areaVersion is the layout's version in the area header: an area of
+	// another version is refused (direct.h).
+	areaVersion = C.SDP_DAREA_VERSION
 )
 
 // ErrGeometry is returned for an area whose header does not describe a

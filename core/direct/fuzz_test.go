@@ -136,7 +136,7 @@ func guardedArea(t *testing.T, size int) (*Area, func()) {
 func initArea(mem []byte, blocks, blockSize int) {
 	le := binary.LittleEndian
 	le.PutUint32(mem[0:], 0x44504453)
-	le.PutUint32(mem[4:], 1)
+	le.PutUint32(mem[4:], areaVersion)
 	le.PutUint32(mem[8:], uint32(blocks))
 	le.PutUint32(mem[12:], uint32(blockSize))
 	le.PutUint32(mem[16:], 7)

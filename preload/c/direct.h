@@ -42,7 +42,7 @@
 #include <sys/types.h>
 
 #define SDP_DAREA_MAGIC 0x44504453u /* "SDPD" little-endian */
-#define SDP_DAREA_VERSION 1u
+#define SDP_DAREA_VERSION 2u /* 2: the woken words */
 #define SDP_DLINE 64 /* cache line: words of different writers never share one */
 
 /* Status byte values. READING and FILLING are held for one copy, under
@@ -125,10 +125,12 @@ struct sdp_ddir {
 	_Alignas(SDP_DLINE) uint32_t data_sleepers;
 	uint32_t data_word;
 	uint32_t data_armed; /* 1: ring the receiver's socket on the next publish */
+	uint32_t data_woken; /* 1: the sleepers were woken since the last announced (direct.c, wakes) */
 	/* The sender waiting for space. */
 	_Alignas(SDP_DLINE) uint32_t space_sleepers;
 	uint32_t space_word;
 	uint32_t space_armed; /* 1: ring the sender's socket on the next release */
+	uint32_t space_woken;
 };
 
 /* The area: a header, two directions, then for each direction its status

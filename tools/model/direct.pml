@@ -67,6 +67,10 @@
  *            which closes the reading end. The sender then waits for that
  *            end instead of sending its FIN, so that only the detach's
  *            wake can end a receiver's sleep. Futex receiver only.
+ *   RX2      1: two threads read the connection with blocking recv calls
+ *            (futex sleeps on the one data word), serialised by the receive
+ *            lock; each ends at the EOF. Needs RX_EVENT=0, DETACH=0, ENDS=0.
+ *            It checks the woken flag with two sleepers on one word.
  *   ENDS     1 (default): the sender may also reset (RST) between calls and
  *            the receiver may close its reading end early (EPIPE, a wake of
  *            the sender's space sleep); 0: only the FIN after M blocks
@@ -98,6 +102,12 @@
  *               word (needs RX_EVENT=2, BELL=1): a ring of the bell meant
  *               for a block already read spends the arm of the scan after
  *               it, as in 6
+ *            13 a sleeper clears the woken flag BEFORE it reads the futex
+ *               value (needs RX2=1): a wake whose bump it read was already
+ *               flagged, so a later publish that its re-check missed (the
+ *               other reader took the earlier block) wakes nobody
+ *            14 a sleeper never clears the woken flag: after the first
+ *               wake, no publish wakes anybody
  *            10 a reader frees a block before it moves the read cursor
  *               past it (needs RX_EVENT=3): the other thread's look finds
  *               the cursor on a freed block and misses one published
@@ -150,6 +160,12 @@
 #ifndef DETACH
 #define DETACH 0
 #endif
+#ifndef RX2
+#define RX2 0
+#endif
+#if RX2 && (RX_EVENT || DETACH || ENDS)
+#error RX2 needs RX_EVENT=0, DETACH=0 and ENDS=0
+#endif
 
 #define EMPTY 0
 #define DATA  1
@@ -177,9 +193,12 @@ byte sleeping;       /* DETACH: the receiver process's own count of its
 		      * announced sleepers (struct sdp_dconn, not the area) */
 byte space_word;
 bit  space_armed;
+bit  data_woken;     /* 1: the data sleepers were woken since the last announced */
+bit  space_woken;
 
 /* The kernel: who is queued on which futex word, and the eventfds. */
 bit  rx_queued;      /* the receiver sleeps in FUTEX_WAIT(data_word) */
+byte rx_wakes;       /* RX2: FUTEX_WAKEs of data_word (each dequeues every waiter) */
 bit  tx_queued;      /* the sender sleeps in FUTEX_WAIT(space_word) */
 bit  rx_efd;         /* the receiver's eventfd is readable (my_efd) */
 bit  sock_ring;      /* RX_EVENT=3: a ring on the socket, its token not taken yet */
@@ -188,6 +207,7 @@ bit  rx_lock;        /* RX_EVENT=3: the receive lock (recv_locked) */
 bit  stop;           /* RX_EVENT=3: a thread saw the end; the other leaves too */
 byte rx_ends;        /* RX_EVENT=3: threads that left */
 bit  tx_efd;         /* the sender's eventfd is readable */
+byte tx_wakes;       /* FUTEX_WAKEs of space_word (observation only) */
 
 /* Observation only. */
 byte got;            /* blocks the receiver took */
@@ -201,14 +221,19 @@ inline futex_wait(word, v, queued) {
 	(queued == 0)
 }
 
-/* wake_word(): FENCE (a no-op under SC); if sleepers: fetch_add(word, 1),
- * FUTEX_WAKE(word, all); if armed && exchange(armed, 0): write the
- * peer's eventfd. */
-inline wake_word(sleepers, word, queued, armed, efd, t) {
+/* wake_word(): FENCE (a no-op under SC); if sleepers and
+ * exchange(woken, 1) was 0: fetch_add(word, 1), FUTEX_WAKE(word, all);
+ * if armed && exchange(armed, 0): write the peer's eventfd. */
+inline wake_word(sleepers, word, queued, wakes, woken, armed, efd, t) {
 	if
 	:: sleepers != 0 ->
-		word++;
-		queued = 0
+		atomic { t = woken; woken = 1 };
+		if
+		:: t == 0 ->
+			word++;
+			atomic { queued = 0; wakes++ }
+		:: else -> skip
+		fi
 	:: else -> skip
 	fi;
 	if
@@ -234,8 +259,17 @@ inline arm_data(b) {
 	}
 }
 
-inline wake_data(t)  { wake_word(data_sleepers, data_word, rx_queued, data_armed, rx_efd, t) }
-inline wake_space(t) { wake_word(space_sleepers, space_word, tx_queued, space_armed, tx_efd, t) }
+inline wake_data(t)  { wake_word(data_sleepers, data_word, rx_queued, rx_wakes, data_woken, data_armed, rx_efd, t) }
+inline wake_space(t) { wake_word(space_sleepers, space_word, tx_queued, tx_wakes, space_woken, space_armed, tx_efd, t) }
+
+/* announce()'s end: the woken flag cleared after the futex value was
+ * read, before the re-check (BROKEN 13 clears it before the read; 14
+ * never). */
+#if BROKEN == 14
+#define CLEAR_WOKEN(w) skip
+#else
+#define CLEAR_WOKEN(w) w = 0
+#endif
 
 /* withdraw(): a CAS loop that never goes below 0. */
 inline withdraw(sleepers) {
@@ -345,10 +379,13 @@ again:	/* send_locked(): fill free blocks, the status byte last */
 		fi;
 		space_sleepers++;
 		v = space_word;
+		space_woken = 0;
 #else
-		/* announce(): fetch_add(sleepers); FENCE; v = load(word). */
+		/* announce(): fetch_add(sleepers); FENCE; v = load(word);
+		 * woken = 0. */
 		space_sleepers++;
 		v = space_word;
+		CLEAR_WOKEN(space_woken);
 		if
 		:: TX_READY ->
 			withdraw(space_sleepers);  /* room came while announcing */
@@ -386,7 +423,7 @@ out:
 	tx_end = 1
 }
 
-#if RX_EVENT != 3
+#if RX_EVENT != 3 && !RX2
 proctype Receiver()
 {
 	byte v, k, g, qgen, t;
@@ -515,6 +552,7 @@ sleep:
 	fi;
 	data_sleepers++;
 	v = data_word;
+	data_woken = 0;
 #elif BROKEN == 2
 	data_sleepers++;
 	if
@@ -524,12 +562,14 @@ sleep:
 	:: else -> skip
 	fi;
 	v = data_word;  /* BUG: the futex value read after the re-check */
+	data_woken = 0;
 #else
 	/* announce(): fetch_add(sleeping); fetch_add(sleepers); FENCE;
-	 * v = load(word); re-check. */
+	 * v = load(word); woken = 0; re-check. */
 	sleeping++;
 	data_sleepers++;
 	v = data_word;
+	CLEAR_WOKEN(data_woken);
 	if
 	:: RX_READY ->
 		withdraw(data_sleepers);  /* data came while announcing */
@@ -572,6 +612,83 @@ out:
 }
 #endif
 
+#if RX2
+/* One of two threads making blocking recv calls on the connection: under
+ * the receive lock it takes what arrived (the cursor past each block, then
+ * the block freed, as recv_locked) or finds the EOF; otherwise it polls,
+ * announces, re-checks and sleeps on the data word. FUTEX_WAIT queues it
+ * (compare and queue in one step) until a FUTEX_WAKE of the word after
+ * that: rx_wakes counts them. */
+proctype FutexReader()
+{
+	byte k, t, v, w;
+	bit q;
+take:	/* recv_locked(), then recv_end() */
+	atomic { rx_lock == 0 -> rx_lock = 1 };
+	k = 0;
+	do
+	:: k < N && status[rx_next % N] == DATA ->
+		assert(blkseq[rx_next % N] == rx_seq);  /* in order, none lost or repeated */
+		got++;
+		k++;
+		rx_seq++;
+		rx_next++;
+		status[(rx_next - 1) % N] = EMPTY
+	:: else -> break
+	od;
+	if
+	:: k > 0 -> rx_lock = 0; wake_space(t); goto take
+	:: else -> skip
+	fi;
+	if
+	:: fin && status[rx_next % N] != DATA ->
+		assert(fin_seq == rx_seq && got == M);
+		rx_lock = 0;
+		goto out
+	:: else -> skip
+	fi;
+	rx_lock = 0;
+	/* POLL_UNTIL: a bounded budget of looks (here 0 or 1). */
+	if
+	:: skip
+	:: RX_READY -> goto take
+	fi;
+	/* announce(), then the re-check. */
+	data_sleepers++;
+#if BROKEN == 13
+	data_woken = 0;  /* BUG: cleared before the value is read */
+	v = data_word;
+#else
+	v = data_word;
+	CLEAR_WOKEN(data_woken);
+#endif
+	if
+	:: RX_READY ->
+		withdraw(data_sleepers);
+		goto take
+	:: else -> skip
+	fi;
+	assert(data_sleepers <= 2);
+	/* FUTEX_WAIT(data_word, v) */
+	atomic {
+		if
+		:: data_word == v -> q = 1; w = rx_wakes
+		:: else -> q = 0
+		fi
+	};
+	if
+	:: q -> (rx_wakes != w)
+	:: else -> skip
+	fi;
+	withdraw(data_sleepers);
+	goto take;
+out:
+	atomic {
+		rx_ends++;
+		if :: rx_ends == 2 -> rx_end = 1 :: else -> skip fi
+	}
+}
+#endif
 #if DETACH
 /* Conn.Detach: closed (SEQ_CST), then sdp_dconn_wake_mine: FENCE; if
  * sleeping: bump the words and wake them. */
@@ -716,6 +833,9 @@ init {
 #if RX_EVENT == 3
 		run SetThread();
 		run SetThread()
+#elif RX2
+		run FutexReader();
+		run FutexReader()
 #else
 		run Receiver()
 #endif

@@ -27,10 +27,14 @@
 // With DETACH=1, the receiver's own process also detaches the handle at
 // any moment (closed, then a wake only while its own count of announced
 // sleepers is not 0), and the receiver looks at closed at a call's start,
-// after its announcement and after its sleep.
+// after its announcement and after its sleep. With RX2=1, two threads
+// make blocking recv calls on the connection, serialised by the receive
+// lock, and sleep on the one data word.
 // The other side
 // publishes (the status byte last), fences, looks at sleepers and armed,
-// and bumps the word and wakes, or writes the eventfd. Both wait
+// and, when it is the first to set the word's woken flag since a sleeper
+// announced (the sleeper clears it after reading the futex value), bumps
+// the word and wakes; or writes the eventfd. Both wait
 // directions are in: the receiver waiting for data (data_sleepers,
 // data_word, data_armed) and the sender waiting for space
 // (space_sleepers, space_word, space_armed). The futex is the kernel's:
@@ -51,8 +55,8 @@
 // (no livelock: every loop of the model is bounded, so no fairness is
 // assumed).
 //
-// That the checker is not vacuous: the test also runs twelve broken
-// variants (BROKEN=1..12 in direct.pml: look before announcing, read the
+// That the checker is not vacuous: the test also runs fourteen broken
+// variants (BROKEN=1..14 in direct.pml: look before announcing, read the
 // futex value after the re-check, look for sleepers before publishing,
 // poll before arming, the space direction's look before announcing, a
 // quiet entry that a ring of its eventfd leaves quiet (a late ring, meant
@@ -67,7 +71,11 @@
 // a receiver that does not look at closed between its announcement
 // and its sleep, which a detach that counted no sleeper leaves asleep;
 // and, with bells, a scan that skips a quiet entry without looking at
-// its arm word, which a late ring spent as in the sixth)
+// its arm word, which a late ring spent as in the sixth; a sleeper that
+// clears the woken flag before it reads the futex value, which with two
+// readers lets a flag set for an earlier wake swallow the wake of a
+// publish the sleeper's re-check missed (the first form of the flag, found
+// by this model); and a flag never cleared)
 // and requires pan to find the lost wakeup in each as an invalid end
 // state, and in two of them (a futex and an event one) also as a
 // violation of the liveness claim; and for the real protocol it requires
@@ -75,7 +83,7 @@
 // executed (pan's list of unreached statements).
 //
 // What it leaves out: several senders on one side, and several receivers
-// but in the parking configuration (the side locks, the "room taken by a
+// but in the parking and RX2 configurations (the side locks, the "room taken by a
 // sibling" retry), several entries in a set, epoll_update and
 // epoll_append (their generation and kick), appends to a published
 // block and the claims that keep them from a read (an append is a

@@ -83,6 +83,9 @@ func checks() []check {
 		{"rx-epoll-park", []string{"RX_EVENT=3"}, cat(parkRx, futexTx), true},
 		// The core's detach at a close, waking only sleepers it counted.
 		{"futex-detach", []string{"DETACH=1"}, []string{"rx_queued = 1", "closed = 1", "rx_closed = 1"}, true},
+		// Two blocking readers sleeping on one word: the woken flag
+		// (one wake per announcement) loses no wakeup.
+		{"futex-two-readers", []string{"RX2=1", "ENDS=0"}, cat(futexTx, []string{"rx_wakes = (rx_wakes+1)", "q = 1", "data_woken = 0"}), true},
 	}
 	// Every broken variant must fail the safety search; two (a futex and
 	// an event one) also show that the liveness claim catches a lost wakeup.
@@ -99,6 +102,8 @@ func checks() []check {
 		{"broken10-freed-before-cursor", []string{"BROKEN=10", "RX_EVENT=3"}, nil, true},
 		{"broken11-sleep-after-detach", []string{"BROKEN=11", "DETACH=1"}, nil, true},
 		{"broken12-bell-skips-unarmed", []string{"BROKEN=12", "RX_EVENT=2", "BELL=1"}, nil, false},
+		{"broken13-woken-cleared-early", []string{"BROKEN=13", "RX2=1", "ENDS=0"}, nil, true},
+		{"broken14-woken-never-cleared", []string{"BROKEN=14"}, nil, false},
 	}
 	var cs []check
 	for _, c := range good {

@@ -13,6 +13,7 @@ import (
 	"github.com/sdpshim/sdpshim/core/direct"
 	"github.com/sdpshim/sdpshim/core/mux"
 	"github.com/sdpshim/sdpshim/core/rendezvous"
+	"github.com/sdpshim/sdpshim/core/wait"
 	"github.com/sdpshim/sdpshim/core/wire"
 	"github.com/sdpshim/sdpshim/shim/config"
 	"github.com/sdpshim/sdpshim/shim/stats"
@@ -350,6 +351,15 @@ func (ds *directStream) counts() stats.Extra {
 	x := ds.conn.Stats()
 	return stats.Extra{BytesSent: x.Sent, MessagesSent: x.SendCalls, BytesReceived: x.Received, MessagesReceived: x.RecvCalls,
 		Moves: x.Moves, Pauses: x.Pauses}
+}
+
+// waitStats are the waits made on the handle, both directions, by the
+// interposer and the core: those its poll ended, and those that spent
+// the budget and slept; the budget is the handle's now (0: every wait
+// sleeps).
+func (ds *directStream) waitStats() wait.WaiterStats {
+	x := ds.conn.Stats()
+	return wait.WaiterStats{Waits: x.PollHits + x.Sleeps, PollHits: x.PollHits, Sleeps: x.Sleeps, Budget: int64(x.Budget)}
 }
 
 // ---- dataStream ----

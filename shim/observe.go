@@ -115,7 +115,7 @@ func socketCookie(fd int) uint64 {
 // removers of its waiters.
 type connObs struct {
 	*stats.Conn
-	removes [2]func()
+	removes []func() // the connection's waiters
 }
 
 // openStatsLocked registers s, just accelerated on e with st, as an open
@@ -155,8 +155,10 @@ func (s *Socket) openStatsLocked(e *channelEnd, st dataStream) {
 	s.earlySent.bytes, s.earlySent.msgs = 0, 0
 	o := &connObs{Conn: c}
 	name := "conn" + strconv.FormatUint(c.ID(), 10)
-	o.removes[0] = p.stats.AddWaiter(name+".read", s.rdWait.Stats)
-	o.removes[1] = p.stats.AddWaiter(name+".write", s.wrWait.Stats)
+	o.removes = append(o.removes, p.stats.AddWaiter(name+".read", s.rdWait.Stats), p.stats.AddWaiter(name+".write", s.wrWait.Stats))
+	if ds != nil {
+		o.removes = append(o.removes, p.stats.AddWaiter(name+".direct", ds.waitStats))
+	}
 	s.obs.Store(o)
 }
 
@@ -166,8 +168,9 @@ func (s *Socket) closeStats() {
 	if o == nil {
 		return
 	}
-	o.removes[0]()
-	o.removes[1]()
+	for _, remove := range o.removes {
+		remove()
+	}
 	o.FoldExtra()
 	o.Close()
 }

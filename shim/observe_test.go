@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -162,6 +163,20 @@ func TestStatsDirectPair(t *testing.T) {
 		if cs.FD == a && cs.BytesReceived != big || cs.FD == c && cs.BytesSent != big {
 			t.Errorf("counts %+v", cs)
 		}
+	}
+	// Each handle's waits (the interposer's: none here, where the core
+	// made every call) are a waiter of their own.
+	handles := 0
+	for _, w := range s.Waiters {
+		if strings.HasSuffix(w.Name, ".direct") {
+			handles++
+			if w.PollHits+w.Sleeps != w.Waits {
+				t.Errorf("waiter %+v: hits and sleeps do not add up to its waits", w)
+			}
+		}
+	}
+	if handles != 2 {
+		t.Errorf("%d direct waiters, want one per connection: %+v", handles, s.Waiters)
 	}
 	p.Close(a)
 	p.Close(c)

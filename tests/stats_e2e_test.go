@@ -177,6 +177,41 @@ func TestStatsAcceleratedConnection(t *testing.T) {
 	}
 }
 
+// A direct connection (the default channel): the waits the interposer
+// makes on its handle are listed as the connection's ".direct" waiter,
+// with what its polls ended and what slept.
+func TestStatsDirectWaits(t *testing.T) {
+	a := build(t)
+	sdpshimCLI(t)
+	rd := runDir(t)
+	env := a.environ(t, side{shim: true}, rd)
+	srv := start(t, env, 20*time.Second, a.stream, "server", "-a", "127.0.0.1", "-p", "0")
+	port := srv.listening(t)
+	cli := start(t, env, 20*time.Second, a.stream,
+		"client", "-a", "127.0.0.1", "-p", fmt.Sprint(port), "-s", "4096", "-t", "3")
+	var direct *stats.WaiterSnapshot
+	s := waitSnapshot(t, rd, srv.cmd.Process.Pid, "a direct connection whose handle waited", func(s *stats.Snapshot) bool {
+		c := acceleratedConn(s)
+		if c == nil || c.Flow != "direct" {
+			return false
+		}
+		for i, w := range s.Waiters {
+			if w.Name == fmt.Sprintf("conn%d.direct", c.ID) && w.Waits > 0 {
+				direct = &s.Waiters[i]
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("server's handle: %+v", *direct)
+	if direct.PollHits+direct.Sleeps != direct.Waits || s.Totals.Accelerated != 1 {
+		t.Errorf("waiter %+v, totals %+v: want hits and sleeps adding up to the waits, one accelerated connection", *direct, s.Totals)
+	}
+	if err := cli.wait(); err != nil {
+		t.Fatalf("client: %v\n%s", err, cli.errb.String())
+	}
+}
+
 // A mixed pair: the shimmed client of a plain server shows the fallback,
 // its reason and the peer.
 func TestStatsMixedPairFallback(t *testing.T) {

@@ -178,6 +178,7 @@ func (c *shortConns) record(dst netip.AddrPort, setup, life time.Duration, probe
 	if h.streak < shortStreak || c.runs.ShortLeft(dst) > 0 {
 		return // not enough yet, or a plain run under way (this one opened before it)
 	}
-	c.runs.ShortRun(dst, h.run)
-	h.run = min(2*h.run, shortRunMax)
+	if c.runs.ShortRun(dst, h.run) { // else no room: the next connection probes, the run stays as long
+		h.run = min(2*h.run, shortRunMax)
+	}
 }

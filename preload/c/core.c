@@ -77,7 +77,11 @@ static void host_fork_work(int need);
 /* An unseen socket is CANDIDATE to the core, and asking adopts nothing
  * (the core asks with the guard held). */
 static int host_fd_state(int fd) { return sdp_fd_state(fd); }
-static int host_fd_set_state(int fd, int state) { return sdp_fd_set(fd, state); }
+/* The core sets the states it knows; the interposer's own are its own. */
+static int host_fd_set_state(int fd, int state)
+{
+	return state <= SDPSHIM_FD_PROTECTED ? sdp_fd_set(fd, state) : -EINVAL;
+}
 static void host_guard_enter(void) { sdp_guard_enter(); }
 static void host_guard_leave(void) { sdp_guard_leave(); }
 

@@ -439,6 +439,7 @@ static void announce(struct sdp_dconn *c, uint32_t *sleepers, uint32_t *word, ui
 	sl->word = word;
 	sl->val = __atomic_load_n(word, __ATOMIC_SEQ_CST);
 	__atomic_store_n(woken, 0, __ATOMIC_SEQ_CST); /* after the value, before the re-check (wake_word) */
+	FENCE(); /* the re-check's loads (relaxed ones too) after the clear: a store-load pair */
 	sl->what = what;
 }
 

@@ -69,7 +69,7 @@ static int sdp_inherit_var(char *buf, size_t n)
 	int count = 0;
 	for (int fd = 0; fd <= hi && count < SDP_INHERIT_MAX; fd++) {
 		int st = sdp_fd_state_raw(fd); /* an inherited fd's exec is not a use */
-		if (st != SDPSHIM_FD_CANDIDATE && st != SDP_FD_UNSEEN && st != SDP_FD_DEFERRED)
+		if (st != SDPSHIM_FD_CANDIDATE && st != SDP_FD_UNSEEN && st != SDP_FD_ADOPTING && st != SDP_FD_DEFERRED)
 			continue;
 		int fl = sdp_real.fcntl(fd, F_GETFD);
 		if (fl < 0 || (fl & FD_CLOEXEC))

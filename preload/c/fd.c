@@ -38,6 +38,8 @@ static SDP_COLD int close_slow(int fd)
 		return sdp_real.close(fd);
 	}
 	int s = sdp_fd_state_raw(fd); /* an inherited fd closes without switching anything */
+	if (s == SDP_FD_ADOPTING)
+		s = sdp_fd_state(fd); /* after the adoption another thread makes */
 	if (s == SDPSHIM_FD_PROTECTED)
 		return (int)sdp_fail(EBADF);
 	if (s == SDP_FD_INHERITED) {
@@ -63,6 +65,8 @@ SDP_EXPORT int close(int fd)
 /* Tells the core that fd is going away and forgets its state. */
 static void sdp_release(int fd, int state)
 {
+	if (state == SDP_FD_ADOPTING)
+		state = sdp_fd_state(fd); /* after the adoption another thread makes */
 	if (state == SDP_FD_INHERITED) {
 		sdp_fd_drop_inherited(fd);
 		return;

@@ -71,6 +71,27 @@ int sdp_fd_set(int fd, int state)
 	return 0;
 }
 
+int sdp_fd_cas(int fd, int from, int to)
+{
+	if (fd < 0 || from < 0 || from >= SDP_FD_STATES || to < 0 || to >= SDP_FD_STATES || sdp_vfork_child)
+		return 0;
+	unsigned char *c = sdp_fd_chunk((unsigned int)fd >> SDP_FD_CHUNK_SHIFT);
+	if (c == NULL)
+		return 0;
+	unsigned char want = (unsigned char)from;
+	if (!__atomic_compare_exchange_n(&c[(unsigned int)fd & (SDP_FD_CHUNK - 1)], &want, (unsigned char)to, 0,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return 0;
+	int delta = sdp_fd_is_special(to) - sdp_fd_is_special(from);
+	if (delta > 0)
+		__atomic_add_fetch(&sdp_fd_special, 1, __ATOMIC_RELAXED);
+	else if (delta < 0)
+		__atomic_sub_fetch(&sdp_fd_special, 1, __ATOMIC_RELAXED);
+	if (to != SDPSHIM_FD_UNMANAGED)
+		sdp_fd_raise_hi(fd);
+	return 1;
+}
+
 unsigned long sdp_fd_recast(const signed char to[SDP_FD_STATES], int counted)
 {
 	unsigned long n = 0;
@@ -88,10 +109,11 @@ unsigned long sdp_fd_recast(const signed char to[SDP_FD_STATES], int counted)
 
 unsigned long sdp_fd_forget_all(void)
 {
-	/* CANDIDATE, unseen and deferred ones stay for the child's own core; INHERITED
-	 * ones wait for their own resolution (a grandchild of the process
-	 * that kept them: forkkeep.c). */
-	static const signed char to[SDP_FD_STATES] = {-1, -1, SDPSHIM_FD_UNMANAGED, SDPSHIM_FD_UNMANAGED, -1, -1, -1};
+	/* CANDIDATE, unseen and deferred ones stay for the child's own core
+	 * (one the parent was adopting is unseen: the adopting thread is not
+	 * in the child); INHERITED ones wait for their own resolution (a
+	 * grandchild of the process that kept them: forkkeep.c). */
+	static const signed char to[SDP_FD_STATES] = {-1, -1, SDPSHIM_FD_UNMANAGED, SDPSHIM_FD_UNMANAGED, -1, -1, -1, SDP_FD_UNSEEN};
 	return sdp_fd_recast(to, SDPSHIM_FD_MANAGED);
 }
 

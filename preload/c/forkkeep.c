@@ -99,7 +99,7 @@ int sdp_fork_keep_child(int fd, int mine)
 	/* MANAGED fds wait; the parent's PROTECTED ones are plain here. (A
 	 * request end this process inherited is still pending only while
 	 * its core never loaded, and then it forks with no new one.) */
-	static const signed char to[SDP_FD_STATES] = {-1, -1, SDP_FD_INHERITED, SDPSHIM_FD_UNMANAGED, -1, -1, -1};
+	static const signed char to[SDP_FD_STATES] = {-1, -1, SDP_FD_INHERITED, SDPSHIM_FD_UNMANAGED, -1, -1, -1, SDP_FD_UNSEEN};
 	sdp_fd_recast(to, SDPSHIM_FD_MANAGED);
 	sdp_keep_fd = fd;
 	__atomic_store_n(&sdp_keep_forked, 0, __ATOMIC_RELAXED);
@@ -191,7 +191,7 @@ int sdp_fork_kept_resolve(int fd)
 		}
 		sdp_direct_forget_all();
 		sdp_epoll_forget_all();
-		static const signed char plain[SDP_FD_STATES] = {-1, -1, -1, -1, SDPSHIM_FD_UNMANAGED, -1, -1};
+		static const signed char plain[SDP_FD_STATES] = {-1, -1, -1, -1, SDPSHIM_FD_UNMANAGED, -1, -1, -1};
 		unsigned long n = sdp_fd_recast(plain, SDP_FD_INHERITED);
 		sdp_fd_set(sdp_keep_fd, SDPSHIM_FD_UNMANAGED);
 		syscall(SYS_close, sdp_keep_fd);

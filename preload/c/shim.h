@@ -202,11 +202,16 @@ SDP_HIDDEN extern int sdp_deferred_hint;
  * short-lived rule keeps on kernel TCP (shortconn.c). Any other call
  * adopts it first (sdp_fd_adopt): the core's socket hook, after which it
  * is CANDIDATE as if socket() had called the hook. So a connection the
- * core does not take costs no runtime entry. Two threads making the first
- * call of one new socket at the same moment may both adopt it; the core
- * keeps the later one's record (the socket's options set through the
- * earlier one's call are then the kernel's only). */
+ * core does not take costs no runtime entry. */
 #define SDP_FD_UNSEEN 5
+/* An unseen socket while one thread adopts it (claimed by a
+ * compare-and-swap from SDP_FD_UNSEEN): other threads' calls wait for
+ * the adoption to end (sdp_fd_state), so the core makes one record of
+ * the socket, and a close or a plain run's connect cannot come between
+ * the adoption's look and its result. A signal handler interrupting the
+ * adopting thread, and the core itself, take it as CANDIDATE. A fork child
+ * finds it unseen again. */
+#define SDP_FD_ADOPTING 7
 
 /* The interposer's seventh state, shown to the core as CANDIDATE (and
  * read so by sdp_fd_state): a connection whose acceptance waits for its
@@ -235,10 +240,11 @@ static inline int sdp_fd_state_raw(int fd)
  * no fd is SDP_FD_INHERITED. Returns fd's state then. */
 SDP_HIDDEN int sdp_fork_kept_resolve(int fd);
 
-/* Tells the core of unseen socket fd (sock.c): returns its state then,
- * CANDIDATE, or UNMANAGED when the core cannot have it (or fd is no TCP
- * socket any more: closed out of our sight, its number reused). From
- * the core itself (guard held) it adopts nothing and answers CANDIDATE. */
+/* Tells the core of unseen socket fd (sock.c), or waits for the thread
+ * that does (fd ADOPTING): returns its state then, CANDIDATE, or
+ * UNMANAGED when the core cannot have it (or fd is no TCP socket any
+ * more: closed out of our sight, its number reused). From the core itself
+ * (guard held) it adopts nothing and answers CANDIDATE. */
 SDP_HIDDEN int sdp_fd_adopt(int fd);
 
 static inline int sdp_fd_state(int fd)
@@ -246,7 +252,7 @@ static inline int sdp_fd_state(int fd)
 	int s = sdp_fd_state_raw(fd);
 	if (unlikely(s == SDP_FD_INHERITED))
 		return sdp_fork_kept_resolve(fd);
-	if (unlikely(s == SDP_FD_UNSEEN))
+	if (unlikely(s == SDP_FD_UNSEEN || s == SDP_FD_ADOPTING))
 		return sdp_fd_adopt(fd);
 	return s == SDP_FD_DEFERRED ? SDPSHIM_FD_CANDIDATE : s;
 }
@@ -257,7 +263,7 @@ static inline int sdp_fd_state(int fd)
 static inline int sdp_fd_state_look(int fd)
 {
 	int s = sdp_fd_state_raw(fd);
-	return s == SDP_FD_UNSEEN ? SDPSHIM_FD_CANDIDATE : sdp_fd_state(fd);
+	return s == SDP_FD_UNSEEN || s == SDP_FD_ADOPTING ? SDPSHIM_FD_CANDIDATE : sdp_fd_state(fd);
 }
 
 /* The hot-path test: an fd nobody has marked goes straight to libc (one
@@ -277,6 +283,9 @@ static inline int sdp_fd_is_special(int state)
 
 /* Sets the state of fd: 0, -EBADF or -ENOMEM. */
 SDP_HIDDEN int sdp_fd_set(int fd, int state);
+/* Sets the state of fd to to if it is from: 1, or 0 when it was not (or
+ * the table cannot grow). */
+SDP_HIDDEN int sdp_fd_cas(int fd, int from, int to);
 /* Sets a fresh fd (just returned by socket, accept, dup, ...) to state,
  * clearing whatever an fd of that number left behind when it was closed out
  * of our sight (fclose of an fdopen()ed socket, a raw close syscall). */
@@ -292,7 +301,7 @@ static inline void sdp_fd_fresh(int fd, int state)
  * that what the child accepts on them is counted (sock.c). */
 SDP_HIDDEN unsigned long sdp_fd_forget_all(void);
 /* The number of fd states, the interposer's own included. */
-#define SDP_FD_STATES 7
+#define SDP_FD_STATES 8
 /* Every fd in a state s other than UNMANAGED set to to[s] (-1: left as
  * it is); returns how many were in state counted. The fork child's one
  * pass over the table (forget_all above, forkkeep.c). */
@@ -529,7 +538,7 @@ static inline int sdp_route_io(int fd)
 		if (!sdp_passthrough() && sdp_fork_kept_continues(fd))
 			return SDP_ROUTE_CORE;
 		s = sdp_fork_kept_resolve(fd);
-	} else if (unlikely(s == SDP_FD_UNSEEN)) {
+	} else if (unlikely(s == SDP_FD_UNSEEN || s == SDP_FD_ADOPTING)) {
 		s = sdp_fd_adopt(fd); /* a send with MSG_FASTOPEN, or a call the kernel fails */
 	}
 	return sdp_route_of(s);

@@ -103,6 +103,14 @@ static int short_take_key(uint64_t key)
 	return 0;
 }
 
+/* Puts back one connection taken from key's run. */
+static void short_give_back(uint64_t key)
+{
+	struct short_slot *s = short_find(key);
+	if (s != NULL)
+		__atomic_fetch_add(&s->left, 1, __ATOMIC_RELAXED);
+}
+
 int sdp_short_run(const uint8_t *addr, uint32_t alen, uint16_t port, int32_t n)
 {
 	if (alen != 4 && alen != 16)
@@ -148,7 +156,13 @@ int sdp_short_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	if (key == 0 || !short_take_key(key))
 		return 0;
 	int saved = errno;
-	sdp_fd_set(fd, SDPSHIM_FD_UNMANAGED);
+	if (!sdp_fd_cas(fd, SDP_FD_UNSEEN, SDPSHIM_FD_UNMANAGED)) {
+		/* Another thread adopts it meanwhile: the core decides, and the
+		 * connection taken stays in the run. */
+		short_give_back(key);
+		errno = saved;
+		return 0;
+	}
 	__atomic_fetch_add(&sdp_short_plains, 1, __ATOMIC_RELAXED);
 	sdp_fallback_note(SDPSHIM_REASON_SHORT_LIVED, fd);
 	sdp_log(SDP_LOG_DEBUG, "connection stays on kernel TCP: fd %d, reason=short-lived (a plain run)", fd);

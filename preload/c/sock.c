@@ -12,6 +12,7 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <string.h>
 
 static int sdp_is_tcp(int domain, int type, int protocol)
@@ -41,28 +42,50 @@ static SDP_COLD int socket_tcp(int fd)
 	return fd;
 }
 
+/* 1 + the fd this thread is adopting, 0: none (a signal handler that
+ * interrupts the adoption must not wait for it). */
+static SDP_TLS int sdp_adopting;
+
+/* Waits (yielding, at most 2 s) while another thread adopts fd; returns
+ * its state then. */
+static SDP_COLD int sdp_fd_adopted(int fd)
+{
+	int64_t deadline = sdp_now_ns() + 2000000000LL;
+	int s;
+	while ((s = sdp_fd_state_raw(fd)) == SDP_FD_ADOPTING && sdp_now_ns() < deadline)
+		sched_yield();
+	return s == SDP_FD_ADOPTING ? SDPSHIM_FD_CANDIDATE : sdp_fd_state(fd);
+}
+
 int sdp_fd_adopt(int fd)
 {
-	if (sdp_passthrough())
+	if (sdp_passthrough() || sdp_adopting == fd + 1)
 		return SDPSHIM_FD_CANDIDATE;
-	int saved = errno, st = SDPSHIM_FD_UNMANAGED, domain = 0;
+	if (!sdp_fd_cas(fd, SDP_FD_UNSEEN, SDP_FD_ADOPTING))
+		return sdp_fd_adopted(fd); /* another thread adopts it, or did, or it changed */
+	int outer = sdp_adopting; /* a signal handler's adoption inside another's */
+	sdp_adopting = fd + 1;
+	int saved = errno, st = SDPSHIM_FD_UNMANAGED, domain = 0, type = 0;
 	socklen_t l = sizeof domain;
-	if (sdp_real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l) != 0 || (domain != AF_INET && domain != AF_INET6)) {
+	if (sdp_real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l) != 0 || (domain != AF_INET && domain != AF_INET6) ||
+	    (l = sizeof type, sdp_real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l)) != 0 || type != SOCK_STREAM) {
 		/* closed out of our sight: the number is something else now */
 	} else if (!sdp_core_want()) {
 		int reason = sdp_core_off_reason();
 		sdp_fallback_note(reason ? reason : SDPSHIM_REASON_CORE_BUSY, fd);
 	} else {
 		int fl = sdp_real.fcntl(fd, F_GETFL);
-		int type = SOCK_STREAM | (fl >= 0 && (fl & O_NONBLOCK) ? SOCK_NONBLOCK : 0);
-		int r = SDP_CORE_CALL(sdp_core.socket(fd, domain, type, IPPROTO_TCP));
+		int r = SDP_CORE_CALL(sdp_core.socket(fd, domain, SOCK_STREAM | (fl >= 0 && (fl & O_NONBLOCK) ? SOCK_NONBLOCK : 0),
+						     IPPROTO_TCP));
 		if (sdp_valid_state(r))
 			st = r;
 	}
-	if (sdp_fd_state_raw(fd) == SDP_FD_UNSEEN) /* else another thread adopted it meanwhile */
-		sdp_fd_set(fd, st);
+	/* Only this thread changes an adopting fd, bar a signal handler on it
+	 * (which takes it as CANDIDATE meanwhile and may close it). */
+	sdp_fd_cas(fd, SDP_FD_ADOPTING, st);
+	sdp_adopting = outer;
 	errno = saved;
-	return sdp_fd_state_raw(fd);
+	return st;
 }
 
 SDP_EXPORT int socket(int domain, int type, int protocol)
@@ -329,14 +352,14 @@ SDP_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_
  * so the kernel's names are exact: no hook. */
 SDP_EXPORT int getsockname(int fd, struct sockaddr *restrict addr, socklen_t *restrict len)
 {
-	if (unlikely(sdp_route_io(fd) == SDP_ROUTE_BADF))
+	if (unlikely(sdp_fd_state_raw(fd) != SDP_FD_UNSEEN && sdp_route_io(fd) == SDP_ROUTE_BADF))
 		return (int)sdp_fail(EBADF);
 	return sdp_real.getsockname(fd, addr, len);
 }
 
 SDP_EXPORT int getpeername(int fd, struct sockaddr *restrict addr, socklen_t *restrict len)
 {
-	if (unlikely(sdp_route_io(fd) == SDP_ROUTE_BADF))
+	if (unlikely(sdp_fd_state_raw(fd) != SDP_FD_UNSEEN && sdp_route_io(fd) == SDP_ROUTE_BADF))
 		return (int)sdp_fail(EBADF);
 	return sdp_real.getpeername(fd, addr, len);
 }

@@ -142,6 +142,22 @@ func TestUnseenSockets(t *testing.T) {
 	}
 }
 
+// TestAdoptRace: two threads give a new socket a buffer size at the same
+// moment, 100 times: the core is told of each socket once (one thread
+// adopts it, the other waits), and each option reaches the core.
+func TestAdoptRace(t *testing.T) {
+	b := artefacts(t)
+	log := filepath.Join(t.TempDir(), "fake.log")
+	r := runProg(t, b.env(fakecore, log), b.misc, "adoptrace")
+	if r.err != nil || strings.TrimSpace(r.stdout) != "ok adoptrace" {
+		t.Fatalf("misc adoptrace: %v\n%s%s", r.err, r.stdout, r.stderr)
+	}
+	lg := fakeLog(t, log)
+	if n, m := len(events(lg, "socket")), len(events(lg, "close")); n != 100 || m != 100 {
+		t.Errorf("%d socket and %d close events, want 100 of each:\n%s", n, m, lg)
+	}
+}
+
 // TestProtected: the fake core keeps a pipe at fds 100 and 101, PROTECTED.
 // The program's close, close_range, read, write, fcntl, poll and select on
 // them fail or skip them as for fds that are not open, and dup2 onto one

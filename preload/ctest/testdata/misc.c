@@ -16,6 +16,8 @@
  *   unseen     (with the fake core, FAKECORE_MODE=shortrun) sockets the
  *              core never hears of: options, flags, bind and close of an
  *              unused one; two connects a plain run keeps on kernel TCP
+ *   adoptrace  (with the fake core) 100 new sockets, each given a buffer
+ *              size by two threads at once: the core hears of each once
  */
 #define _GNU_SOURCE 1
 #include <arpa/inet.h>
@@ -25,6 +27,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
@@ -471,6 +474,38 @@ static int unseen(void)
 	return 0;
 }
 
+static pthread_barrier_t race_go;
+static int race_fd;
+
+static void *race_option(void *arg)
+{
+	(void)arg;
+	int sz = 65536;
+	pthread_barrier_wait(&race_go);
+	check(setsockopt(race_fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz) == 0, "SO_SNDBUF");
+	return NULL;
+}
+
+/* Two threads make the first call of a new socket that the core must hear
+ * of at the same moment: one adopts it, the other waits for it. */
+static int adoptrace(void)
+{
+	pthread_barrier_init(&race_go, NULL, 3);
+	for (int i = 0; i < 100; i++) {
+		race_fd = socket(AF_INET, SOCK_STREAM, 0);
+		check(race_fd >= 0, "socket");
+		pthread_t a, b;
+		check(pthread_create(&a, NULL, race_option, NULL) == 0 && pthread_create(&b, NULL, race_option, NULL) == 0,
+		      "pthread_create");
+		pthread_barrier_wait(&race_go);
+		pthread_join(a, NULL);
+		pthread_join(b, NULL);
+		check(close(race_fd) == 0, "close");
+	}
+	printf("ok adoptrace\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (getenv("MISC_RDCAP") != NULL)
@@ -482,11 +517,11 @@ int main(int argc, char **argv)
 	} cmds[] = {
 		{"files", files}, {"fcntl", fcntls}, {"dup", dups},         {"closerange", closerange},
 		{"fork", forks},  {"vfork", vforks}, {"spawn", spawns},     {"sigpipe", sigpipes},
-		{"udp", udp},     {"protected", protecteds}, {"unseen", unseen},
+		{"udp", udp},     {"protected", protecteds}, {"unseen", unseen}, {"adoptrace", adoptrace},
 	};
 	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
 		if (strcmp(cmd, cmds[i].name) == 0)
 			return cmds[i].fn();
-	fprintf(stderr, "usage: misc files|fcntl|dup|closerange|fork|vfork|spawn|sigpipe|protected|udp|unseen\n");
+	fprintf(stderr, "usage: misc files|fcntl|dup|closerange|fork|vfork|spawn|sigpipe|protected|udp|unseen|adoptrace\n");
 	return 2;
 }

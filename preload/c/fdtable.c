@@ -41,6 +41,19 @@ static void sdp_fd_raise_hi(int fd)
 		;
 }
 
+/* fd went from state from to state to: the count of special fds and the
+ * highest fd marked follow. */
+static void sdp_fd_changed(int fd, int from, int to)
+{
+	int delta = sdp_fd_is_special(to) - sdp_fd_is_special(from);
+	if (delta > 0)
+		__atomic_add_fetch(&sdp_fd_special, 1, __ATOMIC_RELAXED);
+	else if (delta < 0)
+		__atomic_sub_fetch(&sdp_fd_special, 1, __ATOMIC_RELAXED);
+	if (to != SDPSHIM_FD_UNMANAGED)
+		sdp_fd_raise_hi(fd);
+}
+
 int sdp_fd_set(int fd, int state)
 {
 	if (fd < 0)
@@ -61,13 +74,7 @@ int sdp_fd_set(int fd, int state)
 	}
 	unsigned char old = __atomic_exchange_n(&c[(unsigned int)fd & (SDP_FD_CHUNK - 1)], (unsigned char)state,
 						 __ATOMIC_ACQ_REL);
-	int delta = sdp_fd_is_special(state) - sdp_fd_is_special(old);
-	if (delta > 0)
-		__atomic_add_fetch(&sdp_fd_special, 1, __ATOMIC_RELAXED);
-	else if (delta < 0)
-		__atomic_sub_fetch(&sdp_fd_special, 1, __ATOMIC_RELAXED);
-	if (state != SDPSHIM_FD_UNMANAGED)
-		sdp_fd_raise_hi(fd);
+	sdp_fd_changed(fd, old, state);
 	return 0;
 }
 
@@ -82,13 +89,7 @@ int sdp_fd_cas(int fd, int from, int to)
 	if (!__atomic_compare_exchange_n(&c[(unsigned int)fd & (SDP_FD_CHUNK - 1)], &want, (unsigned char)to, 0,
 					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		return 0;
-	int delta = sdp_fd_is_special(to) - sdp_fd_is_special(from);
-	if (delta > 0)
-		__atomic_add_fetch(&sdp_fd_special, 1, __ATOMIC_RELAXED);
-	else if (delta < 0)
-		__atomic_sub_fetch(&sdp_fd_special, 1, __ATOMIC_RELAXED);
-	if (to != SDPSHIM_FD_UNMANAGED)
-		sdp_fd_raise_hi(fd);
+	sdp_fd_changed(fd, from, to);
 	return 1;
 }
 

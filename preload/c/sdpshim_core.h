@@ -359,8 +359,12 @@ struct sdpshim_eset {
  *     calls the core again. -errno on failure (SDPSHIM_REASON_CORE_FAILED).
  * socket(fd, domain, type, protocol)
  *     A TCP socket (AF_INET/AF_INET6, SOCK_STREAM, protocol 0 or IPPROTO_TCP)
- *     was created. Returns the state to record for fd, normally CANDIDATE,
- *     or UNMANAGED to leave it alone.
+ *     was created, and its first call that needs the core is about to be
+ *     made (the interposer keeps it to itself until then: shim.h,
+ *     SDP_FD_UNSEEN); type carries SOCK_NONBLOCK as the socket is now, and
+ *     the options the kernel took meanwhile are on the socket. Once per
+ *     socket. Returns the state to record for fd, normally CANDIDATE, or
+ *     UNMANAGED to leave it alone.
  * bind(fd, addr, len), listen(fd, backlog)
  *     Before the call; SDPSHIM_PASS to let the interposer make it.
  * accept(lfd, fd, peer, peerlen, flags)

@@ -32,7 +32,7 @@ import (
 type shortConns struct {
 	mu   sync.Mutex
 	dst  map[netip.AddrPort]*shortHistory // +checklocks:mu
-	runs shortRuns                        // the plain runs; nil: runs of its own (ownRuns)
+	runs shortRuns                        // the plain runs: the host's, or ownRuns (init)
 }
 
 // shortHistory is what one destination's accelerated connections did.
@@ -52,7 +52,8 @@ type shortRuns interface {
 	// ShortLeft is how many connections of dst's run are left.
 	ShortLeft(dst netip.AddrPort) int
 	// ShortTake takes one connection of dst's run: true when there was
-	// one. Any thread, with or without shortConns.mu.
+	// one. Called with shortConns.mu held (the interposer's own takes,
+	// for sockets the core never saw, race it without harm).
 	ShortTake(dst netip.AddrPort) bool
 }
 

@@ -285,6 +285,13 @@ static void sdp_sig_record(void)
 	sdp_sig_recorded = 1;
 }
 
+/* Whether act's handler lies in [lo, hi). */
+static int sdp_sig_in(const struct sigaction *act, uintptr_t lo, uintptr_t hi)
+{
+	uintptr_t a = (act->sa_flags & SA_SIGINFO) ? (uintptr_t)act->sa_sigaction : (uintptr_t)act->sa_handler;
+	return a >= lo && a < hi;
+}
+
 /* Async-signal-safe: in a fork child, before fork() returns. */
 static void sdp_sig_restore(void)
 {
@@ -298,8 +305,7 @@ static void sdp_sig_restore(void)
 		 * calls a signal, in every fork child). */
 		if (!sdp_sig_go[sig] || !sdp_sig_pre_ok[sig] || sdp_sig_kernel(sig, &cur) != 0)
 			continue;
-		uintptr_t a = (cur.sa_flags & SA_SIGINFO) ? (uintptr_t)cur.sa_sigaction : (uintptr_t)cur.sa_handler;
-		if (a >= lo && a < hi)
+		if (sdp_sig_in(&cur, lo, hi))
 			sigaction(sig, &sdp_sig_pre[sig], NULL);
 	}
 }
@@ -311,10 +317,7 @@ static void sdp_sig_note_go(void)
 	uintptr_t lo = sdp_core_img_lo, hi = sdp_core_img_hi;
 	for (int sig = 1; sig < NSIG && lo < hi; sig++) {
 		struct sigaction cur;
-		if (sdp_sig_kernel(sig, &cur) != 0)
-			continue;
-		uintptr_t a = (cur.sa_flags & SA_SIGINFO) ? (uintptr_t)cur.sa_sigaction : (uintptr_t)cur.sa_handler;
-		if (a >= lo && a < hi)
+		if (sdp_sig_kernel(sig, &cur) == 0 && sdp_sig_in(&cur, lo, hi))
 			sdp_sig_go[sig] = 1;
 	}
 }

@@ -47,9 +47,11 @@ static struct short_slot short_tab[SHORT_SLOTS];
 uint64_t sdp_short_plains;
 
 /* The key of a destination: FNV-1a over its address (4 or 16 bytes) and
- * port (host order), never 0. */
+ * port (host order), never 0; 0 for an address of another length. */
 static uint64_t short_key(const uint8_t *addr, uint32_t alen, uint16_t port)
 {
+	if (alen != 4 && alen != 16)
+		return 0;
 	uint64_t h = 0xcbf29ce484222325ULL;
 	h = (h ^ alen) * 0x100000001b3ULL;
 	for (uint32_t i = 0; i < alen; i++)
@@ -80,9 +82,10 @@ static uint64_t short_key_of(const struct sockaddr *sa, socklen_t len)
 	return 0;
 }
 
+/* key's slot, or NULL (always for key 0, which no slot holds). */
 static struct short_slot *short_find(uint64_t key)
 {
-	for (uint32_t i = 0; i < SHORT_PROBES; i++) {
+	for (uint32_t i = 0; i < SHORT_PROBES && key != 0; i++) {
 		struct short_slot *s = &short_tab[(key + i) & (SHORT_SLOTS - 1)];
 		if (__atomic_load_n(&s->key, __ATOMIC_ACQUIRE) == key)
 			return s;
@@ -113,9 +116,9 @@ static void short_give_back(uint64_t key)
 
 int sdp_short_run(const uint8_t *addr, uint32_t alen, uint16_t port, int32_t n)
 {
-	if (alen != 4 && alen != 16)
-		return 0;
 	uint64_t key = short_key(addr, alen, port);
+	if (key == 0)
+		return 0;
 	struct short_slot *s = short_find(key);
 	if (s == NULL) {
 		if (n <= 0)
@@ -137,16 +140,12 @@ int sdp_short_run(const uint8_t *addr, uint32_t alen, uint16_t port, int32_t n)
 
 int sdp_short_left(const uint8_t *addr, uint32_t alen, uint16_t port)
 {
-	if (alen != 4 && alen != 16)
-		return 0;
 	struct short_slot *s = short_find(short_key(addr, alen, port));
 	return s == NULL ? 0 : __atomic_load_n(&s->left, __ATOMIC_RELAXED);
 }
 
 int sdp_short_take(const uint8_t *addr, uint32_t alen, uint16_t port)
 {
-	if (alen != 4 && alen != 16)
-		return 0;
 	return short_take_key(short_key(addr, alen, port));
 }
 

@@ -349,17 +349,24 @@ SDP_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_
 }
 
 /* The kernel socket stays open and connected beside an accelerated stream,
- * so the kernel's names are exact: no hook. */
+ * so the kernel's names are exact: no hook. Only a PROTECTED fd is refused
+ * (an unseen socket is asked nothing: no adoption for its names). */
+static inline int sdp_names_badf(int fd)
+{
+	int s = sdp_fd_state_raw(fd);
+	return s != SDPSHIM_FD_UNMANAGED && s != SDP_FD_UNSEEN && sdp_route_io(fd) == SDP_ROUTE_BADF;
+}
+
 SDP_EXPORT int getsockname(int fd, struct sockaddr *restrict addr, socklen_t *restrict len)
 {
-	if (unlikely(sdp_fd_state_raw(fd) != SDP_FD_UNSEEN && sdp_route_io(fd) == SDP_ROUTE_BADF))
+	if (unlikely(sdp_names_badf(fd)))
 		return (int)sdp_fail(EBADF);
 	return sdp_real.getsockname(fd, addr, len);
 }
 
 SDP_EXPORT int getpeername(int fd, struct sockaddr *restrict addr, socklen_t *restrict len)
 {
-	if (unlikely(sdp_fd_state_raw(fd) != SDP_FD_UNSEEN && sdp_route_io(fd) == SDP_ROUTE_BADF))
+	if (unlikely(sdp_names_badf(fd)))
 		return (int)sdp_fail(EBADF);
 	return sdp_real.getpeername(fd, addr, len);
 }

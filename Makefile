@@ -7,13 +7,13 @@ CC      ?= gcc
 BUILD   := build
 GO_SRC  := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 
-# core/direct compiles preload/c/direct.c through an #include, and
+# core/direct compiles preload/c/direct.c and tenant.c through #includes, and
 # preload/entry includes preload/c/sdpshim_core.h (the tables the core and
 # the interposer share), which the go command's build cache does not track
 # (it hashes the package's own files): a hash of those C sources in
 # CGO_CFLAGS makes every go build and go test here recompile them when they
 # change.
-DIRECT_C := preload/c/direct.c preload/c/direct.h
+DIRECT_C := preload/c/direct.c preload/c/direct.h preload/c/tenant.c preload/c/tenant.h
 CGO_CFLAGS ?= -O2 -g
 CGO_CFLAGS += -DSDPSHIM_DIRECT_C_$(shell cat $(DIRECT_C) preload/c/sdpshim_core.h | sha1sum | cut -c1-12)
 export CGO_CFLAGS

@@ -207,10 +207,14 @@ func (p *Process) acceptDirect(o offerMsg, files []int) (*directStream, answerMs
 }
 
 // setPolicy gives the handle the poll budget SDPSHIM_POLL asks for, and
-// preemption as SDPSHIM_PREEMPT says.
+// preemption as SDPSHIM_PREEMPT says: small messages before bulk sends,
+// and turns for bulk sends among the user's processes (tenants.go).
 func (ds *directStream) setPolicy() {
 	c := &ds.p.cfg
 	ds.conn.SetPreempt(c.Preempt)
+	if c.Preempt {
+		ds.conn.SetBoard(ds.p.board())
+	}
 	switch c.Poll {
 	case config.PollEvent:
 		ds.conn.SetPolling(0, 0)

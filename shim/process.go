@@ -60,6 +60,7 @@ type Process struct {
 	stopStats func()          // stops the stats socket; nil when none
 	chanIDs   channelIDs
 	swatch    switchWatch // peers' switch requests (switchwatch.go)
+	tenants   tenantBoard // the user's tenant board (tenants.go)
 }
 
 // procID names a process across pid reuse: its pid and start time.

@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE 1
 #include "direct.h"
+#include "tenant.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -105,6 +106,7 @@ int sdp_dconn_open(struct sdp_dconn *c, void *mem, size_t size, int side)
 	c->s = s;
 	c->stream = LOADR(&a->stream);
 	c->ring_fd = -1;
+	c->board_fd = -1;
 	c->poll_min = 16;
 	c->poll_max = 4096;
 	c->budget = c->poll_min;
@@ -923,7 +925,13 @@ long sdp_dconn_sendv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size
 		STORER(&c->closed_told, 1);
 		return (long)k.left;
 	}
-	int timed = k.left >= c->s - HDR && !(flags & SDP_D_NONBLOCK) && LOADR(&c->preempt) && preempt_point(c);
+	/* A blocking bulk send: a scheduling point for small messages that
+	 * starve (preempt_point) and, without a send timeout to keep, a turn
+	 * among the bulk senders of this user's processes (tenant.c). */
+	int bulk = k.left >= c->s - HDR && !(flags & SDP_D_NONBLOCK) && LOADR(&c->preempt);
+	if (bulk && __atomic_load_n(&c->sndtimeo, __ATOMIC_RELAXED) == 0 && sdp_tenant_enter(c) > 0)
+		__atomic_fetch_add(&c->pauses, 1, __ATOMIC_RELAXED);
+	int timed = bulk && preempt_point(c);
 	for (int round = 0;; round++) {
 		if (side_lock(&d->tx_lock) != 0)
 			return violation(c);

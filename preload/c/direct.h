@@ -243,7 +243,12 @@ struct sdp_dconn {
 	uint32_t small_hist; /* the last two receives, bit 0 the latest: 1 asked for less than a block */
 	int64_t copy_ns;     /* time bulk sends spent copying since the last scheduling point (while starved) */
 	int64_t copy_bytes;  /* and the bytes they copied */
-	uint64_t pauses;     /* bulk sends that paused for starving small messages */
+	uint64_t pauses;     /* bulk sends that paused for starving small messages, or waited for a turn */
+
+	/* The tenant gate (tenant.c), set by the Go core (sdp_dconn_open: none). */
+	int32_t board_fd;   /* the user's board (tenant.h), or -1: none */
+	uint32_t board_pid; /* the process given board_fd: a fork child's copy of the handle has none */
+	uint32_t turn;      /* 1 + the turn this handle held last; 0: none */
 };
 
 /* sdp_dconn.slow bits. */

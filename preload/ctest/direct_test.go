@@ -15,7 +15,7 @@ func buildDirect(t *testing.T, name string, extra ...string) string {
 	need(t, "gcc")
 	out := filepath.Join(t.TempDir(), name)
 	args := append([]string{"-std=gnu11", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-o", out,
-		"testdata/direct.c", "../c/direct.c"}, extra...)
+		"testdata/direct.c", "../c/direct.c", "../c/tenant.c"}, extra...)
 	if err := run("gcc", append(args, "-lpthread")...); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,8 @@
 /* tenants - PeRF's application types as ordinary sockets programs (no
- * knowledge of sdpshim), all connections of one client process to one
- * server process, so that under SDPSHIM_CHANNEL=shared they are streams
- * of one channel.
+ * knowledge of sdpshim): the connections of one client process (or of
+ * one process per tenant) to one server process, so that under
+ * SDPSHIM_CHANNEL=shared a client process's connections are streams of
+ * one channel.
  *
  *   tenants server PORT
  *       Accepts connections until killed, one thread each. A connection
@@ -17,7 +18,11 @@
  *       form one tenant. The first 10% of the time is a warm-up whose
  *       figures are not kept. Prints one JSON line: per tenant, in the
  *       order given, its type, bytes moved, messages and, for D, the
- *       round trip's p50 and p99 in microseconds. */
+ *       round trip's p50 and p99 in microseconds.
+ *   tenants clients PORT SECONDS TYPE[:COUNT]...
+ *       The same with each tenant in a process of its own (forked before
+ *       it connects), all started on one clock: different tenants to the
+ *       shim, as PeRF's tenants are different applications. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -29,7 +34,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -112,21 +119,35 @@ struct conn {
 	size_t nlat;
 };
 
-static double t_warm, t_end;
-static atomic_int go;
+/* The run's clock, shared with the tenants' processes (clients). */
+struct clock {
+	double warm, end;
+	atomic_int go, ready;
+};
+
+/* One tenant's figures. */
+struct result {
+	char type;
+	int conns;
+	uint64_t bytes, msgs;
+	float p50, p99; /* D only; 0 otherwise */
+	size_t nlat;
+};
+
+static struct clock *clk;
 
 static void *run(void *arg)
 {
 	struct conn *c = arg;
 	static __thread char b[BULK];
 	memset(b, 'x', sizeof b);
-	while (!atomic_load(&go))
+	while (!atomic_load(&clk->go))
 		;
 	for (;;) {
 		double t0 = now();
-		if (t0 >= t_end)
+		if (t0 >= clk->end)
 			break;
-		int keep = t0 >= t_warm;
+		int keep = t0 >= clk->warm;
 		if (c->type == 'B') {
 			if (full(c->fd, b, BULK, 0))
 				die("bulk write");
@@ -162,63 +183,137 @@ static int cmpf(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static int client(int port, double secs, int ntypes, char **specs)
+/* Parses a tenant's spec into its type and connection count; 0 when bad. */
+static int parse_spec(const char *spec, char *type, int *k)
 {
-	static struct conn conns[MAXC];
-	int first[MAXT + 1], n = 0;
-	pthread_t th[MAXC];
-	if (ntypes > MAXT)
-		ntypes = MAXT;
-	for (int t = 0; t < ntypes; t++) {
-		char type = specs[t][0];
-		int k = specs[t][1] == ':' ? atoi(specs[t] + 2) : 1;
-		if ((type != 'B' && type != 'D' && type != 'M') || k < 1 || n + k > MAXC) {
-			fprintf(stderr, "tenants: bad tenant %s\n", specs[t]);
-			return 2;
-		}
-		first[t] = n;
-		for (int i = 0; i < k; i++, n++) {
-			struct conn *c = &conns[n];
-			struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-			c->fd = nodelay(socket(AF_INET, SOCK_STREAM, 0));
-			if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&a, sizeof a))
-				die("connect");
-			c->type = type;
-			if (type == 'D' && !(c->lat = malloc(sizeof(float) * MAXLAT)))
-				die("malloc");
-			if (full(c->fd, &type, 1, 0))
-				die("hello");
-		}
+	*type = spec[0];
+	*k = spec[1] == ':' ? atoi(spec + 2) : (spec[1] == 0 ? 1 : 0);
+	return (*type == 'B' || *type == 'D' || *type == 'M') && *k >= 1 && *k <= MAXC;
+}
+
+/* Opens conns[0..k) of type to port, each announced by its type byte. */
+static void open_conns(struct conn *conns, int k, char type, int port)
+{
+	for (int i = 0; i < k; i++) {
+		struct conn *c = &conns[i];
+		struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		c->fd = nodelay(socket(AF_INET, SOCK_STREAM, 0));
+		if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&a, sizeof a))
+			die("connect");
+		c->type = type;
+		if (type == 'D' && !(c->lat = malloc(sizeof(float) * MAXLAT)))
+			die("malloc");
+		if (full(c->fd, &type, 1, 0))
+			die("hello");
 	}
-	first[ntypes] = n;
+}
+
+/* Runs conns[0..n) on threads of their own to the clock's end. */
+static void run_conns(struct conn *conns, int n)
+{
+	pthread_t th[MAXC];
 	for (int i = 0; i < n; i++)
 		if (pthread_create(&th[i], NULL, run, &conns[i]))
 			die("pthread_create");
-	double t0 = now();
-	t_warm = t0 + secs * 0.1;
-	t_end = t0 + secs;
-	atomic_store(&go, 1);
 	for (int i = 0; i < n; i++)
 		pthread_join(th[i], NULL);
-	double span = secs * 0.9;
-	printf("{\"seconds\":%.3f,\"tenants\":[", span);
+}
+
+/* Sums a tenant's connections conns[0..k) into r. */
+static void sum(struct result *r, struct conn *conns, int k)
+{
+	r->type = conns[0].type;
+	r->conns = k;
+	r->bytes = r->msgs = 0;
+	r->nlat = 0;
+	for (int i = 0; i < k; i++) {
+		r->bytes += conns[i].bytes, r->msgs += conns[i].msgs;
+		if (conns[i].type == 'D') {
+			memmove(conns[0].lat + r->nlat, conns[i].lat, conns[i].nlat * sizeof(float));
+			r->nlat += conns[i].nlat;
+		}
+	}
+	if (r->nlat > 0) {
+		qsort(conns[0].lat, r->nlat, sizeof(float), cmpf);
+		r->p50 = conns[0].lat[r->nlat / 2];
+		r->p99 = conns[0].lat[r->nlat * 99 / 100];
+	}
+}
+
+static void start_clock(double secs)
+{
+	double t0 = now();
+	clk->warm = t0 + secs * 0.1;
+	clk->end = t0 + secs;
+	atomic_store(&clk->go, 1);
+}
+
+/* Runs the tenants given for secs: in this process, or (procs) each in a
+ * process of its own, so that they are different tenants to the shim too;
+ * prints their figures. */
+static int client(int port, double secs, int ntypes, char **specs, int procs)
+{
+	static struct conn conns[MAXC];
+	char type[MAXT];
+	int count[MAXT], n = 0;
+	if (ntypes > MAXT)
+		ntypes = MAXT;
 	for (int t = 0; t < ntypes; t++) {
-		uint64_t bytes = 0, msgs = 0;
-		size_t nlat = 0;
-		for (int i = first[t]; i < first[t + 1]; i++) {
-			bytes += conns[i].bytes, msgs += conns[i].msgs;
-			if (conns[i].type == 'D') {
-				memmove(conns[first[t]].lat + nlat, conns[i].lat, conns[i].nlat * sizeof(float));
-				nlat += conns[i].nlat;
+		if (!parse_spec(specs[t], &type[t], &count[t]) || n + count[t] > MAXC) {
+			fprintf(stderr, "tenants: bad tenant %s\n", specs[t]);
+			return 2;
+		}
+		n += count[t];
+	}
+	size_t shared = sizeof(struct clock) + sizeof(struct result) * MAXT;
+	void *m = mmap(NULL, shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		die("mmap");
+	clk = m;
+	struct result *res = (struct result *)(clk + 1);
+	if (!procs) {
+		for (int t = 0, at = 0; t < ntypes; at += count[t], t++)
+			open_conns(conns + at, count[t], type[t], port);
+		start_clock(secs);
+		run_conns(conns, n);
+		for (int t = 0, at = 0; t < ntypes; at += count[t], t++)
+			sum(&res[t], conns + at, count[t]);
+	} else {
+		pid_t kids[MAXT];
+		for (int t = 0; t < ntypes; t++) {
+			if ((kids[t] = fork()) < 0)
+				die("fork");
+			if (kids[t] == 0) {
+				open_conns(conns, count[t], type[t], port);
+				atomic_fetch_add(&clk->ready, 1);
+				while (!atomic_load(&clk->go))
+					usleep(200);
+				run_conns(conns, count[t]);
+				sum(&res[t], conns, count[t]);
+				_exit(0);
 			}
 		}
-		printf("%s{\"type\":\"%c\",\"conns\":%d,\"bytes\":%llu,\"msgs\":%llu", t ? "," : "", conns[first[t]].type,
-		       first[t + 1] - first[t], (unsigned long long)bytes, (unsigned long long)msgs);
-		if (nlat > 0) {
-			float *l = conns[first[t]].lat;
-			qsort(l, nlat, sizeof *l, cmpf);
-			printf(",\"p50_us\":%.2f,\"p99_us\":%.2f", l[nlat / 2], l[nlat * 99 / 100]);
+		while (atomic_load(&clk->ready) < ntypes)
+			usleep(200);
+		start_clock(secs);
+		int bad = 0;
+		for (int t = 0; t < ntypes; t++) {
+			int st;
+			if (waitpid(kids[t], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+				bad = 1;
 		}
+		if (bad) {
+			fprintf(stderr, "tenants: a tenant's process failed\n");
+			return 1;
+		}
+	}
+	printf("{\"seconds\":%.3f,\"tenants\":[", secs * 0.9);
+	for (int t = 0; t < ntypes; t++) {
+		struct result *r = &res[t];
+		printf("%s{\"type\":\"%c\",\"conns\":%d,\"bytes\":%llu,\"msgs\":%llu", t ? "," : "", r->type, r->conns,
+		       (unsigned long long)r->bytes, (unsigned long long)r->msgs);
+		if (r->nlat > 0)
+			printf(",\"p50_us\":%.2f,\"p99_us\":%.2f", r->p50, r->p99);
 		printf("}");
 	}
 	printf("]}\n");
@@ -229,8 +324,8 @@ int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "server") == 0)
 		return server(atoi(argv[2]));
-	if (argc >= 5 && strcmp(argv[1], "client") == 0)
-		return client(atoi(argv[2]), atof(argv[3]), argc - 4, argv + 4);
-	fprintf(stderr, "usage: tenants server PORT | tenants client PORT SECONDS TYPE[:COUNT]...\n");
+	if (argc >= 5 && (strcmp(argv[1], "client") == 0 || strcmp(argv[1], "clients") == 0))
+		return client(atoi(argv[2]), atof(argv[3]), argc - 4, argv + 4, strcmp(argv[1], "clients") == 0);
+	fprintf(stderr, "usage: tenants server PORT | tenants client|clients PORT SECONDS TYPE[:COUNT]...\n");
 	return 2;
 }

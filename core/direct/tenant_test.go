@@ -1,0 +1,312 @@
+package direct
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// newBoard makes a tenant board in a file of the test's and returns its
+// descriptor, prepared, and its path.
+func newBoard(t *testing.T) (int, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tenants")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	fd := int(f.Fd())
+	if err := PrepareBoard(fd); err != nil {
+		t.Fatal(err)
+	}
+	if err := PrepareBoard(fd); err != nil { // again: nothing to do
+		t.Fatal(err)
+	}
+	return fd, path
+}
+
+func monotonic() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
+// tenantEnv names the board, entry and demand a re-run of the test binary
+// writes as another tenant (TestMain).
+const tenantEnv = "DIRECT_TEST_TENANT"
+
+func TestMain(m *testing.M) {
+	if v := os.Getenv(tenantEnv); v != "" {
+		beOtherTenant(v)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// beOtherTenant writes the entry spec ("PATH ENTRY DEMAND") names as
+// this process's, its time fresh every millisecond, until it is killed.
+func beOtherTenant(spec string) {
+	var path string
+	var i int
+	var demand uint32
+	if _, err := fmt.Sscan(spec, &path, &i, &demand); err != nil {
+		panic(err)
+	}
+	fd, err := unix.Open(path, unix.O_RDWR, 0)
+	if err != nil {
+		panic(err)
+	}
+	e := make([]byte, entrySize)
+	binary.LittleEndian.PutUint32(e, uint32(os.Getpid()))
+	binary.LittleEndian.PutUint32(e[4:], demand)
+	for {
+		binary.LittleEndian.PutUint64(e[8:], uint64(monotonic()))
+		unix.Pwrite(fd, e, int64(entryAt+i*entrySize))
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// otherTenant starts another process that writes entry i of the board
+// at path as its own, wanting demand bulk streams, its time fresh, until
+// the returned stop is called: a process, so that it keeps its entry
+// fresh while this one's threads keep the CPUs busy. It returns once the
+// entry is there.
+func otherTenant(t *testing.T, fd int, path string, i int, demand uint32) (stop func()) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %d", tenantEnv, path, i, demand))
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop = func() { cmd.Process.Kill(); cmd.Wait() }
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		es, _ := ReadBoard(fd)
+		for _, e := range es {
+			if e.PID == cmd.Process.Pid {
+				return stop
+			}
+		}
+	}
+	stop()
+	t.Fatal("the other tenant wrote no entry in 10 s")
+	return nil
+}
+
+// streams moves total bytes over each of n fresh pairs at once, each
+// with blocking 64 KiB sends through the tenant gate with board fd
+// (-1: none), checking every byte; while they run it samples the gate
+// (most turns held, most threads waiting, the cap) and this process's
+// demand on the board. It returns each sender's pauses.
+func streams(t *testing.T, n, total, fd int) (pauses []uint64, held, waiting, cap, demand int) {
+	t.Helper()
+	txs := make([]*Conn, n)
+	errs := make(chan error, 2*n)
+	var wg sync.WaitGroup
+	for i := range txs {
+		tx, rx := pair(t, 16, 16384)
+		tx.SetPreempt(true)
+		tx.SetBoard(fd)
+		txs[i] = tx
+		wg.Add(2)
+		go func() { defer wg.Done(); errs <- receive(rx, total) }()
+		go func() { defer wg.Done(); errs <- send(tx, total) }()
+	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	deadline, start := time.After(60*time.Second), time.Now()
+	for sampling := true; sampling; {
+		select {
+		case <-finished:
+			sampling = false
+		case <-deadline:
+			t.Fatal("the streams did not finish in 60 s")
+		case <-time.After(200 * time.Microsecond):
+		}
+		c, h, w := turns()
+		waiting, cap = max(waiting, w), c
+		if time.Since(start) > 10*time.Millisecond { // the cap of the first look is taken
+			held = max(held, h)
+		}
+		if es, err := ReadBoard(fd); err == nil { // none where the board was cut short
+			for _, e := range es {
+				if e.PID == os.Getpid() {
+					demand = max(demand, e.Demand)
+				}
+			}
+		}
+	}
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tx := range txs {
+		pauses = append(pauses, tx.Stats().Pauses)
+	}
+	return pauses, held, waiting, cap, demand
+}
+
+func pattern(off int) byte { return byte(off*7 + off>>16) }
+
+func send(tx *Conn, total int) error {
+	buf := make([]byte, 64<<10)
+	for sent := 0; sent < total; {
+		m := min(len(buf), total-sent)
+		for i := range m {
+			buf[i] = pattern(sent + i)
+		}
+		n, sl, err := tx.Send(buf[:m], true)
+		if sl != nil {
+			tx.Woke(sl)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("send: %v", err)
+		}
+		sent += n
+	}
+	return nil
+}
+
+func receive(rx *Conn, total int) error {
+	buf, want := make([]byte, 64<<10), make([]byte, 64<<10)
+	for off := 0; off < total; {
+		n, sl, err := rx.Recv(buf, false, true)
+		if sl != nil {
+			rx.Woke(sl)
+			continue
+		}
+		if err != nil || n == 0 {
+			return fmt.Errorf("at byte %d: %d bytes, %v", off, n, err)
+		}
+		for i := range n {
+			want[i] = pattern(off + i)
+		}
+		if !bytes.Equal(buf[:n], want[:n]) {
+			return fmt.Errorf("at byte %d: not the bytes sent", off)
+		}
+		off += n
+	}
+	return nil
+}
+
+// quiet waits out what earlier tests left: their turns go stale, their
+// board entries old, and a preemption mark (preload/c/direct.c, 50 ms)
+// ends.
+func quiet() { time.Sleep(60 * time.Millisecond) }
+
+// The tenant gate (preload/c/tenant.c): beside another process of the
+// user that wants one bulk stream, this process's four bulk streams take
+// turns, one at a time on a machine of up to 7 CPUs (more where the CPUs
+// allow), each waiting its turn, and every byte arrives; its entry on
+// the board says it wants four. Alone, none waits (work-conserving), and
+// once the other stops, none waits again.
+func TestTenantTurns(t *testing.T) {
+	fd, path := newBoard(t)
+	var cpus unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &cpus); err != nil {
+		t.Fatal(err)
+	}
+	wantCap := max(1, cpus.Count()/4) // two tenants: CPUs over twice the tenants, at least the other's 1
+
+	quiet()
+	pauses, held, _, _, demand := streams(t, 4, 16<<20, fd)
+	for i, p := range pauses {
+		if p != 0 {
+			t.Errorf("alone: stream %d paused %d times, want never", i, p)
+		}
+	}
+	if demand < 2 {
+		t.Errorf("alone: this process's demand on the board was at most %d, want 4 at some point", demand)
+	}
+	t.Logf("alone: at most %d turns held, demand %d", held, demand)
+
+	quiet()
+	stop := otherTenant(t, fd, path, 100, 1)
+	pauses, held, waiting, cap, demand := streams(t, 4, 16<<20, fd)
+	stop()
+	if cap != wantCap {
+		t.Errorf("beside a tenant of one stream: cap %d, want %d", cap, wantCap)
+	}
+	if held > wantCap {
+		t.Errorf("beside a tenant of one stream: %d turns held at once, want at most %d", held, wantCap)
+	}
+	if wantCap < 4 {
+		waited := 0
+		for _, p := range pauses {
+			if p > 0 {
+				waited++
+			}
+		}
+		if waited < 4-wantCap || waiting == 0 {
+			t.Errorf("beside a tenant of one stream: %d streams waited for a turn (%v), at most %d threads waiting; want at least %d", waited, pauses, waiting, 4-wantCap)
+		}
+	}
+	if demand < 3 { // 4 less a holder blocked on a full ring for a while (its turn looks unused)
+		t.Errorf("beside a tenant of one stream: this process's demand on the board was at most %d, want 3 or 4", demand)
+	}
+	t.Logf("beside one: pauses %v, at most %d held, %d waiting, demand %d", pauses, held, waiting, demand)
+
+	// The other tenant stopped: past its entry's freshness the gate gives
+	// every turn again.
+	quiet()
+	pauses, _, _, cap, _ = streams(t, 2, 4<<20, fd)
+	if cap != 256 {
+		t.Errorf("after the other tenant stopped: cap %d, want every turn (256)", cap)
+	}
+	for i, p := range pauses {
+		if p != 0 {
+			t.Errorf("after the other tenant stopped: stream %d paused %d times", i, p)
+		}
+	}
+}
+
+// A board another process of the user filled with garbage, or cut short,
+// costs turns at most: every byte arrives, nothing hangs, and a board
+// that cannot be read gives every turn.
+func TestTenantBoardHostile(t *testing.T) {
+	fd, _ := newBoard(t)
+	quiet()
+	rng := rand.New(rand.NewSource(1))
+	junk := make([]byte, boardSize-entryAt)
+	rng.Read(junk)
+	for i := 0; i < len(junk); i += entrySize { // fresh times, any pid, small demands or any
+		binary.LittleEndian.PutUint64(junk[i+8:], uint64(monotonic()-int64(rng.Intn(5e6))))
+		if i%(2*entrySize) == 0 {
+			binary.LittleEndian.PutUint32(junk[i+4:], uint32(rng.Intn(4)))
+		}
+	}
+	if _, err := unix.Pwrite(fd, junk, int64(entryAt)); err != nil {
+		t.Fatal(err)
+	}
+	pauses, held, _, cap, _ := streams(t, 3, 4<<20, fd) // every byte, in time
+	t.Logf("garbage board: pauses %v, at most %d held, cap %d", pauses, held, cap)
+
+	if err := unix.Ftruncate(fd, 100); err != nil {
+		t.Fatal(err)
+	}
+	quiet()
+	pauses, _, _, cap, _ = streams(t, 3, 4<<20, fd)
+	if cap != 256 {
+		t.Errorf("board cut short: cap %d, want every turn", cap)
+	}
+	for i, p := range pauses {
+		if p != 0 {
+			t.Errorf("board cut short: stream %d paused %d times", i, p)
+		}
+	}
+}

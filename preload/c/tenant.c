@@ -1,0 +1,276 @@
+/*
+ * tenant.c - the tenant gate (tenant.h): turns for bulk sub-writes, and
+ * how many of them a process may hold while other processes of its user
+ * send bulk data too.
+ *
+ * Turns. A blocking bulk sub-write (a send of a block or more, preemption
+ * on, no send timeout) holds one of the process's turns while it copies;
+ * turns [0, cap) may be held. A holder keeps its turn across sub-writes
+ * and sends, so the fast path is a look at its own turn and a store of the
+ * time. While other threads wait for a turn, a holder gives its turn up
+ * after TURN_SLICE_NS, so the bulk streams of one process take turns,
+ * and for TURN_HANDOFF_NS only another thread may take a turn it gave
+ * up. A turn whose holder made no sub-write for TURN_STALE_NS (its program
+ * stopped sending, or closed the connection) is anyone's.
+ *
+ * The cap. No other process of the user sending bulk data (no fresh entry
+ * on the board with a demand): every turn, so a process alone never
+ * waits for one unless it has more than TURNS bulk senders. Otherwise the
+ * most either of
+ *   - the least demand among the others (the streams one of them wants
+ *     to send bulk data on): a process may run as many bulk streams at
+ *     once as the smallest other tenant, so a tenant of one stream beside
+ *     one of sixteen gets half the bulk copying, not a seventeenth;
+ *   - the CPUs this thread may run on over twice the sending processes
+ *     (a bulk stream keeps two threads busy, its writer and its reader):
+ *     where there are CPUs enough for more, capping at the least demand
+ *     would leave them idle. On 2 CPUs and two tenants that is 0.
+ * and at least 1. A demand is the process's holders with a fresh
+ * sub-write plus its waiters.
+ *
+ * Every wait is timed (TURN_WAIT_NS) and a signal ends it (the sub-write
+ * then goes ahead without a turn), so a turn held by a thread that died,
+ * a board full of garbage or a lost wake costs time, never a hang. A fork
+ * child starts with no turns and, since the board's fd was given to its
+ * parent, without the board (every turn). */
+#define _GNU_SOURCE 1
+#include "tenant.h"
+#include "direct.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TURNS 256
+#define TURN_SLICE_NS 2000000L   /* a holder's turn while others wait */
+#define TURN_HANDOFF_NS 1000000L /* a turn given up goes to another thread first */
+#define TURN_STALE_NS 1000000L   /* a turn unused this long is anyone's */
+#define TURN_WAIT_NS 5000000L    /* a waiter looks again at least this often */
+#define BOARD_EVERY_NS 1000000L  /* the board is read and written at most this often */
+#define BOARD_FRESH_NS 20000000L /* an entry older than this is of a process that stopped */
+#define BOARD_DEAD_NS 1000000000L /* an entry this old may be taken by another process */
+
+#define LD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+
+struct turn {
+	const struct sdp_dconn *owner; /* NULL: free */
+	const struct sdp_dconn *from;  /* who gave it up last, at since */
+	int64_t since;                 /* when taken or given up */
+	int64_t used;                  /* the holder's last sub-write */
+};
+
+static struct {
+	uint32_t word;    /* bumped when a turn is given up or the cap grows; waiters sleep on it */
+	uint32_t waiters; /* threads waiting for a turn */
+	uint32_t cap;     /* turns [0, cap) may be held */
+	uint32_t top;     /* turns [top, TURNS) were never held */
+	uint32_t looking; /* 1: a thread reads the board */
+	uint32_t entry;   /* 1 + this process's entry on the board; 0: none */
+	int64_t looked;   /* when the board was last read */
+	struct turn turn[TURNS];
+} g = {.cap = TURNS};
+
+static struct sdp_board board; /* the last read, under g.looking */
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static void forget(void)
+{
+	memset(&g, 0, sizeof g);
+	g.cap = TURNS;
+}
+static void setup(void) { pthread_atfork(NULL, NULL, forget); }
+
+static uint32_t ncpus(void)
+{
+	static uint32_t n;
+	uint32_t v = LD(&n);
+	if (v == 0) {
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		v = syscall(SYS_sched_getaffinity, 0, sizeof set, &set) > 0 ? (uint32_t)CPU_COUNT(&set) : 1;
+		if (v == 0)
+			v = 1;
+		ST(&n, v);
+	}
+	return v;
+}
+
+/* The turns held and used lately. */
+static uint32_t held(int64_t now)
+{
+	uint32_t n = 0, top = LD(&g.top);
+	for (uint32_t i = 0; i < top && i < TURNS; i++)
+		if (LD(&g.turn[i].owner) != NULL && now - LD(&g.turn[i].used) < TURN_STALE_NS)
+			n++;
+	return n;
+}
+
+/* The streams this process wants to send bulk data on now: those holding
+ * a turn and those waiting for one. */
+static uint32_t demand(int64_t now) { return held(now) + LD(&g.waiters); }
+
+/* Writes this process's entry (me, want) and returns the cap the others'
+ * entries give it (above); TURNS when the board cannot be read or holds
+ * no other sender. */
+static uint32_t board_cap(int fd, uint32_t me, uint32_t want, int64_t now)
+{
+	if (syscall(SYS_pread64, fd, &board, sizeof board, 0) != (long)sizeof board || board.magic != SDP_BOARD_MAGIC ||
+	    board.version != SDP_BOARD_VERSION || board.entries != SDP_BOARD_ENTRIES)
+		return TURNS;
+	uint32_t mine = g.entry;
+	if (mine == 0 || mine > SDP_BOARD_ENTRIES || board.entry[mine - 1].pid != me) {
+		/* Its pid's entry, else a free one or one silent for a second:
+		 * two processes that take the same at once see it at their next
+		 * look and one moves on. */
+		mine = 0;
+		for (uint32_t i = 0; i < SDP_BOARD_ENTRIES && mine == 0; i++)
+			if (board.entry[i].pid == me)
+				mine = i + 1;
+		for (uint32_t i = 0; i < SDP_BOARD_ENTRIES && mine == 0; i++) {
+			int64_t age = now - board.entry[i].beat_ns;
+			if (board.entry[i].pid == 0 || age < 0 || age >= BOARD_DEAD_NS)
+				mine = i + 1;
+		}
+		g.entry = mine;
+	}
+	if (mine != 0) {
+		struct sdp_board_entry e = {.pid = me, .demand = want, .beat_ns = now};
+		off_t at = (off_t)(offsetof(struct sdp_board, entry) + (mine - 1) * sizeof e);
+		(void)syscall(SYS_pwrite64, fd, &e, sizeof e, at);
+	}
+	uint32_t others = 0, least = TURNS;
+	for (uint32_t i = 0; i < SDP_BOARD_ENTRIES; i++) {
+		const struct sdp_board_entry *e = &board.entry[i];
+		int64_t age = now - e->beat_ns;
+		if (i + 1 == mine || e->pid == 0 || e->pid == me || e->demand == 0 || age < 0 || age >= BOARD_FRESH_NS)
+			continue;
+		others++;
+		if (e->demand < least)
+			least = e->demand;
+	}
+	if (others == 0)
+		return TURNS;
+	uint32_t cap = ncpus() / (2 * (others + 1));
+	if (cap < least)
+		cap = least;
+	return cap < 1 ? 1 : cap > TURNS ? TURNS : cap;
+}
+
+/* Reads the board through c's fd, at most every BOARD_EVERY_NS and one
+ * thread at a time, and sets the cap. */
+static void look(const struct sdp_dconn *c, int64_t now)
+{
+	int64_t at = LD(&g.looked);
+	if (at != 0 && now - at < BOARD_EVERY_NS)
+		return;
+	if (__atomic_exchange_n(&g.looking, 1, __ATOMIC_ACQUIRE) != 0)
+		return;
+	ST(&g.looked, now);
+	uint32_t cap = TURNS, me = (uint32_t)syscall(SYS_getpid);
+	int fd = LD(&c->board_fd);
+	if (fd >= 0 && LD(&c->board_pid) == me) {
+		uint32_t want = demand(now);
+		cap = board_cap(fd, me, want > 0 ? want : 1, now); /* the caller wants one at least */
+	}
+	if (__atomic_exchange_n(&g.cap, cap, __ATOMIC_ACQ_REL) < cap) {
+		__atomic_fetch_add(&g.word, 1, __ATOMIC_RELEASE);
+		syscall(SYS_futex, &g.word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+	}
+	__atomic_store_n(&g.looking, 0, __ATOMIC_RELEASE);
+}
+
+/* Takes a turn below cap for c: a free one (not one c gave up within
+ * TURN_HANDOFF_NS) or a stale one. 1 when it did. */
+static int take(struct sdp_dconn *c, uint32_t cap, int64_t now)
+{
+	for (uint32_t i = 0; i < cap && i < TURNS; i++) {
+		struct turn *t = &g.turn[i];
+		const struct sdp_dconn *o = LD(&t->owner);
+		if (o == NULL) {
+			if (LD(&t->from) == c && now - LD(&t->since) < TURN_HANDOFF_NS)
+				continue;
+		} else if (o != c && now - LD(&t->used) < TURN_STALE_NS) {
+			continue;
+		}
+		if (o != c && !__atomic_compare_exchange_n(&t->owner, &o, c, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			continue;
+		ST(&t->used, now);
+		ST(&t->since, now);
+		ST(&t->from, NULL);
+		ST(&c->turn, i + 1);
+		uint32_t top = LD(&g.top);
+		while (top < i + 1 && !__atomic_compare_exchange_n(&g.top, &top, i + 1, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+			;
+		return 1;
+	}
+	return 0;
+}
+
+/* c gives up turn t, which it holds: a waiter is woken to take it. */
+static void give_up(struct turn *t, const struct sdp_dconn *c, int64_t now)
+{
+	ST(&t->from, c);
+	ST(&t->since, now);
+	const struct sdp_dconn *o = c;
+	if (!__atomic_compare_exchange_n(&t->owner, &o, NULL, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return; /* taken from it as stale meanwhile */
+	__atomic_fetch_add(&g.word, 1, __ATOMIC_RELEASE);
+	if (LD(&g.waiters) != 0)
+		syscall(SYS_futex, &g.word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+uint32_t sdp_tenant_enter(struct sdp_dconn *c)
+{
+	pthread_once(&once, setup);
+	int64_t now = sdp_now_ns();
+	look(c, now);
+	uint32_t cap = LD(&g.cap), i = LD(&c->turn);
+	if (i > 0 && i <= TURNS && LD(&g.turn[i - 1].owner) == c) {
+		struct turn *t = &g.turn[i - 1];
+		if (i <= cap && (now - LD(&t->since) < TURN_SLICE_NS || LD(&g.waiters) == 0)) {
+			ST(&t->used, now);
+			return 0;
+		}
+		give_up(t, c, now); /* its slice is over while others wait, or the cap fell below it */
+	}
+	uint32_t waits = 0;
+	int waiting = 0, saved = errno;
+	for (;;) {
+		if (take(c, cap, now))
+			break;
+		if (!waiting) {
+			__atomic_fetch_add(&g.waiters, 1, __ATOMIC_ACQ_REL);
+			waiting = 1;
+		}
+		uint32_t w = LD(&g.word);
+		if (take(c, LD(&g.cap), sdp_now_ns()))
+			break;
+		struct timespec ts = {0, TURN_WAIT_NS};
+		long r = syscall(SYS_futex, &g.word, FUTEX_WAIT_PRIVATE, w, &ts, NULL, 0);
+		waits++;
+		if (r < 0 && errno == EINTR)
+			break; /* a signal: the sub-write goes ahead without a turn */
+		now = sdp_now_ns();
+		look(c, now);
+		cap = LD(&g.cap);
+	}
+	if (waiting)
+		__atomic_fetch_sub(&g.waiters, 1, __ATOMIC_ACQ_REL);
+	errno = saved;
+	return waits;
+}
+
+void sdp_tenant_state(uint32_t *cap, uint32_t *nheld, uint32_t *waiting)
+{
+	*cap = LD(&g.cap);
+	*nheld = held(sdp_now_ns());
+	*waiting = LD(&g.waiters);
+}

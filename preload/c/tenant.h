@@ -1,0 +1,59 @@
+/*
+ * tenant.h - the tenant gate: stream-level preemption between processes
+ * (seed 003, PeRF's QP-level preemption applied to the direct path's
+ * streams). A tenant is a process. Where several processes of one user
+ * send bulk data at once, a process may have at most as many bulk sends
+ * copying at a time as the least of the others wants, so a process with
+ * sixteen busy connections cannot take sixteen times the CPU of one with
+ * a single connection; its other bulk senders wait their turn, and take
+ * turns among themselves. docs/direct.md ("Tenants") has the rule and its
+ * figures.
+ *
+ * The processes learn of each other from the board, a small file in the
+ * run directory, one per user (the Go core creates it and writes its
+ * header: core/direct/board.go). Each sending process keeps one entry in
+ * it, its pid, how many of its streams want to send bulk data, and when it
+ * last said so; entries older than SDP_BOARD_FRESH_NS are of processes
+ * that stopped sending. The board is read and written with pread and
+ * pwrite at most once a millisecond per process, never mapped: another
+ * process of the user can write anything into it or truncate it, which at
+ * worst makes this process take fewer turns, never read out of bounds,
+ * crash or wait unbounded (every wait here is timed).
+ */
+#ifndef SDPSHIM_TENANT_H
+#define SDPSHIM_TENANT_H
+
+#include <stdint.h>
+
+#define SDP_BOARD_MAGIC 0x42544453u /* "SDTB" little-endian */
+#define SDP_BOARD_VERSION 1u
+#define SDP_BOARD_ENTRIES 128
+
+/* A process's entry. */
+struct sdp_board_entry {
+	uint32_t pid;    /* 0: free */
+	uint32_t demand; /* its streams that want to send bulk data (holding a turn or waiting) */
+	int64_t beat_ns; /* CLOCK_MONOTONIC when it last wrote the entry */
+};
+
+/* The board file: a header, then the entries. */
+struct sdp_board {
+	uint32_t magic, version;
+	uint32_t entries; /* SDP_BOARD_ENTRIES */
+	uint32_t pad[13];
+	struct sdp_board_entry entry[SDP_BOARD_ENTRIES];
+};
+
+struct sdp_dconn;
+
+/* Before a blocking bulk sub-write on c (with preemption on): returns
+ * once c holds a turn, with how many times it waited for one (0 on the
+ * fast path: c holds a turn that is not over, or no other process sends
+ * bulk data and a turn was free). Async-signal-safe; raw system calls. */
+uint32_t sdp_tenant_enter(struct sdp_dconn *c);
+
+/* What the gate of this copy of tenant.c holds now (tests): the cap, the
+ * turns held and the threads waiting for one. */
+void sdp_tenant_state(uint32_t *cap, uint32_t *held, uint32_t *waiting);
+
+#endif

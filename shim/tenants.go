@@ -1,0 +1,46 @@
+package shim
+
+import (
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core/direct"
+)
+
+// tenantBoard is this process's descriptor of its user's tenant board
+// (preload/c/tenant.h): through it the blocking bulk sends of the
+// process's direct connections take turns with those of the user's other
+// processes (stream-level preemption between processes; docs/direct.md,
+// "Tenants"). Opened on the first direct connection with preemption on,
+// and kept (protected, close-on-exec) for the life of the process.
+type tenantBoard struct {
+	once sync.Once
+	fd   int // -1: none (the run directory refused it; logged)
+}
+
+// board returns the descriptor of the tenant board, opening it on first
+// use; -1 when there is none.
+func (p *Process) board() int {
+	b := &p.tenants
+	b.once.Do(func() {
+		b.fd = -1
+		n, err := p.rendezvousNode()
+		if err != nil {
+			return // no rendezvous, no direct connection either
+		}
+		fd, err := n.OpenBoard()
+		if err == nil {
+			if err = direct.PrepareBoard(fd); err != nil {
+				unix.Close(fd)
+			}
+		}
+		if err != nil {
+			p.log.WithError(err).Warn("no tenant board: bulk sends take turns within this process only")
+			return
+		}
+		p.protect(fd)
+		b.fd = fd
+	})
+	return b.fd
+}

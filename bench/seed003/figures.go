@@ -45,17 +45,23 @@ func (w workload) figures(r report) sample {
 }
 
 // scheduler is the client's preemptions, pauses and CPU moves a second,
-// from its stats read near the end of its run (the warm-up included).
-func (w workload) scheduler(snap *stats.Snapshot) sample {
-	secs := snap.Time.Sub(snap.Process.Started).Seconds()
-	if secs <= 0 {
+// from the stats of its processes read near the end of its run (the
+// warm-up included), summed over them.
+func (w workload) scheduler(snaps []*stats.Snapshot) sample {
+	s := sample{}
+	for _, snap := range snaps {
+		secs := snap.Time.Sub(snap.Process.Started).Seconds()
+		if secs <= 0 {
+			return nil
+		}
+		s[w.key+".preempt"] += float64(snap.Scheduler.Preemptions) / secs
+		s[w.key+".pause"] += float64(snap.Scheduler.Pauses) / secs
+		s[w.key+".moves"] += float64(snap.Scheduler.Moves) / secs
+	}
+	if len(snaps) == 0 {
 		return nil
 	}
-	return sample{
-		w.key + ".preempt": float64(snap.Scheduler.Preemptions) / secs,
-		w.key + ".pause":   float64(snap.Scheduler.Pauses) / secs,
-		w.key + ".moves":   float64(snap.Scheduler.Moves) / secs,
-	}
+	return s
 }
 
 // derive adds the ratios the targets judge to one repeat's samples: in

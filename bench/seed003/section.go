@@ -41,19 +41,22 @@ var modes = []mode{
 }
 
 // workload is one client run: its tenants, as `tenants client` takes
-// them, in one process.
+// them, in one process, or each in a process of its own (procs:
+// `tenants clients`).
 type workload struct {
 	key     string // the prefix of its figures' keys (figures.go)
 	tenants []string
+	procs   bool
 }
 
 var workloads = []workload{
-	{"d", []string{"D"}},
-	{"db", []string{"D", "B"}},
-	{"b", []string{"B"}},
-	{"m", []string{"M"}},
-	{"mb", []string{"M", "B"}},
-	{"share", []string{"B", "B:16"}},
+	{"d", []string{"D"}, false},
+	{"db", []string{"D", "B"}, false},
+	{"b", []string{"B"}, false},
+	{"m", []string{"M"}, false},
+	{"mb", []string{"M", "B"}, false},
+	// PeRF's tenants are applications: to the shim, processes.
+	{"share", []string{"B", "B:16"}, true},
 }
 
 // conns is the number of connections the workload's client opens.
@@ -140,7 +143,7 @@ func Run(cfg Config) error {
 		}
 		derive(runs[r])
 	}
-	fmt.Fprintf(cfg.Out, "PeRF's tenants (csrc/tenants.c), one client and one server process; kernel TCP and sdpshim, same run, median of %d repeat(s) of %g s each (the first tenth a warm-up)\n",
+	fmt.Fprintf(cfg.Out, "PeRF's tenants (csrc/tenants.c), one client process (the 1- and 16-stream tenants: one each) and one server process; kernel TCP and sdpshim, same run, median of %d repeat(s) of %g s each (the first tenth a warm-up)\n",
 		pl.repeats, pl.seconds)
 	fmt.Fprintf(cfg.Out, "%d CPUs, load average %s at the start (other processes share the CPUs)\n", runtime.NumCPU(), load)
 	writeTable(cfg.Out, runs)
@@ -206,7 +209,7 @@ func (h *harness) measure(m int, repeat int) (sample, []error) {
 	var carried stats.Totals // the server's counters after the last run
 	for _, w := range workloads {
 		t0 := time.Now()
-		out, snap, err := runClient(h.prog, env, rd, port, h.plan.seconds, w.tenants)
+		out, snaps, err := runClient(h.prog, env, rd, port, h.plan.seconds, w)
 		fmt.Fprintf(h.log, "seed003: %s, %s, repeat %d/%d: %.1f s\n", strings.Join(w.tenants, " "), md.name, repeat+1, h.plan.repeats, time.Since(t0).Seconds())
 		var rep report
 		if err == nil {
@@ -215,8 +218,10 @@ func (h *harness) measure(m int, repeat int) (sample, []error) {
 		if err == nil && md.shim {
 			err = checkCarried(rd, srv.cmd.Process.Pid, w, &carried)
 		}
-		if err == nil && (m == shared || m == sharedOff) && snap != nil {
-			err = oneChannel(snap)
+		for _, snap := range snaps {
+			if err == nil && (m == shared || m == sharedOff) {
+				err = oneChannel(snap)
+			}
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", strings.Join(w.tenants, " "), err))
@@ -225,10 +230,8 @@ func (h *harness) measure(m int, repeat int) (sample, []error) {
 		for k, v := range w.figures(rep) {
 			s[k] = v
 		}
-		if snap != nil {
-			for k, v := range w.scheduler(snap) {
-				s[k] = v
-			}
+		for k, v := range w.scheduler(snaps) {
+			s[k] = v
 		}
 	}
 	return s, errs
@@ -250,8 +253,8 @@ func checkCarried(rd string, pid int, w workload, last *stats.Totals) error {
 	return nil
 }
 
-// oneChannel fails a shared-mode run whose client's connections were
-// not all on one channel.
+// oneChannel fails a shared-mode run whose client process's connections
+// were not all on one channel.
 func oneChannel(snap *stats.Snapshot) error {
 	seen := map[uint64]bool{}
 	for _, c := range snap.Connections {

@@ -106,7 +106,8 @@ func TestWriteTable(t *testing.T) {
 	}
 }
 
-// The program builds and runs over kernel TCP, and its report parses.
+// The program builds and runs over kernel TCP, its tenants in one
+// process or each in its own, and its report parses.
 func TestTenantsKernel(t *testing.T) {
 	if _, err := exec.LookPath("gcc"); err != nil {
 		t.Skip("gcc not installed")
@@ -125,20 +126,21 @@ func TestTenantsKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.stop()
-	w := workload{"mb", []string{"M", "B"}}
-	out, snap, err := runClient(prog, nil, "", port, 0.3, w.tenants)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if snap != nil {
-		t.Error("stats of a client without the shim")
-	}
-	rep, err := parseReport(out, w.tenants)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := w.figures(rep)
-	if f["mb.rate"] <= 0 || f["mb.bulk"] <= 0 {
-		t.Errorf("figures %v from %s", f, out)
+	for _, w := range []workload{{"mb", []string{"M", "B"}, false}, {"share", []string{"B", "B:2"}, true}} {
+		out, snaps, err := runClient(prog, nil, "", port, 0.3, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snaps != nil {
+			t.Error("stats of a client without the shim")
+		}
+		rep, err := parseReport(out, w.tenants)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := w.figures(rep)
+		if w.key == "mb" && (f["mb.rate"] <= 0 || f["mb.bulk"] <= 0) || w.key == "share" && (f["share.one"] <= 0 || f["share.total"] <= 0) {
+			t.Errorf("%s: figures %v from %s", w.key, f, out)
+		}
 	}
 }

@@ -128,14 +128,20 @@ func listens(port int) bool {
 	return false
 }
 
-// runClient runs `tenants client port secs tenants...` with environ to
-// its end. With a run directory rd (a shimmed run) it also reads the
-// client's stats shortly before the end (snap, nil if that failed): the
-// client's counters vanish with it.
-func runClient(prog string, environ []string, rd string, port int, secs float64, tenants []string) (out string, snap *stats.Snapshot, err error) {
+// runClient runs w's tenants client (`tenants client`, or `tenants
+// clients` for a workload of a process per tenant) on port for secs with
+// environ to its end. With a run directory rd (a shimmed run) it also
+// reads the stats of the client's processes (the client, or the
+// tenants' processes it forked) shortly before the end (snaps, those
+// that could be read): their counters vanish with them.
+func runClient(prog string, environ []string, rd string, port int, secs float64, w workload) (out string, snaps []*stats.Snapshot, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(secs*float64(time.Second))+30*time.Second)
 	defer cancel()
-	args := append([]string{"client", fmt.Sprint(port), fmt.Sprint(secs)}, tenants...)
+	cmd := "client"
+	if w.procs {
+		cmd = "clients"
+	}
+	args := append([]string{cmd, fmt.Sprint(port), fmt.Sprint(secs)}, w.tenants...)
 	c := exec.CommandContext(ctx, prog, args...)
 	c.Env = environ
 	var stdout, stderr bytes.Buffer
@@ -143,38 +149,63 @@ func runClient(prog string, environ []string, rd string, port int, secs float64,
 	if err := c.Start(); err != nil {
 		return "", nil, err
 	}
-	got := make(chan *stats.Snapshot, 1)
+	got := make(chan []*stats.Snapshot, 1)
 	go func() {
 		if rd == "" {
 			got <- nil
 			return
 		}
 		time.Sleep(time.Duration(0.9 * secs * float64(time.Second)))
-		got <- snapshotOf(rd, c.Process.Pid)
+		got <- snapshotsOf(rd, c.Process.Pid, w.procs)
 	}()
 	err = c.Wait()
-	snap = <-got
+	snaps = <-got
 	if err != nil {
-		return "", nil, fmt.Errorf("tenants client %s: %v: %s", strings.Join(tenants, " "), err, strings.TrimSpace(stderr.String()))
+		return "", nil, fmt.Errorf("tenants %s %s: %v: %s", cmd, strings.Join(w.tenants, " "), err, strings.TrimSpace(stderr.String()))
 	}
-	return stdout.String(), snap, nil
+	return stdout.String(), snaps, nil
+}
+
+// snapshotsOf reads the stats of process pid in run directory rd, or with
+// children those of its child processes; those that cannot be read are
+// left out.
+func snapshotsOf(rd string, pid int, children bool) []*stats.Snapshot {
+	eps, err := stats.List(rd)
+	if err != nil {
+		return nil
+	}
+	var out []*stats.Snapshot
+	for _, ep := range eps {
+		if (!children && ep.PID == pid) || (children && parentOf(ep.PID) == pid) {
+			if s, err := stats.Fetch(ep.Path, 2*time.Second); err == nil {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// parentOf returns the parent pid of pid (from /proc), or -1.
+func parentOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 2 {
+		return -1
+	}
+	var ppid int
+	fmt.Sscan(f[1], &ppid)
+	return ppid
 }
 
 // snapshotOf reads the stats of process pid in run directory rd; nil
 // when it cannot.
 func snapshotOf(rd string, pid int) *stats.Snapshot {
-	eps, err := stats.List(rd)
-	if err != nil {
-		return nil
-	}
-	for _, ep := range eps {
-		if ep.PID == pid {
-			s, err := stats.Fetch(ep.Path, 2*time.Second)
-			if err != nil {
-				return nil
-			}
-			return s
-		}
+	if s := snapshotsOf(rd, pid, false); len(s) > 0 {
+		return s[0]
 	}
 	return nil
 }

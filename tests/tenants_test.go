@@ -1,0 +1,132 @@
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core/direct"
+	"github.com/sdpshim/sdpshim/shim/stats"
+)
+
+// TestTenantTurnsBetweenProcesses runs two client processes of one user
+// under the shim against one server (bench/seed003's tenants program,
+// `tenants clients`): one with a single bulk connection, one with four.
+// The four-stream process's bulk sends take turns (its stats count
+// pauses: preload/c/tenant.c), the single stream never waits, and the
+// user's board in the run directory (a regular file, mode 0600) names
+// both processes. Every connection is accelerated and both move bytes.
+// How the bytes are shared is a figure of `sdpshim bench seed003`, not
+// judged here.
+func TestTenantTurnsBetweenProcesses(t *testing.T) {
+	a := build(t)
+	prog := filepath.Join(t.TempDir(), "tenants")
+	if out, err := exec.Command("gcc", "-O2", "-Wall", "-pthread", "-o", prog, "../bench/seed003/csrc/tenants.c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	rd := runDir(t)
+	env := a.environ(t, side{shim: true}, rd)
+	port := freePort(t)
+	srv := start(t, env, 60*time.Second, prog, "server", fmt.Sprint(port))
+	waitListen(t, srv, port) // no probing connection: the server would take it for a tenant
+
+	cli := start(t, env, 60*time.Second, prog, "clients", fmt.Sprint(port), "2", "B", "B:4")
+	// Near the end of the run: the tenants' processes (the client's
+	// children) and the board.
+	time.Sleep(1600 * time.Millisecond)
+	pauses := map[int]uint64{} // by connection count
+	eps, err := stats.List(rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kids := map[int]bool{}
+	for _, ep := range eps {
+		if parentPID(ep.PID) != cli.cmd.Process.Pid {
+			continue
+		}
+		s, err := stats.Fetch(ep.Path, 5*time.Second)
+		if err != nil {
+			t.Fatalf("stats of pid %d: %v", ep.PID, err)
+		}
+		kids[ep.PID] = true
+		pauses[len(s.Connections)] = s.Scheduler.Pauses
+		if s.Totals.Accelerated != uint64(len(s.Connections)) {
+			t.Errorf("pid %d: %d of %d connections accelerated", ep.PID, s.Totals.Accelerated, len(s.Connections))
+		}
+	}
+	board := filepath.Join(rd, fmt.Sprintf("tenants.%d", os.Geteuid()))
+	var st unix.Stat_t
+	if err := unix.Lstat(board, &st); err != nil {
+		t.Fatalf("no board: %v", err)
+	} else if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o777 != 0o600 {
+		t.Errorf("board %s: mode %o, want a regular file of mode 0600", board, st.Mode)
+	}
+	fd, err := unix.Open(board, unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := direct.ReadBoard(fd)
+	unix.Close(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := 0
+	for _, e := range entries {
+		if kids[e.PID] {
+			named++
+		}
+	}
+
+	if err := cli.wait(); err != nil {
+		t.Fatalf("tenants clients: %v\n%s", err, cli.errb.String())
+	}
+	var rep struct {
+		Tenants []struct {
+			Conns int
+			Bytes uint64
+		}
+	}
+	if err := json.Unmarshal(bytes.TrimSpace([]byte(cli.out.String())), &rep); err != nil || len(rep.Tenants) != 2 {
+		t.Fatalf("report %q: %v", cli.out.String(), err)
+	}
+	for _, tn := range rep.Tenants {
+		if tn.Bytes == 0 {
+			t.Errorf("the %d-stream tenant moved nothing", tn.Conns)
+		}
+	}
+	t.Logf("pauses by streams %v, board %+v, report %s", pauses, entries, strings.TrimSpace(cli.out.String()))
+	if len(kids) != 2 {
+		t.Fatalf("stats of %d tenant processes, want 2", len(kids))
+	}
+	if p, ok := pauses[4]; !ok || p == 0 {
+		t.Errorf("the 4-stream tenant's bulk sends never waited for a turn (pauses %v)", pauses)
+	}
+	if p := pauses[1]; p != 0 {
+		t.Errorf("the 1-stream tenant paused %d times, want never", p)
+	}
+	if named != 2 {
+		t.Errorf("the board names %d of the 2 tenant processes: %+v", named, entries)
+	}
+}
+
+// parentPID returns the parent of pid (from /proc), or -1.
+func parentPID(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])) // the name may hold spaces
+	ppid := -1
+	if len(f) > 1 {
+		fmt.Sscan(f[1], &ppid)
+	}
+	return ppid
+}

@@ -26,6 +26,11 @@ import (
 )
 
 // The tenant board's layout (preload/c/tenant.h).
+const (
+	boardMagic   = C.SDP_BOARD_MAGIC
+	boardVersion = C.SDP_BOARD_VERSION
+)
+
 var (
 	boardSize    = int(unsafe.Sizeof(C.struct_sdp_board{}))
 	boardEntries = int(C.SDP_BOARD_ENTRIES)
@@ -53,7 +58,7 @@ func ReadBoard(fd int) ([]BoardEntry, error) {
 		return nil, fmt.Errorf("tenant board: read %d of %d bytes: %v", n, len(b), err)
 	}
 	le := binary.LittleEndian
-	if le.Uint32(b[0:]) != C.SDP_BOARD_MAGIC || le.Uint32(b[4:]) != C.SDP_BOARD_VERSION || le.Uint32(b[8:]) != C.SDP_BOARD_ENTRIES {
+	if le.Uint32(b[0:]) != boardMagic || le.Uint32(b[4:]) != boardVersion || le.Uint32(b[8:]) != uint32(boardEntries) {
 		return nil, ErrNoBoard
 	}
 	var out []BoardEntry
@@ -91,8 +96,8 @@ func PrepareBoard(fd int) error {
 		}
 	}
 	want := make([]byte, 12)
-	binary.LittleEndian.PutUint32(want[0:], C.SDP_BOARD_MAGIC)
-	binary.LittleEndian.PutUint32(want[4:], C.SDP_BOARD_VERSION)
+	binary.LittleEndian.PutUint32(want[0:], boardMagic)
+	binary.LittleEndian.PutUint32(want[4:], boardVersion)
 	binary.LittleEndian.PutUint32(want[8:], C.SDP_BOARD_ENTRIES)
 	have := make([]byte, len(want))
 	if n, err := unix.Pread(fd, have, 0); err == nil && n == len(have) && string(have) == string(want) {

@@ -2,7 +2,10 @@ package direct
 
 import (
 	"encoding/binary"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -141,4 +144,73 @@ func initArea(mem []byte, blocks, blockSize int) {
 	le.PutUint32(mem[12:], uint32(blockSize))
 	le.PutUint32(mem[16:], 7)
 	le.PutUint64(mem[32:], uint64(len(mem)))
+}
+
+// FuzzBoard writes any bytes as a tenant board (preload/c/tenant.h),
+// each entry's time taken as an age before now (so that small values are
+// fresh entries and negative ones lie in the future), and has a bulk
+// stream take its turns through it: ReadBoard decodes it or refuses it,
+// the gate's cap stays between 1 and every turn, the stream's bytes
+// arrive whole, and nothing waits unbounded (a lone stream of this
+// process always finds its turn).
+func FuzzBoard(f *testing.F) {
+	le := binary.LittleEndian
+	head := make([]byte, entryAt)
+	le.PutUint32(head, boardMagic)
+	le.PutUint32(head[4:], boardVersion)
+	le.PutUint32(head[8:], uint32(boardEntries))
+	entry := func(pid, demand uint32, age int64) []byte {
+		e := make([]byte, entrySize)
+		le.PutUint32(e, pid)
+		le.PutUint32(e[4:], demand)
+		le.PutUint64(e[8:], uint64(age))
+		return e
+	}
+	f.Add(head)
+	f.Add(append(append([]byte{}, head...), entry(1, 1, 1000)...))
+	f.Add(append(append(append([]byte{}, head...), entry(1, 0xffffffff, 0)...), entry(2, 3, -5)...))
+	f.Add(append(append([]byte{}, head...), make([]byte, boardSize)...)) // longer than a board: read up to its size
+	f.Add([]byte("not a board"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) > 2*boardSize {
+			b = b[:2*boardSize]
+		}
+		now := monotonic()
+		b = append([]byte{}, b...)
+		for at := entryAt; at+entrySize <= len(b) && at+entrySize <= boardSize; at += entrySize {
+			le.PutUint64(b[at+8:], uint64(now-int64(le.Uint64(b[at+8:]))))
+		}
+		path := filepath.Join(t.TempDir(), "board")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fd, err := unix.Open(path, unix.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		if es, err := ReadBoard(fd); err == nil && len(es) > boardEntries {
+			t.Fatalf("%d entries from a board of %d", len(es), boardEntries)
+		}
+		time.Sleep(time.Millisecond) // past the gate's last look
+		tx, rx := pair(t, 4, 4096)
+		tx.SetPreempt(true)
+		tx.SetBoard(fd)
+		errs := make(chan error, 1)
+		go func() { errs <- receive(rx, 64<<10) }()
+		if err := send(tx, 64<<10); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the stream did not arrive")
+		}
+		if c, _, _ := turns(); c < 1 || c > 256 {
+			t.Fatalf("cap %d", c)
+		}
+	})
 }

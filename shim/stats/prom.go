@@ -127,7 +127,7 @@ func (fs *families) add(s *Snapshot) {
 		fs.emit("sdpshim_waiter_budget", g, "Poll budget of the latest wait (-1 busy polling, 0 event mode).", l, strconv.FormatInt(w.Budget, 10))
 	}
 	fs.emit("sdpshim_scheduler_preemptions_total", c, "Scheduling points taken inside large writes.", p, u(s.Scheduler.Preemptions))
-	fs.emit("sdpshim_scheduler_pauses_total", c, "Streams held back for their share of a shared channel, and large writes on direct connections that paused for small messages that lost the CPU.", p, u(s.Scheduler.Pauses))
+	fs.emit("sdpshim_scheduler_pauses_total", c, "Streams held back for their share of a shared channel, and large writes on direct connections that paused for small messages that lost the CPU or waited for a turn among the bulk senders of the user's processes.", p, u(s.Scheduler.Pauses))
 	fs.emit("sdpshim_scheduler_cpu_moves_total", c, "Waits on direct connections that moved their thread off the peer's CPU.", p, u(s.Scheduler.Moves))
 	fs.emit("sdpshim_stats_clients_refused_total", c, "Stats socket clients refused by SO_PEERCRED.", p, u(s.Server.Refused))
 }

@@ -13,7 +13,8 @@ import (
 // process's direct connections take turns with those of the user's other
 // processes (stream-level preemption between processes; docs/direct.md,
 // "Tenants"). Opened on the first direct connection with preemption on,
-// and kept (protected, close-on-exec) for the life of the process.
+// and kept (protected, close-on-exec, at a high number) for the life of
+// the process.
 type tenantBoard struct {
 	once sync.Once
 	fd   int // -1: none (the run directory refused it; logged)
@@ -31,7 +32,18 @@ func (p *Process) board() int {
 		}
 		fd, err := n.OpenBoard()
 		if err == nil {
-			if err = direct.PrepareBoard(fd); err != nil {
+			err = direct.PrepareBoard(fd)
+			if err == nil {
+				// Among the shim's high numbers, as its other fds that
+				// cannot move: the handles keep the number, so a
+				// program's dup2 onto it gets EBUSY (evict.go).
+				var high int
+				if high, err = dupHigh(fd); err == nil {
+					unix.Close(fd)
+					fd = high
+				}
+			}
+			if err != nil {
 				unix.Close(fd)
 			}
 		}

@@ -4,8 +4,6 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/sdpshim/sdpshim/core/direct"
 )
 
 // tenantBoard is this process's descriptor of its user's tenant board
@@ -32,20 +30,12 @@ func (p *Process) board() int {
 		}
 		fd, err := n.OpenBoard()
 		if err == nil {
-			err = direct.PrepareBoard(fd)
-			if err == nil {
-				// Among the shim's high numbers, as its other fds that
-				// cannot move: the handles keep the number, so a
-				// program's dup2 onto it gets EBUSY (evict.go).
-				var high int
-				if high, err = dupHigh(fd); err == nil {
-					unix.Close(fd)
-					fd = high
-				}
-			}
-			if err != nil {
-				unix.Close(fd)
-			}
+			// Among the shim's high numbers, as its other fds that
+			// cannot move: the handles keep the number, so a program's
+			// dup2 onto it gets EBUSY (evict.go).
+			high, derr := dupHigh(fd)
+			unix.Close(fd)
+			fd, err = high, derr
 		}
 		if err != nil {
 			p.log.WithError(err).Warn("no tenant board: bulk sends take turns within this process only")

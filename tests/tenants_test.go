@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sdpshim/sdpshim/core/direct"
+	"github.com/sdpshim/sdpshim/core/rendezvous"
 	"github.com/sdpshim/sdpshim/shim/stats"
 )
 
@@ -69,12 +69,7 @@ func TestTenantTurnsBetweenProcesses(t *testing.T) {
 	} else if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o777 != 0o600 {
 		t.Errorf("board %s: mode %o, want a regular file of mode 0600", board, st.Mode)
 	}
-	fd, err := unix.Open(board, unix.O_RDONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	entries, err := direct.ReadBoard(fd)
-	unix.Close(fd)
+	entries, err := rendezvous.ReadBoardIn(rd, os.Geteuid())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,10 +14,12 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core/rendezvous"
 )
 
-// newBoard makes a tenant board in a file of the test's and returns its
-// descriptor, prepared, and its path.
+// newBoard makes a tenant board in a file of the test's, laid out as the
+// Go core lays it out, and returns its descriptor and its path.
 func newBoard(t *testing.T) (int, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "tenants")
@@ -26,14 +28,34 @@ func newBoard(t *testing.T) (int, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	fd := int(f.Fd())
-	if err := PrepareBoard(fd); err != nil {
+	head := make([]byte, boardSize)
+	binary.LittleEndian.PutUint32(head, boardMagic)
+	binary.LittleEndian.PutUint32(head[4:], boardVersion)
+	binary.LittleEndian.PutUint32(head[8:], uint32(boardEntries))
+	if _, err := f.Write(head); err != nil {
 		t.Fatal(err)
 	}
-	if err := PrepareBoard(fd); err != nil { // again: nothing to do
-		t.Fatal(err)
+	return int(f.Fd()), path
+}
+
+// TestBoardLayout: the board as preload/c/tenant.h lays it out is the one
+// core/rendezvous makes and reads.
+func TestBoardLayout(t *testing.T) {
+	for _, c := range []struct {
+		what   string
+		c, goV int
+	}{
+		{"magic", boardMagic, rendezvous.BoardMagic},
+		{"version", boardVersion, rendezvous.BoardVersion},
+		{"entries", boardEntries, rendezvous.BoardEntries},
+		{"header", entryAt, rendezvous.BoardHeader},
+		{"entry", entrySize, rendezvous.BoardEntry},
+		{"size", boardSize, rendezvous.BoardSize},
+	} {
+		if c.c != c.goV {
+			t.Errorf("board %s: %d in C, %d in core/rendezvous", c.what, c.c, c.goV)
+		}
 	}
-	return fd, path
 }
 
 func monotonic() int64 {
@@ -93,7 +115,7 @@ func otherTenant(t *testing.T, fd int, path string, i int, demand uint32) (stop 
 	}
 	stop = func() { cmd.Process.Kill(); cmd.Wait() }
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		es, _ := ReadBoard(fd)
+		es, _ := rendezvous.ReadBoard(fd)
 		for _, e := range es {
 			if e.PID == cmd.Process.Pid {
 				return stop
@@ -126,7 +148,7 @@ func streams(t *testing.T, n, total, fd int) (pauses []uint64, held, waiting, ca
 	}
 	finished := make(chan struct{})
 	go func() { wg.Wait(); close(finished) }()
-	deadline, start := time.After(60*time.Second), time.Now()
+	deadline, capSince := time.After(60*time.Second), time.Now()
 	for sampling := true; sampling; {
 		select {
 		case <-finished:
@@ -136,11 +158,14 @@ func streams(t *testing.T, n, total, fd int) (pauses []uint64, held, waiting, ca
 		case <-time.After(200 * time.Microsecond):
 		}
 		c, h, w := turns()
-		waiting, cap = max(waiting, w), c
-		if time.Since(start) > 10*time.Millisecond { // the cap of the first look is taken
+		waiting = max(waiting, w)
+		if c != cap {
+			cap, capSince = c, time.Now()
+		}
+		if time.Since(capSince) > 10*time.Millisecond { // past the sub-writes begun under an earlier cap
 			held = max(held, h)
 		}
-		if es, err := ReadBoard(fd); err == nil { // none where the board was cut short
+		if es, err := rendezvous.ReadBoard(fd); err == nil { // none where the board was cut short
 			for _, e := range es {
 				if e.PID == os.Getpid() {
 					demand = max(demand, e.Demand)
@@ -205,9 +230,9 @@ func receive(rx *Conn, total int) error {
 }
 
 // quiet waits out what earlier tests left: their turns go stale, their
-// board entries old, and a preemption mark (preload/c/direct.c, 50 ms)
-// ends.
-func quiet() { time.Sleep(60 * time.Millisecond) }
+// board entries old (100 ms), and a preemption mark (preload/c/direct.c,
+// 50 ms) ends.
+func quiet() { time.Sleep(120 * time.Millisecond) }
 
 // The tenant gate (preload/c/tenant.c): beside another process of the
 // user that wants one bulk stream, this process's four bulk streams take

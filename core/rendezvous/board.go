@@ -1,21 +1,53 @@
 package rendezvous
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// OpenBoard opens this user's tenant board in the run directory
-// (preload/c/tenant.h), creating it empty (mode 0600) when it is
-// missing: the file tenants.EUID, which must be a regular file of the
-// effective uid with no access for others and one link (a symlink, a
-// file of another uid or a hard link to somewhere else is refused). The
-// caller owns the descriptor (close-on-exec) and lays the board out
-// (core/direct, PrepareBoard). Another process of the user may write
-// anything into it; the C side only ever reads it with pread.
+// The tenant board: one file per user in the run directory, tenants.EUID,
+// through which the direct path's bulk sends take turns between the
+// user's processes (preload/c/tenant.h has the layout and the rule, and
+// reads and writes it; core/direct's TestBoardLayout checks that the two
+// agree). A header of magic, version and entry count in 64 bytes, then
+// BoardEntries entries of pid, demand and time, 16 bytes each, little
+// endian.
+const (
+	BoardMagic   = 0x42544453 // "SDTB"
+	BoardVersion = 1
+	BoardEntries = 128
+	BoardHeader  = 64
+	BoardEntry   = 16
+	BoardSize    = BoardHeader + BoardEntries*BoardEntry
+)
+
+// ErrNoBoard: the file does not hold a tenant board of this layout.
+var ErrNoBoard = errors.New("not a tenant board of this layout")
+
+// TenantEntry is one process's entry on a tenant board.
+type TenantEntry struct {
+	PID    int
+	Demand int           // its streams that want to send bulk data
+	Beat   time.Duration // when it last wrote the entry (CLOCK_MONOTONIC)
+}
+
+// boardName is the board of effective uid euid.
+func boardName(euid uint32) string { return fmt.Sprintf("tenants.%d", euid) }
+
+// OpenBoard opens this user's tenant board in the run directory, creating
+// it (mode 0600) and laying it out when needed: the file tenants.EUID,
+// which must be a regular file of the effective uid with no access for
+// others and one link (a symlink, a file of another uid or a hard link to
+// somewhere else is refused). The caller owns the descriptor
+// (close-on-exec). Another process of the user may write anything into
+// it; the C side only reads it with pread.
 func (n *Node) OpenBoard() (int, error) {
-	name := fmt.Sprintf("tenants.%d", n.euid)
+	name := boardName(n.euid)
 	fd := -1
 	err := n.withRunDir(true, func(dirfd int) error {
 		var err error
@@ -25,22 +57,101 @@ func (n *Node) OpenBoard() (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("tenant board %s: %w", name, err)
 	}
-	var st unix.Stat_t
-	err = unix.Fstat(fd, &st)
-	switch {
-	case err != nil:
-	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		err = fmt.Errorf("not a regular file (mode %o)", st.Mode)
-	case st.Uid != n.euid:
-		err = fmt.Errorf("owned by uid %d, not %d", st.Uid, n.euid)
-	case st.Mode&0o077 != 0:
-		err = fmt.Errorf("mode %04o, want 0600", st.Mode&0o7777)
-	case st.Nlink != 1:
-		err = fmt.Errorf("%d links, want 1", st.Nlink)
+	if err = checkBoard(fd, n.euid); err == nil {
+		err = prepareBoard(fd)
 	}
 	if err != nil {
 		unix.Close(fd)
 		return -1, fmt.Errorf("tenant board %s: %w", name, err)
 	}
 	return fd, nil
+}
+
+// checkBoard applies OpenBoard's rule to the open file fd.
+func checkBoard(fd int, euid uint32) error {
+	var st unix.Stat_t
+	err := unix.Fstat(fd, &st)
+	switch {
+	case err != nil:
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		err = fmt.Errorf("not a regular file (mode %o)", st.Mode)
+	case st.Uid != euid:
+		err = fmt.Errorf("owned by uid %d, not %d", st.Uid, euid)
+	case st.Mode&0o077 != 0:
+		err = fmt.Errorf("mode %04o, want 0600", st.Mode&0o7777)
+	case st.Nlink != 1:
+		err = fmt.Errorf("%d links, want 1", st.Nlink)
+	}
+	return err
+}
+
+// prepareBoard lays out the board at fd when it is not laid out yet: it
+// grows the file to the board's size and writes the header. Entries
+// already there are kept (other processes of the user write theirs at any
+// time); a header of another layout (another build) is overwritten, and
+// the processes of that build read no board until they write theirs.
+func prepareBoard(fd int) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Size < BoardSize {
+		if err := unix.Ftruncate(fd, BoardSize); err != nil {
+			return fmt.Errorf("grow to %d bytes: %w", BoardSize, err)
+		}
+	}
+	want := make([]byte, 12)
+	binary.LittleEndian.PutUint32(want[0:], BoardMagic)
+	binary.LittleEndian.PutUint32(want[4:], BoardVersion)
+	binary.LittleEndian.PutUint32(want[8:], BoardEntries)
+	have := make([]byte, len(want))
+	if n, err := unix.Pread(fd, have, 0); err == nil && n == len(have) && string(have) == string(want) {
+		return nil
+	}
+	if n, err := unix.Pwrite(fd, want, 0); err != nil || n != len(want) {
+		return fmt.Errorf("write the header: %d bytes, %v", n, err)
+	}
+	return nil
+}
+
+// ReadBoard returns the entries in use (a pid set) of the tenant board at
+// fd, in board order. Another process may write anything there: the
+// values are as read.
+func ReadBoard(fd int) ([]TenantEntry, error) {
+	b := make([]byte, BoardSize)
+	if n, err := unix.Pread(fd, b, 0); err != nil || n != len(b) {
+		return nil, fmt.Errorf("tenant board: read %d of %d bytes: %v", n, len(b), err)
+	}
+	return decodeBoard(b)
+}
+
+// decodeBoard decodes a board's bytes (BoardSize of them).
+func decodeBoard(b []byte) ([]TenantEntry, error) {
+	le := binary.LittleEndian
+	if len(b) < BoardSize || le.Uint32(b[0:]) != BoardMagic || le.Uint32(b[4:]) != BoardVersion || le.Uint32(b[8:]) != BoardEntries {
+		return nil, ErrNoBoard
+	}
+	var out []TenantEntry
+	for i := range BoardEntries {
+		e := b[BoardHeader+i*BoardEntry:]
+		if pid := le.Uint32(e); pid != 0 {
+			out = append(out, TenantEntry{PID: int(pid), Demand: int(le.Uint32(e[4:])), Beat: time.Duration(int64(le.Uint64(e[8:])))})
+		}
+	}
+	return out, nil
+}
+
+// ReadBoardIn reads the tenant board of effective uid euid in run
+// directory dir (opened without following a symlink, read only); an
+// error when it is missing or not a board.
+func ReadBoardIn(dir string, euid int) ([]TenantEntry, error) {
+	fd, err := unix.Open(filepath.Join(dir, boardName(uint32(euid))), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	if err := checkBoard(fd, uint32(euid)); err != nil {
+		return nil, err
+	}
+	return ReadBoard(fd)
 }

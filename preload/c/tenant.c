@@ -54,7 +54,7 @@
 #define TURN_STALE_NS 1000000L   /* a turn unused this long is anyone's */
 #define TURN_WAIT_NS 5000000L    /* a waiter looks again at least this often */
 #define BOARD_EVERY_NS 1000000L  /* the board is read and written at most this often */
-#define BOARD_FRESH_NS 20000000L /* an entry older than this is of a process that stopped */
+#define BOARD_FRESH_NS 100000000L /* an entry older than this is of a process that stopped */
 #define BOARD_DEAD_NS 1000000000L /* an entry this old may be taken by another process */
 
 #define LD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)

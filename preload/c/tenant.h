@@ -13,8 +13,8 @@
  * run directory, one per user (the Go core creates it and writes its
  * header: core/direct/board.go). Each sending process keeps one entry in
  * it, its pid, how many of its streams want to send bulk data, and when it
- * last said so; entries older than SDP_BOARD_FRESH_NS are of processes
- * that stopped sending. The board is read and written with pread and
+ * last said so; entries older than 100 ms are of processes that stopped
+ * sending (tenant.c). The board is read and written with pread and
  * pwrite at most once a millisecond per process, never mapped: another
  * process of the user can write anything into it or truncate it, which at
  * worst makes this process take fewer turns, never read out of bounds,

@@ -1,10 +1,6 @@
 package shim
 
-import (
-	"sync"
-
-	"golang.org/x/sys/unix"
-)
+import "sync"
 
 // tenantBoard is this process's descriptor of its user's tenant board
 // (preload/c/tenant.h): through it the blocking bulk sends of the
@@ -12,7 +8,8 @@ import (
 // processes (stream-level preemption between processes; docs/direct.md,
 // "Tenants"). Opened on the first direct connection with preemption on,
 // and kept (protected, close-on-exec, at a high number) for the life of
-// the process.
+// the process; a process that could not open it (logged) does without
+// for its life.
 type tenantBoard struct {
 	once sync.Once
 	fd   int // -1: none (the run directory refused it; logged)
@@ -28,20 +25,14 @@ func (p *Process) board() int {
 		if err != nil {
 			return // no rendezvous, no direct connection either
 		}
+		// At one of the core's high numbers, protected, as its other fds
+		// that cannot move: the handles keep the number, so a program's
+		// dup2 onto it gets EBUSY (evict.go).
 		fd, err := n.OpenBoard()
-		if err == nil {
-			// Among the shim's high numbers, as its other fds that
-			// cannot move: the handles keep the number, so a program's
-			// dup2 onto it gets EBUSY (evict.go).
-			high, derr := dupHigh(fd)
-			unix.Close(fd)
-			fd, err = high, derr
-		}
 		if err != nil {
-			p.log.WithError(err).Warn("no tenant board: bulk sends take turns within this process only")
+			p.log.WithError(err).Warn("no tenant board: bulk sends do not take turns with other processes'")
 			return
 		}
-		p.protect(fd)
 		b.fd = fd
 	})
 	return b.fd

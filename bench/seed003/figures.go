@@ -46,8 +46,16 @@ func (w workload) figures(r report) sample {
 
 // scheduler is the client's preemptions, pauses and CPU moves a second,
 // from the stats of its processes read near the end of its run (the
-// warm-up included), summed over them.
+// warm-up included), summed over them; none unless every process's were
+// read.
 func (w workload) scheduler(snaps []*stats.Snapshot) sample {
+	want := 1
+	if w.procs {
+		want = len(w.tenants)
+	}
+	if len(snaps) != want {
+		return nil
+	}
 	s := sample{}
 	for _, snap := range snaps {
 		secs := snap.Time.Sub(snap.Process.Started).Seconds()
@@ -57,9 +65,6 @@ func (w workload) scheduler(snaps []*stats.Snapshot) sample {
 		s[w.key+".preempt"] += float64(snap.Scheduler.Preemptions) / secs
 		s[w.key+".pause"] += float64(snap.Scheduler.Pauses) / secs
 		s[w.key+".moves"] += float64(snap.Scheduler.Moves) / secs
-	}
-	if len(snaps) == 0 {
-		return nil
 	}
 	return s
 }

@@ -40,7 +40,7 @@ var (
 // prepared by this process, which keeps it open for as long as any
 // handle has it; -1: none): its blocking bulk sends then take turns with
 // the bulk sends of the user's other processes (preload/c/tenant.c).
-// Without a board they take turns among this process's streams only.
+// Without one they take turns only past every turn (256 at once).
 func (c *Conn) SetBoard(fd int) {
 	if h := c.hold(); h != nil {
 		C.set_board(h, C.int(fd), C.uint32_t(unix.Getpid()))

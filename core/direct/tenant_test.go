@@ -234,6 +234,16 @@ func receive(rx *Conn, total int) error {
 // 50 ms) ends.
 func quiet() { time.Sleep(120 * time.Millisecond) }
 
+// settle has one stream look at the board at fd, so that the gate's cap
+// is that board's before streams run that must not wait: a stream that
+// begins while another looks takes the cap from before.
+func settle(t *testing.T, fd int) {
+	t.Helper()
+	quiet()
+	streams(t, 1, 1<<20, fd)
+	time.Sleep(2 * time.Millisecond) // past the look's interval
+}
+
 // The tenant gate (preload/c/tenant.c): beside another process of the
 // user that wants one bulk stream, this process's four bulk streams take
 // turns, one at a time on a machine of up to 7 CPUs (more where the CPUs
@@ -248,7 +258,7 @@ func TestTenantTurns(t *testing.T) {
 	}
 	wantCap := max(1, cpus.Count()/4) // two tenants: CPUs over twice the tenants, at least the other's 1
 
-	quiet()
+	settle(t, fd)
 	pauses, held, _, _, demand := streams(t, 4, 16<<20, fd)
 	for i, p := range pauses {
 		if p != 0 {
@@ -288,7 +298,7 @@ func TestTenantTurns(t *testing.T) {
 
 	// The other tenant stopped: past its entry's freshness the gate gives
 	// every turn again.
-	quiet()
+	settle(t, fd)
 	pauses, _, _, cap, _ = streams(t, 2, 4<<20, fd)
 	if cap != 256 {
 		t.Errorf("after the other tenant stopped: cap %d, want every turn (256)", cap)
@@ -324,7 +334,7 @@ func TestTenantBoardHostile(t *testing.T) {
 	if err := unix.Ftruncate(fd, 100); err != nil {
 		t.Fatal(err)
 	}
-	quiet()
+	settle(t, fd)
 	pauses, _, _, cap, _ = streams(t, 3, 4<<20, fd)
 	if cap != 256 {
 		t.Errorf("board cut short: cap %d, want every turn", cap)

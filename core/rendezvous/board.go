@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core/fdhook"
 )
 
 // The tenant board: one file per user in the run directory, tenants.EUID,
@@ -40,28 +42,40 @@ type TenantEntry struct {
 func boardName(euid uint32) string { return fmt.Sprintf("tenants.%d", euid) }
 
 // OpenBoard opens this user's tenant board in the run directory, creating
-// it (mode 0600) and laying it out when needed: the file tenants.EUID,
-// which must be a regular file of the effective uid with no access for
-// others and one link (a symlink, a file of another uid or a hard link to
-// somewhere else is refused). The caller owns the descriptor
-// (close-on-exec). Another process of the user may write anything into
-// it; the C side only reads it with pread.
+// it (mode 0600) and laying it out when needed: the file tenants.EUID (of
+// the effective uid now), which must be a regular file of that uid with
+// no access for others and one link (a symlink, a file of another uid or
+// a hard link to somewhere else is refused). The descriptor is at one of
+// the core's high numbers (fdhook.HighBase) and reported as the core's
+// (fdhook.NoteFDs) before anything is written through it; the caller owns
+// it (close-on-exec; fdhook.CloseFD). Another process of the user may
+// write anything into the file; the C side only reads it with pread.
 func (n *Node) OpenBoard() (int, error) {
-	name := boardName(n.euid)
+	euid := uint32(unix.Geteuid())
+	name := boardName(euid)
 	fd := -1
 	err := n.withRunDir(true, func(dirfd int) error {
-		var err error
-		fd, err = unix.Openat(dirfd, name, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0o600)
+		low, err := unix.Openat(dirfd, name, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0o600)
+		if err != nil {
+			return err
+		}
+		fd, err = unix.FcntlInt(uintptr(low), unix.F_DUPFD_CLOEXEC, fdhook.HighBase())
+		unix.Close(low)
+		if err == nil {
+			fdhook.NoteFDs(fd)
+		}
 		return err
 	})
 	if err != nil {
 		return -1, fmt.Errorf("tenant board %s: %w", name, err)
 	}
-	if err = checkBoard(fd, n.euid); err == nil {
-		err = prepareBoard(fd)
+	if err = checkBoard(fd, euid); err == nil {
+		if err = unix.Fchmod(fd, 0o600); err == nil { // whatever the umask left of it
+			err = prepareBoard(fd)
+		}
 	}
 	if err != nil {
-		unix.Close(fd)
+		fdhook.CloseFD(fd)
 		return -1, fmt.Errorf("tenant board %s: %w", name, err)
 	}
 	return fd, nil

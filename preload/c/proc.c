@@ -19,6 +19,7 @@
  * call would overwrite, the frame the parent still has to return through.
  */
 #include "shim.h"
+#include "tenant.h"
 
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -45,6 +46,7 @@ SDP_EXPORT pid_t fork(void)
 	if (pid != 0 && counted)
 		sdp_core_fork_done();
 	if (pid == 0) {
+		sdp_tenant_forget();
 		sdp_core_atfork_child(keep, mine);
 	} else if (keep >= 0) {
 		/* The child's end is the child's alone: the core sees it close

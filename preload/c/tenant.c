@@ -28,11 +28,13 @@
  * and at least 1. A demand is the process's holders with a fresh
  * sub-write plus its waiters.
  *
- * Every wait is timed (TURN_WAIT_NS) and a signal ends it (the sub-write
- * then goes ahead without a turn), so a turn held by a thread that died,
- * a board full of garbage or a lost wake costs time, never a hang. A fork
- * child starts with no turns and, since the board's fd was given to its
- * parent, without the board (every turn). */
+ * Every sleep is timed: until the first held turn would go stale, at
+ * most TURN_WAIT_NS; a signal whose handler does not restart calls ends
+ * it (the sub-write then goes ahead without a turn). So a turn held by a
+ * thread that died or stopped sending, a board full of garbage or a lost
+ * wake costs time, never a hang. A fork child starts with no turns
+ * (sdp_tenant_forget, from the interposer's fork) and, since the board's
+ * fd was given to its parent, without the board. */
 #define _GNU_SOURCE 1
 #include "tenant.h"
 #include "direct.h"
@@ -40,7 +42,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stddef.h>
 #include <string.h>
@@ -53,9 +54,10 @@
 #define TURN_HANDOFF_NS 1000000L /* a turn given up goes to another thread first */
 #define TURN_STALE_NS 1000000L   /* a turn unused this long is anyone's */
 #define TURN_WAIT_NS 5000000L    /* a waiter looks again at least this often */
+#define TURN_NAP_NS 50000L       /* and at most this often */
 #define BOARD_EVERY_NS 1000000L  /* the board is read and written at most this often */
 #define BOARD_FRESH_NS 100000000L /* an entry older than this is of a process that stopped */
-#define BOARD_DEAD_NS 1000000000L /* an entry this old may be taken by another process */
+#define BOARD_DEAD_NS 1000000000L /* an entry this old (or this far ahead) may be taken by another process */
 
 #define LD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
@@ -80,13 +82,15 @@ static struct {
 
 static struct sdp_board board; /* the last read, under g.looking */
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static void forget(void)
+void sdp_tenant_forget(void)
 {
 	memset(&g, 0, sizeof g);
 	g.cap = TURNS;
 }
-static void setup(void) { pthread_atfork(NULL, NULL, forget); }
+
+/* now - then, for times another process may have written: wraps rather
+ * than overflows. */
+static int64_t age(int64_t now, int64_t then) { return (int64_t)((uint64_t)now - (uint64_t)then); }
 
 static uint32_t ncpus(void)
 {
@@ -108,7 +112,7 @@ static uint32_t held(int64_t now)
 {
 	uint32_t n = 0, top = LD(&g.top);
 	for (uint32_t i = 0; i < top && i < TURNS; i++)
-		if (LD(&g.turn[i].owner) != NULL && now - LD(&g.turn[i].used) < TURN_STALE_NS)
+		if (LD(&g.turn[i].owner) != NULL && age(now, LD(&g.turn[i].used)) < TURN_STALE_NS)
 			n++;
 	return n;
 }
@@ -120,11 +124,13 @@ static uint32_t demand(int64_t now) { return held(now) + LD(&g.waiters); }
 /* Writes this process's entry (me, want) and returns the cap the others'
  * entries give it (above); TURNS when the board cannot be read or holds
  * no other sender. */
-static uint32_t board_cap(int fd, uint32_t me, uint32_t want, int64_t now)
+static uint32_t board_cap(int fd, uint32_t me, uint32_t want)
 {
 	if (syscall(SYS_pread64, fd, &board, sizeof board, 0) != (long)sizeof board || board.magic != SDP_BOARD_MAGIC ||
 	    board.version != SDP_BOARD_VERSION || board.entries != SDP_BOARD_ENTRIES)
 		return TURNS;
+	/* After the read: an entry written before it is not in the future. */
+	int64_t now = sdp_now_ns();
 	uint32_t mine = g.entry;
 	if (mine == 0 || mine > SDP_BOARD_ENTRIES || board.entry[mine - 1].pid != me) {
 		/* Its pid's entry, else a free one or one silent for a second:
@@ -135,8 +141,8 @@ static uint32_t board_cap(int fd, uint32_t me, uint32_t want, int64_t now)
 			if (board.entry[i].pid == me)
 				mine = i + 1;
 		for (uint32_t i = 0; i < SDP_BOARD_ENTRIES && mine == 0; i++) {
-			int64_t age = now - board.entry[i].beat_ns;
-			if (board.entry[i].pid == 0 || age < 0 || age >= BOARD_DEAD_NS)
+			int64_t a = age(now, board.entry[i].beat_ns);
+			if (board.entry[i].pid == 0 || a >= BOARD_DEAD_NS || a <= -BOARD_DEAD_NS)
 				mine = i + 1;
 		}
 		g.entry = mine;
@@ -149,8 +155,8 @@ static uint32_t board_cap(int fd, uint32_t me, uint32_t want, int64_t now)
 	uint32_t others = 0, least = TURNS;
 	for (uint32_t i = 0; i < SDP_BOARD_ENTRIES; i++) {
 		const struct sdp_board_entry *e = &board.entry[i];
-		int64_t age = now - e->beat_ns;
-		if (i + 1 == mine || e->pid == 0 || e->pid == me || e->demand == 0 || age < 0 || age >= BOARD_FRESH_NS)
+		int64_t a = age(now, e->beat_ns);
+		if (i + 1 == mine || e->pid == 0 || e->pid == me || e->demand == 0 || a < 0 || a >= BOARD_FRESH_NS)
 			continue;
 		others++;
 		if (e->demand < least)
@@ -174,15 +180,17 @@ static void look(const struct sdp_dconn *c, int64_t now)
 	if (__atomic_exchange_n(&g.looking, 1, __ATOMIC_ACQUIRE) != 0)
 		return;
 	ST(&g.looked, now);
-	uint32_t cap = TURNS, me = (uint32_t)syscall(SYS_getpid);
+	uint32_t me = (uint32_t)syscall(SYS_getpid);
 	int fd = LD(&c->board_fd);
+	/* A handle without this process's board (none, or a fork child's
+	 * copy of its parent's) leaves the cap as the last board said. */
 	if (fd >= 0 && LD(&c->board_pid) == me) {
 		uint32_t want = demand(now);
-		cap = board_cap(fd, me, want > 0 ? want : 1, now); /* the caller wants one at least */
-	}
-	if (__atomic_exchange_n(&g.cap, cap, __ATOMIC_ACQ_REL) < cap) {
-		__atomic_fetch_add(&g.word, 1, __ATOMIC_RELEASE);
-		syscall(SYS_futex, &g.word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+		uint32_t cap = board_cap(fd, me, want > 0 ? want : 1); /* the caller wants one at least */
+		if (__atomic_exchange_n(&g.cap, cap, __ATOMIC_ACQ_REL) < cap) {
+			__atomic_fetch_add(&g.word, 1, __ATOMIC_RELEASE);
+			syscall(SYS_futex, &g.word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+		}
 	}
 	__atomic_store_n(&g.looking, 0, __ATOMIC_RELEASE);
 }
@@ -195,9 +203,9 @@ static int take(struct sdp_dconn *c, uint32_t cap, int64_t now)
 		struct turn *t = &g.turn[i];
 		const struct sdp_dconn *o = LD(&t->owner);
 		if (o == NULL) {
-			if (LD(&t->from) == c && now - LD(&t->since) < TURN_HANDOFF_NS)
+			if (LD(&t->from) == c && age(now, LD(&t->since)) < TURN_HANDOFF_NS)
 				continue;
-		} else if (o != c && now - LD(&t->used) < TURN_STALE_NS) {
+		} else if (o != c && age(now, LD(&t->used)) < TURN_STALE_NS) {
 			continue;
 		}
 		if (o != c && !__atomic_compare_exchange_n(&t->owner, &o, c, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
@@ -227,22 +235,39 @@ static void give_up(struct turn *t, const struct sdp_dconn *c, int64_t now)
 		syscall(SYS_futex, &g.word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
+/* How long a waiter sleeps: until the first turn below cap held now
+ * would go stale (its holder may have stopped sending: nobody gives that
+ * turn up), between TURN_NAP_NS and TURN_WAIT_NS. */
+static long nap(uint32_t cap, int64_t now)
+{
+	int64_t ns = TURN_WAIT_NS;
+	for (uint32_t i = 0; i < cap && i < LD(&g.top) && i < TURNS; i++) {
+		if (LD(&g.turn[i].owner) == NULL)
+			continue;
+		int64_t left = TURN_STALE_NS - age(now, LD(&g.turn[i].used));
+		if (left < ns)
+			ns = left;
+	}
+	return ns < TURN_NAP_NS ? TURN_NAP_NS : ns;
+}
+
 uint32_t sdp_tenant_enter(struct sdp_dconn *c)
 {
-	pthread_once(&once, setup);
+	int saved = errno; /* the send's caller sees the send's errno, not the board's or a sleep's */
 	int64_t now = sdp_now_ns();
 	look(c, now);
 	uint32_t cap = LD(&g.cap), i = LD(&c->turn);
 	if (i > 0 && i <= TURNS && LD(&g.turn[i - 1].owner) == c) {
 		struct turn *t = &g.turn[i - 1];
-		if (i <= cap && (now - LD(&t->since) < TURN_SLICE_NS || LD(&g.waiters) == 0)) {
+		if (i <= cap && (age(now, LD(&t->since)) < TURN_SLICE_NS || LD(&g.waiters) == 0)) {
 			ST(&t->used, now);
+			errno = saved;
 			return 0;
 		}
 		give_up(t, c, now); /* its slice is over while others wait, or the cap fell below it */
 	}
 	uint32_t waits = 0;
-	int waiting = 0, saved = errno;
+	int waiting = 0;
 	for (;;) {
 		if (take(c, cap, now))
 			break;
@@ -253,7 +278,7 @@ uint32_t sdp_tenant_enter(struct sdp_dconn *c)
 		uint32_t w = LD(&g.word);
 		if (take(c, LD(&g.cap), sdp_now_ns()))
 			break;
-		struct timespec ts = {0, TURN_WAIT_NS};
+		struct timespec ts = {0, nap(LD(&g.cap), sdp_now_ns())};
 		long r = syscall(SYS_futex, &g.word, FUTEX_WAIT_PRIVATE, w, &ts, NULL, 0);
 		waits++;
 		if (r < 0 && errno == EINTR)

@@ -52,6 +52,10 @@ struct sdp_dconn;
  * bulk data and a turn was free). Async-signal-safe; raw system calls. */
 uint32_t sdp_tenant_enter(struct sdp_dconn *c);
 
+/* In a fork child, before anything else: the parent's turns, waiters and
+ * cap are not the child's (its one thread holds none of them). */
+void sdp_tenant_forget(void);
+
 /* What the gate of this copy of tenant.c holds now (tests): the cap, the
  * turns held and the threads waiting for one. */
 void sdp_tenant_state(uint32_t *cap, uint32_t *held, uint32_t *waiting);

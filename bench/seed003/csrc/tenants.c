@@ -34,7 +34,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -284,6 +286,9 @@ static int client(int port, double secs, int ntypes, char **specs, int procs)
 			if ((kids[t] = fork()) < 0)
 				die("fork");
 			if (kids[t] == 0) {
+				prctl(PR_SET_PDEATHSIG, SIGKILL); /* the client killed: its tenants too */
+				if (getppid() == 1)
+					_exit(1);
 				open_conns(conns, count[t], type[t], port);
 				atomic_fetch_add(&clk->ready, 1);
 				while (!atomic_load(&clk->go))
@@ -293,12 +298,19 @@ static int client(int port, double secs, int ntypes, char **specs, int procs)
 				_exit(0);
 			}
 		}
-		while (atomic_load(&clk->ready) < ntypes)
-			usleep(200);
-		start_clock(secs);
+		/* Every tenant connected, or one failed (it said why) or took
+		 * more than 20 s: then none runs. */
 		int bad = 0;
+		for (double give_up = now() + 20; !bad && atomic_load(&clk->ready) < ntypes; usleep(200))
+			for (int t = 0; t < ntypes; t++)
+				if (waitpid(kids[t], NULL, WNOHANG) != 0 || now() > give_up)
+					bad = 1;
+		if (!bad)
+			start_clock(secs);
 		for (int t = 0; t < ntypes; t++) {
 			int st;
+			if (bad)
+				kill(kids[t], SIGKILL);
 			if (waitpid(kids[t], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
 				bad = 1;
 		}

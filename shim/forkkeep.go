@@ -340,11 +340,20 @@ func (p *Process) ghost(s *Socket, fd int) bool {
 	p.watchSwitchFD(s, kfd)
 	p.count("fork.keep.ghost")
 	p.log.Debug("fork: the program closed a connection its child holds: kept open for the child")
-	// The child may have let go meanwhile (forgetFork, keptDrop): they
-	// forget the fork, then look for a ghost; this marks the ghost, then
-	// looks at the forks. One of the two sees the other.
-	if shared, _ := p.sharedWithChild(s); !shared {
+	// The child may have let go meanwhile (forgetFork, keptDrop), or
+	// forked (keptForked): they change the fork, then look for ghosts;
+	// this marks the ghost, then looks at the forks. One of the two sees
+	// the other. A child that forked before the program's close reached
+	// here (closeShared saw no fork yet) makes the ghost switch, as
+	// keptForked does with those it finds.
+	switch shared, forked := p.sharedWithChild(s); {
+	case !shared:
 		p.endGhost(s)
+	case forked:
+		go func() {
+			switchAsForkers([]*Socket{s})
+			p.endGhost(s)
+		}()
 	}
 	return true
 }

@@ -11,6 +11,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core/rendezvous"
 	"github.com/sdpshim/sdpshim/shim/config"
 	"github.com/sdpshim/sdpshim/shim/stats"
 )
@@ -25,6 +28,8 @@ run directory; sockets of dead processes are skipped) and prints one line
 per process, or, with PID, that process in detail: its connections
 (transport, fallback reason, bytes and messages each way, flow
 controller), channels, flow control, waiters and fallbacks by reason.
+The table is followed by the processes of this user that sent bulk data
+in the last second and take turns for it (the tenant board), if any.
 Processes serve stats unless started with SDPSHIM_STATS=0.
 
   --json        print the snapshots as JSON (an array; one object with PID)
@@ -80,6 +85,7 @@ func runStats(env *Env, args []string) int {
 		fmt.Fprintf(env.Stdout, "no shimmed process serves stats in %s\n", dir)
 	default:
 		writeTable(env.Stdout, snaps)
+		writeTenants(env.Stdout, dir)
 	}
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "sdpshim stats: %v\n", err)
@@ -164,6 +170,40 @@ func writeTable(w io.Writer, snaps []*stats.Snapshot) {
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%d\t%s\t\n", s.Process.PID, s.Process.Comm,
 			t.ConnsOpen, t.Accelerated, t.Fallbacks, bytesText(t.BytesSent), bytesText(t.BytesReceived),
 			t.MessagesSent, t.MessagesReceived, s.Flow.Stalls, percent(s.Flow.Utilisation))
+	}
+	tw.Flush()
+}
+
+// tenantsShown is how recent a board entry must be for the table: a
+// process that sent bulk data within it.
+const tenantsShown = time.Second
+
+// writeTenants prints, after the process table, the processes of this
+// user that sent bulk data lately and take turns for it (their entries on
+// the tenant board, docs/direct.md "Tenants"): nothing when there are
+// none or no board.
+func writeTenants(w io.Writer, dir string) {
+	es, err := rendezvous.ReadBoardIn(dir, os.Geteuid())
+	if err != nil {
+		return
+	}
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	now := time.Duration(ts.Nano())
+	var recent []rendezvous.TenantEntry
+	for _, e := range es {
+		if age := now - e.Beat; age >= 0 && age < tenantsShown {
+			recent = append(recent, e)
+		}
+	}
+	if len(recent) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nbulk senders taking turns (the tenant board; a process copies on at most as many streams at once as the least of the others wants):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "PID\tSTREAMS\tLAST\t")
+	for _, e := range recent {
+		fmt.Fprintf(tw, "%d\t%d\t%s ago\t\n", e.PID, e.Demand, (now - e.Beat).Round(time.Millisecond))
 	}
 	tw.Flush()
 }

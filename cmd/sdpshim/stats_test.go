@@ -1,17 +1,22 @@
 package main
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/sdpshim/sdpshim/core/rendezvous"
 	"github.com/sdpshim/sdpshim/core/wait"
 	"github.com/sdpshim/sdpshim/shim/stats"
 )
@@ -235,4 +240,41 @@ func deadPID(t *testing.T) int {
 	}
 	p.Wait()
 	return p.Pid
+}
+
+// The table lists the user's bulk senders from the tenant board of the
+// run directory: an entry written now, not one a minute old.
+func TestStatsTenants(t *testing.T) {
+	environ, _, dir := statsServer(t)
+	n, err := rendezvous.New(rendezvous.Config{RunDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	fd, err := n.OpenBoard()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	for i, e := range []struct {
+		pid, demand uint32
+		beat        int64
+	}{{5151, 16, ts.Nano()}, {6262, 1, ts.Nano() - 60e9}} {
+		b := make([]byte, rendezvous.BoardEntry)
+		binary.LittleEndian.PutUint32(b, e.pid)
+		binary.LittleEndian.PutUint32(b[4:], e.demand)
+		binary.LittleEndian.PutUint64(b[8:], uint64(e.beat))
+		if _, err := unix.Pwrite(fd, b, int64(rendezvous.BoardHeader+i*rendezvous.BoardEntry)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, stdout, stderr := runWith(environ, "stats")
+	if code != exitOK || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	if !strings.Contains(stdout, "bulk senders taking turns") || !regexp.MustCompile(`(?m)^\s*5151\s+16\s`).MatchString(stdout) || strings.Contains(stdout, "6262") {
+		t.Errorf("want pid 5151's 16 streams and not pid 6262's old entry:\n%s", stdout)
+	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"net/netip"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -258,15 +258,9 @@ func TestStatsTenants(t *testing.T) {
 	defer unix.Close(fd)
 	var ts unix.Timespec
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	for i, e := range []struct {
-		pid, demand uint32
-		beat        int64
-	}{{5151, 16, ts.Nano()}, {6262, 1, ts.Nano() - 60e9}} {
-		b := make([]byte, rendezvous.BoardEntry)
-		binary.LittleEndian.PutUint32(b, e.pid)
-		binary.LittleEndian.PutUint32(b[4:], e.demand)
-		binary.LittleEndian.PutUint64(b[8:], uint64(e.beat))
-		if _, err := unix.Pwrite(fd, b, int64(rendezvous.BoardHeader+i*rendezvous.BoardEntry)); err != nil {
+	now := time.Duration(ts.Nano())
+	for i, e := range []rendezvous.TenantEntry{{PID: 5151, Demand: 16, Beat: now}, {PID: 6262, Demand: 1, Beat: now - time.Minute}} {
+		if err := rendezvous.WriteEntry(fd, i, e); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core/rendezvous"
 )
 
 // FuzzArea drives both sides of an area with decoded operations while a
@@ -160,12 +162,8 @@ func FuzzBoard(f *testing.F) {
 	le.PutUint32(head, boardMagic)
 	le.PutUint32(head[4:], boardVersion)
 	le.PutUint32(head[8:], uint32(boardEntries))
-	entry := func(pid, demand uint32, age int64) []byte {
-		e := make([]byte, entrySize)
-		le.PutUint32(e, pid)
-		le.PutUint32(e[4:], demand)
-		le.PutUint64(e[8:], uint64(age))
-		return e
+	entry := func(pid, demand int, age time.Duration) []byte {
+		return rendezvous.TenantEntry{PID: pid, Demand: demand, Beat: age}.Bytes()
 	}
 	f.Add(head)
 	f.Add(append(append([]byte{}, head...), entry(1, 1, 1000)...))

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -89,12 +90,8 @@ func beOtherTenant(spec string) {
 	if err != nil {
 		panic(err)
 	}
-	e := make([]byte, entrySize)
-	binary.LittleEndian.PutUint32(e, uint32(os.Getpid()))
-	binary.LittleEndian.PutUint32(e[4:], demand)
 	for {
-		binary.LittleEndian.PutUint64(e[8:], uint64(monotonic()))
-		unix.Pwrite(fd, e, int64(entryAt+i*entrySize))
+		rendezvous.WriteEntry(fd, i, rendezvous.TenantEntry{PID: os.Getpid(), Demand: int(demand), Beat: time.Duration(monotonic())})
 		time.Sleep(time.Millisecond)
 	}
 }
@@ -298,14 +295,21 @@ func TestTenantTurns(t *testing.T) {
 
 	// The other tenant stopped: past its entry's freshness the gate gives
 	// every turn again.
+	everyTurn(t, "after the other tenant stopped", fd)
+}
+
+// everyTurn runs two bulk streams through the board at fd, settled, and
+// checks that the gate gave every turn (256) and that none waited.
+func everyTurn(t *testing.T, what string, fd int) {
+	t.Helper()
 	settle(t, fd)
-	pauses, _, _, cap, _ = streams(t, 2, 4<<20, fd)
+	pauses, _, _, cap, _ := streams(t, 2, 4<<20, fd)
 	if cap != 256 {
-		t.Errorf("after the other tenant stopped: cap %d, want every turn (256)", cap)
+		t.Errorf("%s: cap %d, want every turn (256)", what, cap)
 	}
 	for i, p := range pauses {
 		if p != 0 {
-			t.Errorf("after the other tenant stopped: stream %d paused %d times", i, p)
+			t.Errorf("%s: stream %d paused %d times", what, i, p)
 		}
 	}
 }
@@ -334,14 +338,60 @@ func TestTenantBoardHostile(t *testing.T) {
 	if err := unix.Ftruncate(fd, 100); err != nil {
 		t.Fatal(err)
 	}
+	everyTurn(t, "board cut short", fd)
+}
+
+// A thread that writes bulk data to two connections in turn (a
+// single-threaded program) takes its own turn from one connection to the
+// other at once: capped at one turn beside another tenant, it never
+// waits for a turn it holds itself.
+func TestTenantOneThreadTwoConns(t *testing.T) {
+	fd, path := newBoard(t)
+	quiet()
+	stop := otherTenant(t, fd, path, 100, 1)
+	defer stop()
 	settle(t, fd)
-	pauses, _, _, cap, _ = streams(t, 3, 4<<20, fd)
-	if cap != 256 {
-		t.Errorf("board cut short: cap %d, want every turn", cap)
+	var txs [2]*Conn
+	errs := make(chan error, 2)
+	const total = 8 <<20
+	for i := range txs {
+		tx, rx := pair(t, 16, 16384)
+		tx.SetPreempt(true)
+		tx.SetBoard(fd)
+		txs[i] = tx
+		go func() { errs <- receive(rx, total) }()
 	}
-	for i, p := range pauses {
-		if p != 0 {
-			t.Errorf("board cut short: stream %d paused %d times", i, p)
+	runtime.LockOSThread()
+	buf := make([]byte, 64<<10)
+	sent := [2]int{}
+	for k := 0; sent[0] < total || sent[1] < total; k ^= 1 {
+		if sent[k] == total {
+			continue
+		}
+		m := min(len(buf), total-sent[k])
+		for i := range m {
+			buf[i] = pattern(sent[k] + i)
+		}
+		n, sl, err := txs[k].Send(buf[:m], true)
+		if sl != nil {
+			txs[k].Woke(sl)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent[k] += n
+	}
+	runtime.UnlockOSThread()
+	for range txs {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	cap, _, _ := turns()
+	for i, tx := range txs {
+		if p := tx.Stats().Pauses; p != 0 {
+			t.Errorf("connection %d waited %d times for a turn its own thread held (cap %d)", i, p, cap)
 		}
 	}
 }

@@ -155,6 +155,22 @@ func decodeBoard(b []byte) ([]TenantEntry, error) {
 	return out, nil
 }
 
+// Bytes is e as a board holds it (BoardEntry bytes): what the C side
+// writes for its process, and what tests write for others.
+func (e TenantEntry) Bytes() []byte {
+	b := make([]byte, BoardEntry)
+	binary.LittleEndian.PutUint32(b, uint32(e.PID))
+	binary.LittleEndian.PutUint32(b[4:], uint32(e.Demand))
+	binary.LittleEndian.PutUint64(b[8:], uint64(e.Beat))
+	return b
+}
+
+// WriteEntry writes e as entry i of the board at fd.
+func WriteEntry(fd, i int, e TenantEntry) error {
+	_, err := unix.Pwrite(fd, e.Bytes(), int64(BoardHeader+i*BoardEntry))
+	return err
+}
+
 // ReadBoardIn reads the tenant board of effective uid euid in run
 // directory dir (opened without following a symlink, read only); an
 // error when it is missing or not a board.

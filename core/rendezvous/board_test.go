@@ -23,11 +23,7 @@ func TestOpenBoard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := make([]byte, BoardEntry)
-	binary.LittleEndian.PutUint32(e, 4242)
-	binary.LittleEndian.PutUint32(e[4:], 3)
-	binary.LittleEndian.PutUint64(e[8:], 99)
-	if _, err := unix.Pwrite(fd, e, BoardHeader+5*BoardEntry); err != nil {
+	if err := WriteEntry(fd, 5, TenantEntry{PID: 4242, Demand: 3, Beat: 99}); err != nil {
 		t.Fatal(err)
 	}
 	unix.Close(fd)
@@ -85,9 +81,7 @@ func FuzzDecodeBoard(f *testing.F) {
 	binary.LittleEndian.PutUint32(head[8:], BoardEntries)
 	f.Add(head)
 	f.Add(head[:BoardHeader])
-	withEntry := append([]byte{}, head...)
-	binary.LittleEndian.PutUint32(withEntry[BoardHeader:], 7)
-	f.Add(withEntry)
+	f.Add(append(head[:BoardHeader:BoardHeader], TenantEntry{PID: 7, Demand: 1}.Bytes()...))
 	f.Add([]byte("not a board"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		es, err := decodeBoard(b)

@@ -11,7 +11,9 @@
  * after TURN_SLICE_NS, so the bulk streams of one process take turns,
  * and for TURN_HANDOFF_NS only another thread may take a turn it gave
  * up. A turn whose holder made no sub-write for TURN_STALE_NS (its program
- * stopped sending, or closed the connection) is anyone's.
+ * stopped sending, or closed the connection) is anyone's, and so is one
+ * whose holder's last sub-write was on the taking thread (which copies on
+ * one connection at a time).
  *
  * The cap. No other process of the user sending bulk data (no fresh entry
  * on the board with a demand): every turn, so a process alone never
@@ -42,6 +44,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stddef.h>
 #include <string.h>
@@ -65,6 +68,7 @@
 struct turn {
 	const struct sdp_dconn *owner; /* NULL: free */
 	const struct sdp_dconn *from;  /* who gave it up last, at since */
+	uintptr_t thread;              /* the thread of the holder's last sub-write */
 	int64_t since;                 /* when taken or given up */
 	int64_t used;                  /* the holder's last sub-write */
 };
@@ -195,9 +199,12 @@ static void look(const struct sdp_dconn *c, int64_t now)
 	__atomic_store_n(&g.looking, 0, __ATOMIC_RELEASE);
 }
 
-/* Takes a turn below cap for c: a free one (not one c gave up within
- * TURN_HANDOFF_NS) or a stale one. 1 when it did. */
-static int take(struct sdp_dconn *c, uint32_t cap, int64_t now)
+/* Takes a turn below cap for c, on thread self: a free one (not one c
+ * gave up within TURN_HANDOFF_NS), a stale one, or one this thread holds
+ * for another connection (it copies on one at a time: a single-threaded
+ * program that writes to its connections in turn would otherwise wait
+ * for its own turn to go stale at each). 1 when it did. */
+static int take(struct sdp_dconn *c, uintptr_t self, uint32_t cap, int64_t now)
 {
 	for (uint32_t i = 0; i < cap && i < TURNS; i++) {
 		struct turn *t = &g.turn[i];
@@ -205,11 +212,12 @@ static int take(struct sdp_dconn *c, uint32_t cap, int64_t now)
 		if (o == NULL) {
 			if (LD(&t->from) == c && age(now, LD(&t->since)) < TURN_HANDOFF_NS)
 				continue;
-		} else if (o != c && age(now, LD(&t->used)) < TURN_STALE_NS) {
+		} else if (o != c && LD(&t->thread) != self && age(now, LD(&t->used)) < TURN_STALE_NS) {
 			continue;
 		}
 		if (o != c && !__atomic_compare_exchange_n(&t->owner, &o, c, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 			continue;
+		ST(&t->thread, self);
 		ST(&t->used, now);
 		ST(&t->since, now);
 		ST(&t->from, NULL);
@@ -257,9 +265,12 @@ uint32_t sdp_tenant_enter(struct sdp_dconn *c)
 	int64_t now = sdp_now_ns();
 	look(c, now);
 	uint32_t cap = LD(&g.cap), i = LD(&c->turn);
+	uintptr_t self = (uintptr_t)pthread_self();
 	if (i > 0 && i <= TURNS && LD(&g.turn[i - 1].owner) == c) {
 		struct turn *t = &g.turn[i - 1];
 		if (i <= cap && (age(now, LD(&t->since)) < TURN_SLICE_NS || LD(&g.waiters) == 0)) {
+			if (LD(&t->thread) != self)
+				ST(&t->thread, self);
 			ST(&t->used, now);
 			errno = saved;
 			return 0;
@@ -269,14 +280,14 @@ uint32_t sdp_tenant_enter(struct sdp_dconn *c)
 	uint32_t waits = 0;
 	int waiting = 0;
 	for (;;) {
-		if (take(c, cap, now))
+		if (take(c, self, cap, now))
 			break;
 		if (!waiting) {
 			__atomic_fetch_add(&g.waiters, 1, __ATOMIC_ACQ_REL);
 			waiting = 1;
 		}
 		uint32_t w = LD(&g.word);
-		if (take(c, LD(&g.cap), sdp_now_ns()))
+		if (take(c, self, LD(&g.cap), sdp_now_ns()))
 			break;
 		struct timespec ts = {0, nap(LD(&g.cap), sdp_now_ns())};
 		long r = syscall(SYS_futex, &g.word, FUTEX_WAIT_PRIVATE, w, &ts, NULL, 0);

@@ -353,7 +353,7 @@ func TestTenantOneThreadTwoConns(t *testing.T) {
 	settle(t, fd)
 	var txs [2]*Conn
 	errs := make(chan error, 2)
-	const total = 8 <<20
+	const total = 8 << 20
 	for i := range txs {
 		tx, rx := pair(t, 16, 16384)
 		tx.SetPreempt(true)

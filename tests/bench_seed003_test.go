@@ -58,6 +58,7 @@ func TestBenchSeed003Quick(t *testing.T) {
 			"B_App alone, throughput", "B_App beside D_App, throughput",
 			"M_App alone, message rate", "M_App beside B_App, message rate", "B_App beside M_App, throughput",
 			"1-stream and 16-stream tenants together, throughput",
+			"1 stream's share beside 16 of the same process",
 		} {
 			check(name+", "+mode, true, false)
 		}

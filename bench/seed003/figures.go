@@ -18,17 +18,18 @@ type sample map[string]float64
 
 // figures are the workload's figures from its client's report: D's p50
 // and p99 (us), M's message rate (millions a second), B's throughput
-// (GB/s); for the two bulk tenants, the first one's share of the bytes
-// (%) and both together (GB/s).
+// (GB/s); for the two bulk tenants (or the two groups of streams of one
+// process), the first one's share of the bytes (%) and both together
+// (GB/s).
 func (w workload) figures(r report) sample {
 	s := sample{}
 	gbps := func(bytes float64) float64 { return bytes / r.Seconds / 1e9 }
-	if w.key == "share" {
+	if w.key == "share" || w.key == "streams" {
 		one, many := r.Tenants[0].Bytes, r.Tenants[1].Bytes
 		if one+many > 0 {
-			s["share.one"] = 100 * one / (one + many)
+			s[w.key+".one"] = 100 * one / (one + many)
 		}
-		s["share.total"] = gbps(one + many)
+		s[w.key+".total"] = gbps(one + many)
 		return s
 	}
 	for _, t := range r.Tenants {
@@ -152,6 +153,7 @@ var rows = []row{
 	{key: "share.one", label: "1-stream tenant's share beside a 16-stream tenant", unit: "%", higher: true, format: "%.1f",
 		target: ">= 40%", judged: []int{shared, direct}, meets: atLeast(40), group: "share", category: "1-stream tenant"},
 	{key: "share.total", label: "  both tenants together, throughput", name: "1-stream and 16-stream tenants together, throughput", unit: "GB/s", higher: true, format: "%.2f"},
+	{key: "streams.one", label: "  the same 17 streams in one process: the 1 stream's share", name: "1 stream's share beside 16 of the same process", unit: "%", higher: true, format: "%.1f"},
 	{key: "b.preempt", label: "client preemptions/s, B_App alone", unit: "/s", format: "%.0f", modes: shimModes},
 	{key: "b.pause", label: "client pauses/s, B_App alone", unit: "/s", format: "%.0f", modes: shimModes},
 	{key: "db.preempt", label: "client preemptions/s, D_App beside B_App", unit: "/s", format: "%.0f", modes: shimModes},

@@ -57,6 +57,10 @@ var workloads = []workload{
 	{"mb", []string{"M", "B"}, false},
 	// PeRF's tenants are applications: to the shim, processes.
 	{"share", []string{"B", "B:16"}, true},
+	// The same streams in one process: one tenant of 17 streams, which
+	// the shim shares by stream (the shared channel's stream-level
+	// preemption, the CPU's threads on the direct path).
+	{"streams", []string{"B", "B:16"}, false},
 }
 
 // conns is the number of connections the workload's client opens.

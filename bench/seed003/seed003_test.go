@@ -31,7 +31,7 @@ func TestParseReport(t *testing.T) {
 
 func TestConns(t *testing.T) {
 	for _, w := range workloads {
-		want := map[string]int{"d": 1, "db": 2, "b": 1, "m": 1, "mb": 2, "share": 17}[w.key]
+		want := map[string]int{"d": 1, "db": 2, "b": 1, "m": 1, "mb": 2, "share": 17, "streams": 17}[w.key]
 		if got := w.conns(); got != want {
 			t.Errorf("%s: %d connections, want %d", w.key, got, want)
 		}

@@ -59,6 +59,7 @@
 #define TURN_WAIT_NS 5000000L    /* a waiter looks again at least this often */
 #define TURN_NAP_NS 50000L       /* and at most this often */
 #define BOARD_EVERY_NS 1000000L  /* the board is read and written at most this often */
+#define BOARD_ALONE_NS 10000000L /* and while it showed no other sender, this often */
 #define BOARD_FRESH_NS 100000000L /* an entry older than this is of a process that stopped */
 #define BOARD_DEAD_NS 1000000000L /* an entry this old (or this far ahead) may be taken by another process */
 
@@ -80,6 +81,7 @@ static struct {
 	uint32_t top;     /* turns [top, TURNS) were never held */
 	uint32_t looking; /* 1: a thread reads the board */
 	uint32_t entry;   /* 1 + this process's entry on the board; 0: none */
+	uint32_t alone;   /* 1: the last look found no other sender */
 	int64_t looked;   /* when the board was last read */
 	struct turn turn[TURNS];
 } g = {.cap = TURNS};
@@ -131,8 +133,10 @@ static uint32_t demand(int64_t now) { return held(now) + LD(&g.waiters); }
 static uint32_t board_cap(int fd, uint32_t me, uint32_t want)
 {
 	if (syscall(SYS_pread64, fd, &board, sizeof board, 0) != (long)sizeof board || board.magic != SDP_BOARD_MAGIC ||
-	    board.version != SDP_BOARD_VERSION || board.entries != SDP_BOARD_ENTRIES)
+	    board.version != SDP_BOARD_VERSION || board.entries != SDP_BOARD_ENTRIES) {
+		ST(&g.alone, 1);
 		return TURNS;
+	}
 	/* After the read: an entry written before it is not in the future. */
 	int64_t now = sdp_now_ns();
 	uint32_t mine = g.entry;
@@ -166,6 +170,7 @@ static uint32_t board_cap(int fd, uint32_t me, uint32_t want)
 		if (e->demand < least)
 			least = e->demand;
 	}
+	ST(&g.alone, others == 0);
 	if (others == 0)
 		return TURNS;
 	uint32_t cap = ncpus() / (2 * (others + 1));
@@ -174,12 +179,14 @@ static uint32_t board_cap(int fd, uint32_t me, uint32_t want)
 	return cap < 1 ? 1 : cap > TURNS ? TURNS : cap;
 }
 
-/* Reads the board through c's fd, at most every BOARD_EVERY_NS and one
- * thread at a time, and sets the cap. */
+/* Reads the board through c's fd, at most every BOARD_EVERY_NS (every
+ * BOARD_ALONE_NS while no other process sends: a newcomer sees this
+ * process's entry at its first look, and this one sees the newcomer's
+ * within that time) and one thread at a time, and sets the cap. */
 static void look(const struct sdp_dconn *c, int64_t now)
 {
 	int64_t at = LD(&g.looked);
-	if (at != 0 && now - at < BOARD_EVERY_NS)
+	if (at != 0 && now - at < (LD(&g.alone) ? BOARD_ALONE_NS : BOARD_EVERY_NS))
 		return;
 	if (__atomic_exchange_n(&g.looking, 1, __ATOMIC_ACQUIRE) != 0)
 		return;

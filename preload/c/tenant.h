@@ -15,9 +15,10 @@
  * it, its pid, how many of its streams want to send bulk data, and when it
  * last said so; entries older than 100 ms are of processes that stopped
  * sending (tenant.c). The board is read and written with pread and
- * pwrite at most once a millisecond per process, never mapped: another
- * process of the user can write anything into it or truncate it, which at
- * worst makes this process take fewer turns, never read out of bounds,
+ * pwrite at most once a millisecond per process (every 10 ms while no
+ * other process sends), never mapped: another process of the user can
+ * write anything into it or truncate it, which at worst changes how many
+ * turns this process takes, never read out of bounds,
  * crash or wait unbounded (every wait here is timed).
  */
 #ifndef SDPSHIM_TENANT_H

@@ -146,6 +146,7 @@ var rows = []row{
 	{key: "db.bulk.onoff", label: "  PREEMPT on / off", name: "B_App beside D_App, throughput PREEMPT on / off", unit: "x", higher: true, format: "%.2fx", modes: []int{shared, direct},
 		target: ">= 0.95x (shared)", judged: []int{shared}, meets: atLeast(0.95)},
 	{key: "m.rate", label: "M_App alone, message rate", unit: "M msg/s", higher: true, format: "%.3f", group: "mapp-rate", category: "alone"},
+	{key: "m.line", label: "  the machine's cache-line round trip just before", name: "cache-line round trip before M_App alone", unit: "ns", format: "%.0f"},
 	{key: "mb.rate", label: "M_App beside B_App, message rate", unit: "M msg/s", higher: true, format: "%.3f", group: "mapp-rate", category: "beside B_App"},
 	{key: "mb.ratex", label: "  rate beside B_App / alone", name: "M_App rate beside B_App / alone", unit: "x", higher: true, format: "%.2fx",
 		target: ">= 0.8x", judged: []int{shared, direct}, meets: atLeast(0.8)},

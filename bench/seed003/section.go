@@ -212,6 +212,15 @@ func (h *harness) measure(m int, repeat int) (sample, []error) {
 	var errs []error
 	var carried stats.Totals // the server's counters after the last run
 	for _, w := range workloads {
+		if w.key == "m" {
+			// The machine's cache-line round trip right before M_App
+			// alone, whose rate follows it (docs/benchmarks.md).
+			if ns, err := lineNS(h.prog, h.base); err == nil {
+				s["m.line"] = ns
+			} else {
+				errs = append(errs, err)
+			}
+		}
 		t0 := time.Now()
 		out, snaps, err := runClient(h.prog, env, rd, port, h.plan.seconds, w)
 		fmt.Fprintf(h.log, "seed003: %s, %s, repeat %d/%d: %.1f s\n", strings.Join(w.tenants, " "), md.name, repeat+1, h.plan.repeats, time.Since(t0).Seconds())

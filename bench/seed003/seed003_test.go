@@ -126,6 +126,9 @@ func TestTenantsKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.stop()
+	if ns, err := lineNS(prog, nil); err != nil || ns <= 0 {
+		t.Errorf("tenants line: %v ns, %v", ns, err)
+	}
 	for _, w := range []workload{{"mb", []string{"M", "B"}, false}, {"share", []string{"B", "B:2"}, true}} {
 		out, snaps, err := runClient(prog, nil, "", port, 0.3, w)
 		if err != nil {

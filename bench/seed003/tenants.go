@@ -209,3 +209,21 @@ func snapshotOf(rd string, pid int) *stats.Snapshot {
 	}
 	return nil
 }
+
+// lineNS runs `tenants line` (without the shim): the machine's cache-line
+// round trip now, in ns.
+func lineNS(prog string, environ []string) (float64, error) {
+	c := exec.Command(prog, "line")
+	c.Env = environ
+	out, err := c.Output()
+	if err != nil {
+		return 0, fmt.Errorf("tenants line: %v", err)
+	}
+	var r struct {
+		LineNS float64 `json:"line_ns"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(out), &r); err != nil || r.LineNS <= 0 {
+		return 0, fmt.Errorf("tenants line: %q: %v", out, err)
+	}
+	return r.LineNS, nil
+}

@@ -19,6 +19,9 @@
  *       figures are not kept. Prints one JSON line: per tenant, in the
  *       order given, its type, bytes moved, messages and, for D, the
  *       round trip's p50 and p99 in microseconds.
+ *   tenants line
+ *       Prints the machine's cache-line round trip in ns (two threads
+ *       bouncing one line), as {"line_ns":N}.
  *   tenants clients PORT SECONDS TYPE[:COUNT]...
  *       The same with each tenant in a process of its own (forked before
  *       it connects), all started on one clock: different tenants to the
@@ -332,12 +335,50 @@ static int client(int port, double secs, int ntypes, char **specs, int procs)
 	return 0;
 }
 
+/* ---- line ---- */
+
+/* The machine's cache-line round trip: two threads bounce one line
+ * (no sockets, no system calls). A spell in which the VM makes this
+ * slow slows every shared-memory path with it. */
+static _Alignas(64) atomic_uint ball;
+#define LINE_TRIPS 1000000
+
+static void *line_peer(void *arg)
+{
+	(void)arg;
+	for (unsigned i = 0; i < LINE_TRIPS; i++) {
+		while (atomic_load(&ball) != 2 * i + 1)
+			;
+		atomic_store(&ball, 2 * i + 2);
+	}
+	return NULL;
+}
+
+static int line(void)
+{
+	pthread_t t;
+	if (pthread_create(&t, NULL, line_peer, NULL))
+		die("pthread_create");
+	double t0 = now();
+	for (unsigned i = 0; i < LINE_TRIPS; i++) {
+		atomic_store(&ball, 2 * i + 1);
+		while (atomic_load(&ball) != 2 * i + 2)
+			;
+	}
+	double t1 = now();
+	pthread_join(t, NULL);
+	printf("{\"line_ns\":%.1f}\n", (t1 - t0) * 1e9 / LINE_TRIPS);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 2 && strcmp(argv[1], "line") == 0)
+		return line();
 	if (argc == 3 && strcmp(argv[1], "server") == 0)
 		return server(atoi(argv[2]));
 	if (argc >= 5 && (strcmp(argv[1], "client") == 0 || strcmp(argv[1], "clients") == 0))
 		return client(atoi(argv[2]), atof(argv[3]), argc - 4, argv + 4, strcmp(argv[1], "clients") == 0);
-	fprintf(stderr, "usage: tenants server PORT | tenants client|clients PORT SECONDS TYPE[:COUNT]...\n");
+	fprintf(stderr, "usage: tenants server PORT | tenants client|clients PORT SECONDS TYPE[:COUNT]... | tenants line\n");
 	return 2;
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sdpshim/sdpshim/bench/seed003"
 	"github.com/sdpshim/sdpshim/core/rendezvous"
 	"github.com/sdpshim/sdpshim/shim/stats"
 )
@@ -29,9 +29,9 @@ import (
 // judged here.
 func TestTenantTurnsBetweenProcesses(t *testing.T) {
 	a := build(t)
-	prog := filepath.Join(t.TempDir(), "tenants")
-	if out, err := exec.Command("gcc", "-O2", "-Wall", "-pthread", "-o", prog, "../bench/seed003/csrc/tenants.c").CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
+	prog, err := seed003.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	rd := runDir(t)
 	env := a.environ(t, side{shim: true}, rd)
@@ -47,16 +47,7 @@ func TestTenantTurnsBetweenProcesses(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the 2 tenant processes did not serve stats in 20 s (%d did)", len(tenants))
 		}
-		eps, err := stats.List(rd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tenants = tenants[:0]
-		for _, ep := range eps {
-			if parentPID(ep.PID) == cli.cmd.Process.Pid {
-				tenants = append(tenants, ep)
-			}
-		}
+		tenants = seed003.Children(rd, cli.cmd.Process.Pid)
 	}
 	time.Sleep(time.Second)
 	pauses := map[int]uint64{} // by connection count
@@ -127,18 +118,4 @@ func TestTenantTurnsBetweenProcesses(t *testing.T) {
 	if named != 2 {
 		t.Errorf("the board names %d of the 2 tenant processes: %+v", named, entries)
 	}
-}
-
-// parentPID returns the parent of pid (from /proc), or -1.
-func parentPID(pid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return -1
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])) // the name may hold spaces
-	ppid := -1
-	if len(f) > 1 {
-		fmt.Sscan(f[1], &ppid)
-	}
-	return ppid
 }

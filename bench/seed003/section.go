@@ -117,7 +117,7 @@ func Run(cfg Config) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	prog, err := build(tmp)
+	prog, err := Build(tmp)
 	if err != nil {
 		return err
 	}

@@ -113,7 +113,7 @@ func TestTenantsKernel(t *testing.T) {
 		t.Skip("gcc not installed")
 	}
 	dir := t.TempDir()
-	prog, err := build(dir)
+	prog, err := Build(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

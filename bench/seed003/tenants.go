@@ -20,10 +20,10 @@ import (
 //go:embed csrc/tenants.c
 var tenantsC []byte
 
-// build compiles tenants.c in dir and returns the program. The source
+// Build compiles tenants.c in dir and returns the program. The source
 // goes where it lies in the repository, the header it includes by path
 // beside it (programs.SockIO).
-func build(dir string) (string, error) {
+func Build(dir string) (string, error) {
 	const src = "bench/seed003/csrc/tenants.c"
 	return cbuild.Build(dir, src, map[string][]byte{
 		src:                            tenantsC,
@@ -170,16 +170,36 @@ func runClient(prog string, environ []string, rd string, port int, secs float64,
 // children those of its child processes; those that cannot be read are
 // left out.
 func snapshotsOf(rd string, pid int, children bool) []*stats.Snapshot {
+	var eps []stats.Endpoint
+	if children {
+		eps = Children(rd, pid)
+	} else if all, err := stats.List(rd); err == nil {
+		for _, ep := range all {
+			if ep.PID == pid {
+				eps = append(eps, ep)
+			}
+		}
+	}
+	var out []*stats.Snapshot
+	for _, ep := range eps {
+		if s, err := stats.Fetch(ep.Path, 2*time.Second); err == nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Children returns the stats endpoints in run directory rd of the child
+// processes of pid (`tenants clients`' tenants; their parent from /proc).
+func Children(rd string, pid int) []stats.Endpoint {
 	eps, err := stats.List(rd)
 	if err != nil {
 		return nil
 	}
-	var out []*stats.Snapshot
+	var out []stats.Endpoint
 	for _, ep := range eps {
-		if (!children && ep.PID == pid) || (children && parentOf(ep.PID) == pid) {
-			if s, err := stats.Fetch(ep.Path, 2*time.Second); err == nil {
-				out = append(out, s)
-			}
+		if parentOf(ep.PID) == pid {
+			out = append(out, ep)
 		}
 	}
 	return out

@@ -11,8 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sdpshim/sdpshim/core/rendezvous"
 	"github.com/sdpshim/sdpshim/shim/config"
 	"github.com/sdpshim/sdpshim/shim/stats"
@@ -187,9 +185,7 @@ func writeTenants(w io.Writer, dir string) {
 	if err != nil {
 		return
 	}
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	now := time.Duration(ts.Nano())
+	now := rendezvous.BoardNow()
 	var recent []rendezvous.TenantEntry
 	for _, e := range es {
 		if age := now - e.Beat; age >= 0 && age < tenantsShown {

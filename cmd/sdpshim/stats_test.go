@@ -256,9 +256,7 @@ func TestStatsTenants(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	now := time.Duration(ts.Nano())
+	now := rendezvous.BoardNow()
 	for i, e := range []rendezvous.TenantEntry{{PID: 5151, Demand: 16, Beat: now}, {PID: 6262, Demand: 1, Beat: now - time.Minute}} {
 		if err := rendezvous.WriteEntry(fd, i, e); err != nil {
 			t.Fatal(err)

@@ -174,7 +174,7 @@ func FuzzBoard(f *testing.F) {
 		if len(b) > 2*boardSize {
 			b = b[:2*boardSize]
 		}
-		now := monotonic()
+		now := int64(rendezvous.BoardNow())
 		b = append([]byte{}, b...)
 		for at := entryAt; at+entrySize <= len(b) && at+entrySize <= boardSize; at += entrySize {
 			le.PutUint64(b[at+8:], uint64(now-int64(le.Uint64(b[at+8:]))))
@@ -194,7 +194,7 @@ func FuzzBoard(f *testing.F) {
 		tx.SetBoard(fd)
 		errs := make(chan error, 1)
 		go func() { errs <- receive(rx, 64<<10) }()
-		if err := send(tx, 64<<10); err != nil {
+		if err := send(tx, 64<<10, nil); err != nil {
 			t.Fatal(err)
 		}
 		select {

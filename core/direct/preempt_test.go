@@ -1,8 +1,6 @@
 package direct
 
 import (
-	"bytes"
-	"fmt"
 	"os/exec"
 	"runtime"
 	"testing"
@@ -71,47 +69,15 @@ func starve(t *testing.T, cpu unix.CPUSet, small, peer *Conn) {
 	}
 }
 
-// bulk sends total bytes (a multiple of 64 KiB) in 64 KiB blocking sends
-// over the pair, with a reader draining it, calling before (when not nil)
-// ahead of each send; it checks every byte and returns the sender's
-// pauses.
+// bulk sends total bytes in 64 KiB blocking sends over the pair, with a
+// reader draining it, calling before (when not nil) ahead of each send;
+// it checks every byte and returns the sender's pauses.
 func bulk(t *testing.T, tx, rx *Conn, total int, before func()) uint64 {
 	t.Helper()
-	msg := make([]byte, 64<<10)
-	for i := range msg {
-		msg[i] = byte(i * 7)
-	}
 	got := make(chan error, 1)
-	go func() {
-		buf, want := make([]byte, 64<<10), bytes.Repeat(msg, total/len(msg))
-		for off := 0; off < total; {
-			n, sl, err := rx.Recv(buf, false, true)
-			if sl != nil {
-				rx.Woke(sl) // poll again: a test need not sleep
-				continue
-			}
-			if err != nil || n == 0 || !bytes.Equal(buf[:n], want[off:off+n]) {
-				got <- fmt.Errorf("at byte %d: %d bytes, %v, or not the bytes sent", off, n, err)
-				return
-			}
-			off += n
-		}
-		got <- nil
-	}()
-	for sent := 0; sent < total; {
-		if before != nil {
-			before()
-		}
-		b := msg[sent%len(msg):]
-		n, sl, err := tx.Send(b, true)
-		if sl != nil {
-			tx.Woke(sl)
-			continue
-		}
-		if err != nil {
-			t.Fatalf("send: %v", err)
-		}
-		sent += n
+	go func() { got <- receive(rx, total) }()
+	if err := send(tx, total, before); err != nil {
+		t.Fatal(err)
 	}
 	select {
 	case err := <-got:

@@ -59,12 +59,6 @@ func TestBoardLayout(t *testing.T) {
 	}
 }
 
-func monotonic() int64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
-}
-
 // tenantEnv names the board, entry and demand a re-run of the test binary
 // writes as another tenant (TestMain).
 const tenantEnv = "DIRECT_TEST_TENANT"
@@ -91,7 +85,7 @@ func beOtherTenant(spec string) {
 		panic(err)
 	}
 	for {
-		rendezvous.WriteEntry(fd, i, rendezvous.TenantEntry{PID: os.Getpid(), Demand: int(demand), Beat: time.Duration(monotonic())})
+		rendezvous.WriteEntry(fd, i, rendezvous.TenantEntry{PID: os.Getpid(), Demand: int(demand), Beat: rendezvous.BoardNow()})
 		time.Sleep(time.Millisecond)
 	}
 }
@@ -141,7 +135,7 @@ func streams(t *testing.T, n, total, fd int) (pauses []uint64, held, waiting, ca
 		txs[i] = tx
 		wg.Add(2)
 		go func() { defer wg.Done(); errs <- receive(rx, total) }()
-		go func() { defer wg.Done(); errs <- send(tx, total) }()
+		go func() { defer wg.Done(); errs <- send(tx, total, nil) }()
 	}
 	finished := make(chan struct{})
 	go func() { wg.Wait(); close(finished) }()
@@ -184,9 +178,15 @@ func streams(t *testing.T, n, total, fd int) (pauses []uint64, held, waiting, ca
 
 func pattern(off int) byte { return byte(off*7 + off>>16) }
 
-func send(tx *Conn, total int) error {
+// send sends total bytes of pattern in blocking sends of up to 64 KiB,
+// calling before (when not nil) ahead of each; it polls where a send
+// would sleep (a test need not).
+func send(tx *Conn, total int, before func()) error {
 	buf := make([]byte, 64<<10)
 	for sent := 0; sent < total; {
+		if before != nil {
+			before()
+		}
 		m := min(len(buf), total-sent)
 		for i := range m {
 			buf[i] = pattern(sent + i)
@@ -204,6 +204,7 @@ func send(tx *Conn, total int) error {
 	return nil
 }
 
+// receive reads total bytes and checks them against pattern.
 func receive(rx *Conn, total int) error {
 	buf, want := make([]byte, 64<<10), make([]byte, 64<<10)
 	for off := 0; off < total; {
@@ -324,7 +325,7 @@ func TestTenantBoardHostile(t *testing.T) {
 	junk := make([]byte, boardSize-entryAt)
 	rng.Read(junk)
 	for i := 0; i < len(junk); i += entrySize { // fresh times, any pid, small demands or any
-		binary.LittleEndian.PutUint64(junk[i+8:], uint64(monotonic()-int64(rng.Intn(5e6))))
+		binary.LittleEndian.PutUint64(junk[i+8:], uint64(rendezvous.BoardNow()-time.Duration(rng.Intn(5e6))))
 		if i%(2*entrySize) == 0 {
 			binary.LittleEndian.PutUint32(junk[i+4:], uint32(rng.Intn(4)))
 		}

@@ -38,6 +38,14 @@ type TenantEntry struct {
 	Beat   time.Duration // when it last wrote the entry (CLOCK_MONOTONIC)
 }
 
+// BoardNow is the time on the board's clock (CLOCK_MONOTONIC, the C
+// side's sdp_now_ns): an entry's age is BoardNow() - Beat.
+func BoardNow() time.Duration {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return time.Duration(ts.Nano())
+}
+
 // boardName is the board of effective uid euid.
 func boardName(euid uint32) string { return fmt.Sprintf("tenants.%d", euid) }
 

@@ -280,7 +280,7 @@ static pthread_once_t pid_once = PTHREAD_ONCE_INIT;
 static void pid_forget(void) { cached_pid = 0; }
 static void pid_setup(void) { pthread_atfork(NULL, NULL, pid_forget); }
 
-static uint32_t my_pid(void)
+uint32_t sdp_dconn_pid(void)
 {
 	pid_t p = cached_pid;
 	if (p > 0)
@@ -340,7 +340,7 @@ static int lock_slow(uint32_t *w, uint32_t me)
 /* 0 when locked; -1 when the word stayed held (lock_slow): a violation. */
 static inline int side_lock(uint32_t *w)
 {
-	uint32_t me = my_pid(), z = 0;
+	uint32_t me = sdp_dconn_pid(), z = 0;
 	if (!__atomic_compare_exchange_n(w, &z, me, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return lock_slow(w, me);
 	return 0;

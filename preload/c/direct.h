@@ -81,6 +81,9 @@ void sdp_spin_yield(uint32_t *k);
 /* Monotonic clock in ns (vDSO, no system call): the one clock of the
  * protocol and the interposer. */
 int64_t sdp_now_ns(void);
+/* This process's pid, asked of the kernel once per process (a fork child
+ * asks again). */
+uint32_t sdp_dconn_pid(void);
 static inline void sdp_spin_step(uint32_t *k)
 {
 	if ((*k & 127) != 0)

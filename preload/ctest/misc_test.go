@@ -128,13 +128,7 @@ func TestSigpipeKills(t *testing.T) {
 // host->short_plain; the third connect, and a socket given a buffer size
 // before its connect, reach the core, and every byte arrives.
 func TestUnseenSockets(t *testing.T) {
-	b := artefacts(t)
-	log := filepath.Join(t.TempDir(), "fake.log")
-	r := runProg(t, b.env(fakecore, log, "FAKECORE_MODE=shortrun"), b.misc, "unseen")
-	if r.err != nil || strings.TrimSpace(r.stdout) != "ok unseen" {
-		t.Fatalf("misc unseen: %v\n%s%s", r.err, r.stdout, r.stderr)
-	}
-	lg := fakeLog(t, log)
+	lg := miscFake(t, "unseen", "FAKECORE_MODE=shortrun")
 	stats, run := events(lg, "stats"), events(lg, "shortrun")
 	if len(run) != 1 || !strings.HasSuffix(run[0], " 1") || len(events(lg, "socket")) != 3 || len(events(lg, "connect")) != 2 ||
 		len(events(lg, "accept")) != 4 || len(stats) != 1 || !strings.HasSuffix(stats[0], "short=2") {
@@ -146,13 +140,7 @@ func TestUnseenSockets(t *testing.T) {
 // moment, 100 times: the core is told of each socket once (one thread
 // adopts it, the other waits), and each option reaches the core.
 func TestAdoptRace(t *testing.T) {
-	b := artefacts(t)
-	log := filepath.Join(t.TempDir(), "fake.log")
-	r := runProg(t, b.env(fakecore, log), b.misc, "adoptrace")
-	if r.err != nil || strings.TrimSpace(r.stdout) != "ok adoptrace" {
-		t.Fatalf("misc adoptrace: %v\n%s%s", r.err, r.stdout, r.stderr)
-	}
-	lg := fakeLog(t, log)
+	lg := miscFake(t, "adoptrace")
 	if n, m := len(events(lg, "socket")), len(events(lg, "close")); n != 100 || m != 100 {
 		t.Errorf("%d socket and %d close events, want 100 of each:\n%s", n, m, lg)
 	}
@@ -163,13 +151,7 @@ func TestAdoptRace(t *testing.T) {
 // them fail or skip them as for fds that are not open, and dup2 onto one
 // makes the core move it (to 200).
 func TestProtected(t *testing.T) {
-	b := artefacts(t)
-	log := filepath.Join(t.TempDir(), "fake.log")
-	r := runProg(t, b.env(fakecore, log), b.misc, "protected")
-	if r.err != nil || strings.TrimSpace(r.stdout) != "ok protected" {
-		t.Fatalf("misc protected: %v\n%s%s", r.err, r.stdout, r.stderr)
-	}
-	lg := fakeLog(t, log)
+	lg := miscFake(t, "protected")
 	checks := events(lg, "protected")
 	if len(events(lg, "evict")) != 1 || len(checks) == 0 || !strings.HasSuffix(checks[len(checks)-1], "protected ok 200 101") {
 		t.Errorf("protected fds not kept intact:\n%s", lg)
@@ -177,4 +159,18 @@ func TestProtected(t *testing.T) {
 	if strings.Contains(lg, "broken") {
 		t.Errorf("a protected fd was broken:\n%s", lg)
 	}
+}
+
+// miscFake runs the misc program's mode under the fake core (with the
+// extra environment given), checks that it ends with "ok MODE", and
+// returns the fake core's log.
+func miscFake(t *testing.T, mode string, env ...string) string {
+	t.Helper()
+	b := artefacts(t)
+	log := filepath.Join(t.TempDir(), "fake.log")
+	r := runProg(t, b.env(fakecore, log, env...), b.misc, mode)
+	if r.err != nil || strings.TrimSpace(r.stdout) != "ok "+mode {
+		t.Fatalf("misc %s: %v\n%s%s", mode, r.err, r.stdout, r.stderr)
+	}
+	return fakeLog(t, log)
 }

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -28,80 +27,23 @@ import (
 // How the bytes are shared is a figure of `sdpshim bench seed003`, not
 // judged here.
 func TestTenantTurnsBetweenProcesses(t *testing.T) {
-	a := build(t)
-	prog, err := seed003.Build(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rd := runDir(t)
-	env := a.environ(t, side{shim: true}, rd)
-	port := freePort(t)
-	srv := start(t, env, 60*time.Second, prog, "server", fmt.Sprint(port))
-	waitListen(t, srv, port) // no probing connection: the server would take it for a tenant
-
-	cli := start(t, env, 60*time.Second, prog, "clients", fmt.Sprint(port), "3", "B", "B:4")
-	// The tenants' processes (the client's children), once both serve
-	// stats, and a second after: most of the run.
-	var tenants []stats.Endpoint
-	for deadline := time.Now().Add(20 * time.Second); len(tenants) < 2; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the 2 tenant processes did not serve stats in 20 s (%d did)", len(tenants))
-		}
-		tenants = seed003.Children(rd, cli.cmd.Process.Pid)
-	}
-	time.Sleep(time.Second)
+	r := runTenants(t, nil, "B", "B:4")
 	pauses := map[int]uint64{} // by connection count
-	kids := map[int]bool{}
-	for _, ep := range tenants {
-		s, err := stats.Fetch(ep.Path, 5*time.Second)
-		if err != nil {
-			t.Fatalf("stats of pid %d: %v", ep.PID, err)
-		}
-		kids[ep.PID] = true
-		pauses[len(s.Connections)] = s.Scheduler.Pauses
-		if s.Totals.Accelerated != uint64(len(s.Connections)) {
-			t.Errorf("pid %d: %d of %d connections accelerated", ep.PID, s.Totals.Accelerated, len(s.Connections))
-		}
-	}
-	board := filepath.Join(rd, fmt.Sprintf("tenants.%d", os.Geteuid()))
-	var st unix.Stat_t
-	if err := unix.Lstat(board, &st); err != nil {
-		t.Fatalf("no board: %v", err)
-	} else if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o777 != 0o600 {
-		t.Errorf("board %s: mode %o, want a regular file of mode 0600", board, st.Mode)
-	}
-	entries, err := rendezvous.ReadBoardIn(rd, os.Geteuid())
-	if err != nil {
-		t.Fatal(err)
+	for _, tn := range r.tenants {
+		pauses[len(tn.snap.Connections)] = tn.snap.Scheduler.Pauses
 	}
 	named := 0
-	for _, e := range entries {
-		if kids[e.PID] {
+	for _, e := range r.board.Entries {
+		if r.tenant(e.PID) != nil {
 			named++
 		}
 	}
-
-	if err := cli.wait(); err != nil {
-		t.Fatalf("tenants clients: %v\n%s", err, cli.errb.String())
-	}
-	var rep struct {
-		Tenants []struct {
-			Conns int
-			Bytes uint64
-		}
-	}
-	if err := json.Unmarshal(bytes.TrimSpace([]byte(cli.out.String())), &rep); err != nil || len(rep.Tenants) != 2 {
-		t.Fatalf("report %q: %v", cli.out.String(), err)
-	}
-	for _, tn := range rep.Tenants {
+	for _, tn := range r.report {
 		if tn.Bytes == 0 {
 			t.Errorf("the %d-stream tenant moved nothing", tn.Conns)
 		}
 	}
-	t.Logf("pauses by streams %v, board %+v, report %s", pauses, entries, strings.TrimSpace(cli.out.String()))
-	if len(kids) != 2 {
-		t.Fatalf("stats of %d tenant processes, want 2", len(kids))
-	}
+	t.Logf("pauses by streams %v, board %+v, report %s", pauses, r.board, r.out)
 	// The 4-stream process's cap (preload/c/tenant.c): the other's demand
 	// of 1, or the CPUs over twice the two processes.
 	var cpus unix.CPUSet
@@ -116,6 +58,162 @@ func TestTenantTurnsBetweenProcesses(t *testing.T) {
 		t.Errorf("the 1-stream tenant paused %d times, want never", p)
 	}
 	if named != 2 {
-		t.Errorf("the board names %d of the 2 tenant processes: %+v", named, entries)
+		t.Errorf("the board names %d of the 2 tenant processes: %+v", named, r.board.Entries)
 	}
+}
+
+// TestPreemptBetweenProcesses runs a 16-byte ping-pong (D_App) and a bulk
+// stream (B_App) as two client processes of one user under the shim
+// against one server, every process on one CPU, so that the ping-pong's
+// waits lose the CPU to the bulk stream's threads. A small message late
+// for the CPU goes onto the user's board as its process's starved mark
+// (preload/c/tenant.c): the mark names the ping-pong's client or the
+// server, never the bulk tenant, and the bulk tenant's sends pause for it
+// (its stats count pauses) as they would for a ping-pong of its own
+// process, while the ping-pong's never do. Both move bytes. The latency
+// this buys is a figure of `sdpshim bench seed003` (the rows "of another
+// process"), not judged here.
+func TestPreemptBetweenProcesses(t *testing.T) {
+	var cpus unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &cpus); err != nil {
+		t.Fatal(err)
+	}
+	cpu := 0
+	for !cpus.IsSet(cpu) {
+		cpu++
+	}
+	r := runTenants(t, []string{"taskset", "-c", fmt.Sprint(cpu)}, "D", "B")
+	var ping, bulk *tenantProc
+	for i := range r.tenants {
+		tn := &r.tenants[i]
+		if len(tn.snap.Connections) != 1 {
+			t.Fatalf("pid %d: %d connections, want 1", tn.pid, len(tn.snap.Connections))
+		}
+		if tn.snap.Totals.BytesSent > 1<<30 {
+			bulk = tn
+		} else {
+			ping = tn
+		}
+	}
+	for _, tn := range r.report {
+		if tn.Bytes == 0 {
+			t.Errorf("the %s tenant moved nothing", tn.Type)
+		}
+	}
+	t.Logf("board %+v, report %s", r.board, r.out)
+	if ping == nil || bulk == nil {
+		t.Fatalf("no bulk tenant (sent more than 1 GiB) beside a ping-pong: %+v", r.tenants)
+	}
+	if p := r.board.StarvedPID; p != ping.pid && p != r.server {
+		t.Errorf("the board's starved mark names pid %d; want the ping-pong's client (%d) or the server (%d), the bulk tenant is %d",
+			p, ping.pid, r.server, bulk.pid)
+	}
+	if bulk.snap.Scheduler.Pauses == 0 {
+		t.Error("the bulk tenant never paused for the other process's ping-pong")
+	}
+	if p := ping.snap.Scheduler.Pauses; p != 0 {
+		t.Errorf("the ping-pong tenant paused %d times, want never", p)
+	}
+}
+
+// tenantProc is one tenant process of a runTenants run, with its stats
+// read near the end of the run.
+type tenantProc struct {
+	pid  int
+	snap *stats.Snapshot
+}
+
+// tenantRun is what runTenants saw.
+type tenantRun struct {
+	server  int          // the server's pid
+	tenants []tenantProc // one per tenant, in no order
+	board   rendezvous.Board
+	report  []struct {
+		Type  string
+		Conns int
+		Bytes uint64
+	}
+	out string // the client's report as printed
+}
+
+// tenant is the tenant process of pid, or nil.
+func (r *tenantRun) tenant(pid int) *tenantProc {
+	for i := range r.tenants {
+		if r.tenants[i].pid == pid {
+			return &r.tenants[i]
+		}
+	}
+	return nil
+}
+
+// runTenants runs bench/seed003's tenants program under the shim for 3 s:
+// a server, and a client process per tenant of types (`tenants
+// clients`), each started through wrap (none when nil). Once every tenant
+// process serves stats, and a second after (most of the run), it reads
+// their stats and the user's board in the run directory (a regular file,
+// mode 0600); then it waits for the client's report. Every connection of
+// every tenant must be accelerated.
+func runTenants(t *testing.T, wrap []string, types ...string) *tenantRun {
+	t.Helper()
+	a := build(t)
+	prog, err := seed003.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := runDir(t)
+	env := a.environ(t, side{shim: true}, rd)
+	port := freePort(t)
+	run := func(args ...string) *proc {
+		argv := append(append(append([]string{}, wrap...), prog), args...)
+		return start(t, env, 60*time.Second, argv[0], argv[1:]...)
+	}
+	srv := run("server", fmt.Sprint(port))
+	waitListen(t, srv, port) // no probing connection: the server would take it for a tenant
+
+	cli := run(append([]string{"clients", fmt.Sprint(port), "3"}, types...)...)
+	r := &tenantRun{server: srv.cmd.Process.Pid}
+	var eps []stats.Endpoint
+	for deadline := time.Now().Add(20 * time.Second); len(eps) < len(types); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the %d tenant processes did not serve stats in 20 s (%d did)", len(types), len(eps))
+		}
+		eps = seed003.Children(rd, cli.cmd.Process.Pid)
+	}
+	time.Sleep(time.Second)
+	for _, ep := range eps {
+		s, err := stats.Fetch(ep.Path, 5*time.Second)
+		if err != nil {
+			t.Fatalf("stats of pid %d: %v", ep.PID, err)
+		}
+		if s.Totals.Accelerated != uint64(len(s.Connections)) {
+			t.Errorf("pid %d: %d of %d connections accelerated", ep.PID, s.Totals.Accelerated, len(s.Connections))
+		}
+		r.tenants = append(r.tenants, tenantProc{pid: ep.PID, snap: s})
+	}
+	board := filepath.Join(rd, fmt.Sprintf("tenants.%d", os.Geteuid()))
+	var st unix.Stat_t
+	if err := unix.Lstat(board, &st); err != nil {
+		t.Fatalf("no board: %v", err)
+	} else if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o777 != 0o600 {
+		t.Errorf("board %s: mode %o, want a regular file of mode 0600", board, st.Mode)
+	}
+	if r.board, err = rendezvous.ReadBoardIn(rd, os.Geteuid()); err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.wait(); err != nil {
+		t.Fatalf("tenants clients: %v\n%s", err, cli.errb.String())
+	}
+	r.out = strings.TrimSpace(cli.out.String())
+	var rep struct {
+		Tenants []struct {
+			Type  string
+			Conns int
+			Bytes uint64
+		}
+	}
+	if err := json.Unmarshal([]byte(r.out), &rep); err != nil || len(rep.Tenants) != len(types) {
+		t.Fatalf("report %q: %v", r.out, err)
+	}
+	r.report = rep.Tenants
+	return r
 }

@@ -86,6 +86,8 @@ func derive(run []sample) {
 		if s != nil {
 			ratio(s, "db.p99x", "db.p99", "d.p99")
 			ratio(s, "mb.ratex", "mb.rate", "m.rate")
+			ratio(s, "dbp.p99x", "dbp.p99", "d.p99")
+			ratio(s, "mbp.ratex", "mbp.rate", "m.rate")
 		}
 	}
 	for _, pair := range [][2]int{{shared, sharedOff}, {direct, directOff}} {
@@ -151,6 +153,14 @@ var rows = []row{
 	{key: "mb.ratex", label: "  rate beside B_App / alone", name: "M_App rate beside B_App / alone", unit: "x", higher: true, format: "%.2fx",
 		target: ">= 0.8x", judged: []int{shared, direct}, meets: atLeast(0.8)},
 	{key: "mb.bulk", label: "B_App beside M_App, throughput", unit: "GB/s", higher: true, format: "%.2f", group: "bapp", category: "beside M_App"},
+	{key: "dbp.p99", label: "D_App beside B_App of another process, round trip p99", unit: "us", format: "%.1f"},
+	{key: "dbp.p99x", label: "  p99 beside B_App of another process / alone", name: "D_App p99 beside B_App of another process / alone", unit: "x", format: "%.2fx",
+		target: "<= 2x", judged: []int{direct}, meets: atMost(2), group: "dapp-p99", category: "p99 beside another process's B_App / alone"},
+	{key: "dbp.bulk", label: "B_App beside D_App of another process, throughput", unit: "GB/s", higher: true, format: "%.2f", group: "bapp", category: "beside another process's D_App"},
+	{key: "mbp.rate", label: "M_App beside B_App of another process, message rate", unit: "M msg/s", higher: true, format: "%.3f", group: "mapp-rate", category: "beside another process's B_App"},
+	{key: "mbp.ratex", label: "  rate beside B_App of another process / alone", name: "M_App rate beside B_App of another process / alone", unit: "x", higher: true, format: "%.2fx",
+		target: ">= 0.8x", judged: []int{direct}, meets: atLeast(0.8)},
+	{key: "mbp.bulk", label: "B_App beside M_App of another process, throughput", unit: "GB/s", higher: true, format: "%.2f", group: "bapp", category: "beside another process's M_App"},
 	{key: "share.one", label: "1-stream tenant's share beside a 16-stream tenant", unit: "%", higher: true, format: "%.1f",
 		target: ">= 40%", judged: []int{shared, direct}, meets: atLeast(40), group: "share", category: "1-stream tenant"},
 	{key: "share.total", label: "  both tenants together, throughput", name: "1-stream and 16-stream tenants together, throughput", unit: "GB/s", higher: true, format: "%.2f"},
@@ -161,6 +171,8 @@ var rows = []row{
 	{key: "db.pause", label: "client pauses/s, D_App beside B_App", unit: "/s", format: "%.0f", modes: shimModes},
 	{key: "mb.preempt", label: "client preemptions/s, M_App beside B_App", unit: "/s", format: "%.0f", modes: shimModes},
 	{key: "mb.pause", label: "client pauses/s, M_App beside B_App", unit: "/s", format: "%.0f", modes: shimModes},
+	{key: "dbp.pause", label: "client pauses/s, D_App beside B_App of another process", unit: "/s", format: "%.0f", modes: shimModes},
+	{key: "mbp.pause", label: "client pauses/s, M_App beside B_App of another process", unit: "/s", format: "%.0f", modes: shimModes},
 	{key: "share.preempt", label: "client preemptions/s, 1 beside 16 streams", unit: "/s", format: "%.0f", modes: shimModes},
 	{key: "share.pause", label: "client pauses/s, 1 beside 16 streams", unit: "/s", format: "%.0f", modes: shimModes},
 	{key: "db.moves", label: "client CPU moves/s, D_App beside B_App", unit: "/s", format: "%.1f", modes: shimModes},

@@ -55,6 +55,10 @@ var workloads = []workload{
 	{"b", []string{"B"}, false},
 	{"m", []string{"M"}, false},
 	{"mb", []string{"M", "B"}, false},
+	// The same pairs as two applications: D_App (or M_App) and B_App
+	// each in a client process of its own, against the one server.
+	{"dbp", []string{"D", "B"}, true},
+	{"mbp", []string{"M", "B"}, true},
 	// PeRF's tenants are applications: to the shim, processes.
 	{"share", []string{"B", "B:16"}, true},
 	// The same streams in one process: one tenant of 17 streams, which
@@ -147,7 +151,7 @@ func Run(cfg Config) error {
 		}
 		derive(runs[r])
 	}
-	fmt.Fprintf(cfg.Out, "PeRF's tenants (csrc/tenants.c), one client process (the 1- and 16-stream tenants: one each) and one server process; kernel TCP and sdpshim, same run, median of %d repeat(s) of %g s each (the first tenth a warm-up)\n",
+	fmt.Fprintf(cfg.Out, "PeRF's tenants (csrc/tenants.c), one client process (a process per tenant for the 1- and 16-stream tenants and the rows \"of another process\") and one server process; kernel TCP and sdpshim, same run, median of %d repeat(s) of %g s each (the first tenth a warm-up)\n",
 		pl.repeats, pl.seconds)
 	fmt.Fprintf(cfg.Out, "%d CPUs, load average %s at the start (other processes share the CPUs)\n", runtime.NumCPU(), load)
 	writeTable(cfg.Out, runs)

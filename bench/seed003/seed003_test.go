@@ -31,7 +31,7 @@ func TestParseReport(t *testing.T) {
 
 func TestConns(t *testing.T) {
 	for _, w := range workloads {
-		want := map[string]int{"d": 1, "db": 2, "b": 1, "m": 1, "mb": 2, "share": 17, "streams": 17}[w.key]
+		want := map[string]int{"d": 1, "db": 2, "b": 1, "m": 1, "mb": 2, "dbp": 2, "mbp": 2, "share": 17, "streams": 17}[w.key]
 		if got := w.conns(); got != want {
 			t.Errorf("%s: %d connections, want %d", w.key, got, want)
 		}
@@ -58,6 +58,8 @@ func TestFiguresAndRatios(t *testing.T) {
 			byKey["b"].figures(rep(tenant{Type: "B", Bytes: 2 * bulk})),
 			byKey["m"].figures(rep(tenant{Type: "M", Msgs: 4e6})),
 			byKey["mb"].figures(rep(tenant{Type: "M", Msgs: 3e6}, tenant{Type: "B", Bytes: bulk})),
+			byKey["dbp"].figures(rep(tenant{Type: "D", Msgs: 100, P50: 2, P99: 15}, tenant{Type: "B", Bytes: bulk})),
+			byKey["mbp"].figures(rep(tenant{Type: "M", Msgs: 3.6e6}, tenant{Type: "B", Bytes: bulk})),
 			byKey["share"].figures(rep(tenant{Type: "B", Bytes: 1e9}, tenant{Type: "B", Bytes: 3e9})),
 		} {
 			for k, v := range f {
@@ -71,6 +73,7 @@ func TestFiguresAndRatios(t *testing.T) {
 	for k, want := range map[string]float64{
 		"d.p99": 10, "db.p99": 30, "db.p99x": 3, "db.bulk": 2, "b.bulk": 4,
 		"m.rate": 2, "mb.rate": 1.5, "mb.ratex": 0.75,
+		"dbp.p99": 15, "dbp.p99x": 1.5, "dbp.bulk": 2, "mbp.rate": 1.8, "mbp.ratex": 0.9,
 		"share.one": 25, "share.total": 2,
 		"db.bulk.onoff": 0.8, "b.bulk.onoff": 0.8,
 	} {

@@ -178,16 +178,21 @@ const tenantsShown = time.Second
 
 // writeTenants prints, after the process table, the processes of this
 // user that sent bulk data lately and take turns for it (their entries on
-// the tenant board, docs/direct.md "Tenants"): nothing when there are
-// none or no board.
+// the tenant board, docs/direct.md "Tenants"), and the process whose
+// small message was late lately, on which bulk sends pause: nothing when
+// there are none or no board.
 func writeTenants(w io.Writer, dir string) {
-	es, err := rendezvous.ReadBoardIn(dir, os.Geteuid())
+	b, err := rendezvous.ReadBoardIn(dir, os.Geteuid())
 	if err != nil {
 		return
 	}
 	now := rendezvous.BoardNow()
+	if age := now - b.StarvedAt; b.StarvedPID != 0 && age >= 0 && age < tenantsShown {
+		fmt.Fprintf(w, "\nsmall messages late for the CPU in pid %d %s ago: bulk sends of this user pause for them (preemption)\n",
+			b.StarvedPID, age.Round(time.Millisecond))
+	}
 	var recent []rendezvous.TenantEntry
-	for _, e := range es {
+	for _, e := range b.Entries {
 		if age := now - e.Beat; age >= 0 && age < tenantsShown {
 			recent = append(recent, e)
 		}

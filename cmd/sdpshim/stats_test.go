@@ -243,7 +243,8 @@ func deadPID(t *testing.T) int {
 }
 
 // The table lists the user's bulk senders from the tenant board of the
-// run directory: an entry written now, not one a minute old.
+// run directory (an entry written now, not one a minute old) and the
+// process whose small messages were late lately.
 func TestStatsTenants(t *testing.T) {
 	environ, _, dir := statsServer(t)
 	n, err := rendezvous.New(rendezvous.Config{RunDir: dir})
@@ -262,9 +263,15 @@ func TestStatsTenants(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := rendezvous.WriteStarved(fd, 7373, now); err != nil {
+		t.Fatal(err)
+	}
 	code, stdout, stderr := runWith(environ, "stats")
 	if code != exitOK || stderr != "" {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	if !strings.Contains(stdout, "small messages late for the CPU in pid 7373 ") {
+		t.Errorf("want the starved mark of pid 7373:\n%s", stdout)
 	}
 	if !strings.Contains(stdout, "bulk senders taking turns") || !regexp.MustCompile(`(?m)^\s*5151\s+16\s`).MatchString(stdout) || strings.Contains(stdout, "6262") {
 		t.Errorf("want pid 5151's 16 streams and not pid 6262's old entry:\n%s", stdout)

@@ -6,6 +6,7 @@ package direct
 #include <stddef.h>
 
 static size_t board_entry_at(void) { return offsetof(struct sdp_board, entry); }
+static size_t board_starved_at(void) { return offsetof(struct sdp_board, starved_pid); }
 
 static void set_board(struct sdp_dconn *c, int fd, uint32_t pid)
 {
@@ -33,6 +34,7 @@ var (
 	boardSize    = int(unsafe.Sizeof(C.struct_sdp_board{}))
 	boardEntries = int(C.SDP_BOARD_ENTRIES)
 	entryAt      = int(C.board_entry_at())
+	starvedAt    = int(C.board_starved_at())
 	entrySize    = int(unsafe.Sizeof(C.struct_sdp_board_entry{}))
 )
 

@@ -1,12 +1,15 @@
 package direct
 
 import (
+	"os"
 	"os/exec"
 	"runtime"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core/rendezvous"
 )
 
 // spinner keeps one CPU busy for the rest of the test: a shell loop
@@ -133,5 +136,56 @@ func TestPreemptPauses(t *testing.T) {
 	other.SetPreempt(true)
 	if p := bulk(t, other, otherRx, 1<<20, func() { starve(t, cpu, tx, rx) }); p == 0 {
 		t.Error("starved by another connection's reads: no pause")
+	}
+}
+
+// Preemption between processes (preload/c/tenant.c, "The starved mark"):
+// a small message of this process that was late goes onto the board as
+// this process's mark; another process's fresh mark on the board pauses
+// this process's bulk sends as this process's own would, while this
+// process's own mark on the board, an old one and one from the future do
+// not. Every byte arrives in each case.
+func TestPreemptOtherProcess(t *testing.T) {
+	fd, _ := newBoard(t)
+	small, smallPeer := pair(t, 8, 4096)
+	small.SetPolling(1<<20, 1<<20) // polls until the message comes
+	small.SetBoard(fd)
+	cpu := spinner(t)
+	quiet()
+	before := rendezvous.BoardNow()
+	starve(t, cpu, small, smallPeer)
+	starve(t, cpu, small, smallPeer) // a handle is small from its second small receive
+	b, err := rendezvous.ReadBoard(fd)
+	if err != nil || b.StarvedPID != os.Getpid() || b.StarvedAt < before || b.StarvedAt > rendezvous.BoardNow() {
+		t.Fatalf("after a late small message: the board's mark is pid %d at %v (%v), want this process's (%d) since %v",
+			b.StarvedPID, b.StarvedAt, err, os.Getpid(), before)
+	}
+
+	other := os.Getpid() + 1 // not this process: the board's pids are only compared
+	for _, c := range []struct {
+		what  string
+		pid   int
+		at    func() time.Duration
+		pause bool
+	}{
+		{"another process's fresh mark", other, rendezvous.BoardNow, true},
+		{"this process's own mark", os.Getpid(), rendezvous.BoardNow, false},
+		{"another process's mark of 60 ms ago", other, func() time.Duration { return rendezvous.BoardNow() - 60*time.Millisecond }, false},
+		{"another process's mark a second ahead", other, func() time.Duration { return rendezvous.BoardNow() + time.Second }, false},
+	} {
+		quiet() // this process's own mark, and the gate's last look, are old
+		tx, rx := pair(t, 16, 16384)
+		tx.SetPreempt(true)
+		tx.SetBoard(fd)
+		mark := func() {
+			if err := rendezvous.WriteStarved(fd, c.pid, c.at()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if p := bulk(t, tx, rx, 4<<20, mark); (p > 0) != c.pause {
+			t.Errorf("%s: %d pauses, want pauses %v", c.what, p, c.pause)
+		} else {
+			t.Logf("%s: %d pauses", c.what, p)
+		}
 	}
 }

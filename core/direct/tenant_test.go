@@ -50,6 +50,7 @@ func TestBoardLayout(t *testing.T) {
 		{"version", boardVersion, rendezvous.BoardVersion},
 		{"entries", boardEntries, rendezvous.BoardEntries},
 		{"header", entryAt, rendezvous.BoardHeader},
+		{"starved mark", starvedAt, rendezvous.BoardStarved},
 		{"entry", entrySize, rendezvous.BoardEntry},
 		{"size", boardSize, rendezvous.BoardSize},
 	} {
@@ -106,8 +107,8 @@ func otherTenant(t *testing.T, fd int, path string, i int, demand uint32) (stop 
 	}
 	stop = func() { cmd.Process.Kill(); cmd.Wait() }
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		es, _ := rendezvous.ReadBoard(fd)
-		for _, e := range es {
+		b, _ := rendezvous.ReadBoard(fd)
+		for _, e := range b.Entries {
 			if e.PID == cmd.Process.Pid {
 				return stop
 			}
@@ -156,8 +157,8 @@ func streams(t *testing.T, n, total, fd int) (pauses []uint64, held, waiting, ca
 		if time.Since(capSince) > 10*time.Millisecond { // past the sub-writes begun under an earlier cap
 			held = max(held, h)
 		}
-		if es, err := rendezvous.ReadBoard(fd); err == nil { // none where the board was cut short
-			for _, e := range es {
+		if b, err := rendezvous.ReadBoard(fd); err == nil { // none where the board was cut short
+			for _, e := range b.Entries {
 				if e.PID == os.Getpid() {
 					demand = max(demand, e.Demand)
 				}

@@ -16,20 +16,33 @@ import (
 // through which the direct path's bulk sends take turns between the
 // user's processes (preload/c/tenant.h has the layout and the rule, and
 // reads and writes it; core/direct's TestBoardLayout checks that the two
-// agree). A header of magic, version and entry count in 64 bytes, then
-// BoardEntries entries of pid, demand and time, 16 bytes each, little
-// endian.
+// agree). A header of magic, version, entry count and the starved mark
+// (the pid and time of the last late small message, at BoardStarved) in
+// 64 bytes, then BoardEntries entries of pid, demand and time, 16 bytes
+// each, little endian.
 const (
 	BoardMagic   = 0x42544453 // "SDTB"
 	BoardVersion = 1
 	BoardEntries = 128
 	BoardHeader  = 64
+	BoardStarved = 12 // the starved mark: pid (4 bytes), then time (8)
 	BoardEntry   = 16
 	BoardSize    = BoardHeader + BoardEntries*BoardEntry
 )
 
 // ErrNoBoard: the file does not hold a tenant board of this layout.
 var ErrNoBoard = errors.New("not a tenant board of this layout")
+
+// Board is what a tenant board holds.
+type Board struct {
+	// Entries are the entries in use (a pid set), in board order.
+	Entries []TenantEntry
+	// StarvedPID is the process whose small message was last late
+	// (preemption, preload/c/direct.c), and StarvedAt when it said so
+	// (CLOCK_MONOTONIC); 0 when none has.
+	StarvedPID int
+	StarvedAt  time.Duration
+}
 
 // TenantEntry is one process's entry on a tenant board.
 type TenantEntry struct {
@@ -136,28 +149,27 @@ func prepareBoard(fd int) error {
 	return nil
 }
 
-// ReadBoard returns the entries in use (a pid set) of the tenant board at
-// fd, in board order. Another process may write anything there: the
-// values are as read.
-func ReadBoard(fd int) ([]TenantEntry, error) {
+// ReadBoard returns what the tenant board at fd holds. Another process
+// may write anything there: the values are as read.
+func ReadBoard(fd int) (Board, error) {
 	b := make([]byte, BoardSize)
 	if n, err := unix.Pread(fd, b, 0); err != nil || n != len(b) {
-		return nil, fmt.Errorf("tenant board: read %d of %d bytes: %v", n, len(b), err)
+		return Board{}, fmt.Errorf("tenant board: read %d of %d bytes: %v", n, len(b), err)
 	}
 	return decodeBoard(b)
 }
 
 // decodeBoard decodes a board's bytes (BoardSize of them).
-func decodeBoard(b []byte) ([]TenantEntry, error) {
+func decodeBoard(b []byte) (Board, error) {
 	le := binary.LittleEndian
 	if len(b) < BoardSize || le.Uint32(b[0:]) != BoardMagic || le.Uint32(b[4:]) != BoardVersion || le.Uint32(b[8:]) != BoardEntries {
-		return nil, ErrNoBoard
+		return Board{}, ErrNoBoard
 	}
-	var out []TenantEntry
+	out := Board{StarvedPID: int(le.Uint32(b[BoardStarved:])), StarvedAt: time.Duration(int64(le.Uint64(b[BoardStarved+4:])))}
 	for i := range BoardEntries {
 		e := b[BoardHeader+i*BoardEntry:]
 		if pid := le.Uint32(e); pid != 0 {
-			out = append(out, TenantEntry{PID: int(pid), Demand: int(le.Uint32(e[4:])), Beat: time.Duration(int64(le.Uint64(e[8:])))})
+			out.Entries = append(out.Entries, TenantEntry{PID: int(pid), Demand: int(le.Uint32(e[4:])), Beat: time.Duration(int64(le.Uint64(e[8:])))})
 		}
 	}
 	return out, nil
@@ -179,17 +191,28 @@ func WriteEntry(fd, i int, e TenantEntry) error {
 	return err
 }
 
+// WriteStarved writes the board's starved mark at fd: pid's small message
+// was late at at, as the C side writes it for its process (tests write
+// other processes').
+func WriteStarved(fd, pid int, at time.Duration) error {
+	b := make([]byte, 12)
+	binary.LittleEndian.PutUint32(b, uint32(pid))
+	binary.LittleEndian.PutUint64(b[4:], uint64(at))
+	_, err := unix.Pwrite(fd, b, BoardStarved)
+	return err
+}
+
 // ReadBoardIn reads the tenant board of effective uid euid in run
 // directory dir (opened without following a symlink, read only); an
 // error when it is missing or not a board.
-func ReadBoardIn(dir string, euid int) ([]TenantEntry, error) {
+func ReadBoardIn(dir string, euid int) (Board, error) {
 	fd, err := unix.Open(filepath.Join(dir, boardName(uint32(euid))), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, err
+		return Board{}, err
 	}
 	defer unix.Close(fd)
 	if err := checkBoard(fd, uint32(euid)); err != nil {
-		return nil, err
+		return Board{}, err
 	}
 	return ReadBoard(fd)
 }

@@ -34,10 +34,16 @@ func TestOpenBoard(t *testing.T) {
 	if fd, err = n.OpenBoard(); err != nil {
 		t.Fatal(err)
 	}
+	if err := WriteStarved(fd, 4343, 77); err != nil {
+		t.Fatal(err)
+	}
 	unix.Close(fd)
-	es, err := ReadBoardIn(dir, os.Geteuid())
-	if err != nil || len(es) != 1 || es[0] != (TenantEntry{PID: 4242, Demand: 3, Beat: 99}) {
+	b, err := ReadBoardIn(dir, os.Geteuid())
+	if es := b.Entries; err != nil || len(es) != 1 || es[0] != (TenantEntry{PID: 4242, Demand: 3, Beat: 99}) {
 		t.Fatalf("entries %+v, %v; want the one written", es, err)
+	}
+	if b.StarvedPID != 4343 || b.StarvedAt != 77 {
+		t.Errorf("starved mark %d at %d, want the one written (4343 at 77)", b.StarvedPID, b.StarvedAt)
 	}
 
 	for _, bad := range []func() error{
@@ -73,7 +79,7 @@ func TestOpenBoard(t *testing.T) {
 }
 
 // FuzzDecodeBoard: any bytes decode to at most BoardEntries entries, each
-// with a pid, or to ErrNoBoard.
+// with a pid, and a starved mark, or to ErrNoBoard and nothing.
 func FuzzDecodeBoard(f *testing.F) {
 	head := make([]byte, BoardSize)
 	binary.LittleEndian.PutUint32(head, BoardMagic)
@@ -84,10 +90,11 @@ func FuzzDecodeBoard(f *testing.F) {
 	f.Add(append(head[:BoardHeader:BoardHeader], TenantEntry{PID: 7, Demand: 1}.Bytes()...))
 	f.Add([]byte("not a board"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		es, err := decodeBoard(b)
+		bd, err := decodeBoard(b)
+		es := bd.Entries
 		if err != nil {
-			if err != ErrNoBoard || es != nil {
-				t.Fatalf("%v, %v", es, err)
+			if err != ErrNoBoard || es != nil || bd.StarvedPID != 0 {
+				t.Fatalf("%+v, %v", bd, err)
 			}
 			return
 		}

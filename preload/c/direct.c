@@ -644,10 +644,13 @@ static void spread(struct sdp_dconn *c)
  * its wait lost the CPU (with free cores its yields return at once), a
  * bulk stream alone never pauses, and nonblocking sends (event loops)
  * never sleep. The mark is per process (and per copy of this file: the
- * interposer's and the Go core's), so it isolates the streams of one
- * process pair; it cannot tell whether the CPU went to this process's
- * bulk stream or to another program, and pauses the bulk stream either
- * way (fewer threads then want the CPU). */
+ * interposer's and the Go core's), and goes onto the user's tenant board
+ * too (tenant.c, "The starved mark"), where the bulk sends of the user's
+ * other processes read it at their looks and pause on it as on their
+ * own: a ping-pong and a bulk stream of two applications share the CPU
+ * as those of one do. It cannot tell whether the CPU went to a bulk
+ * stream or to another program, and pauses the bulk streams either way
+ * (fewer threads then want the CPU). */
 #define PREEMPT_WINDOW_NS 50000000L
 #define PREEMPT_SHARE 4
 #define PREEMPT_PAUSE_MAX_NS 2000000L
@@ -657,8 +660,23 @@ static const struct sdp_dconn *starved_by; /* on which handle */
 
 static void mark_starved(const struct sdp_dconn *c)
 {
+	int64_t now = sdp_now_ns();
 	__atomic_store_n(&starved_by, c, __ATOMIC_RELAXED);
-	__atomic_store_n(&starved_at, sdp_now_ns(), __ATOMIC_RELAXED);
+	__atomic_store_n(&starved_at, now, __ATOMIC_RELAXED);
+	sdp_tenant_starved(c, now); /* and to the user's other processes */
+}
+
+/* Whether a small message other than c's own was late within the window:
+ * one of this process's (starved_at, by another handle), or one of
+ * another process's of the user, as the board said (tenant.c). */
+static int starved(const struct sdp_dconn *c, int64_t now)
+{
+	int64_t at = __atomic_load_n(&starved_at, __ATOMIC_RELAXED);
+	if (at != 0 && now - at < PREEMPT_WINDOW_NS && __atomic_load_n(&starved_by, __ATOMIC_RELAXED) != c)
+		return 1;
+	int64_t far = sdp_tenant_starved_at();
+	int64_t a = (int64_t)((uint64_t)now - (uint64_t)far); /* another process wrote it: wraps, not overflows */
+	return far != 0 && a >= 0 && a < PREEMPT_WINDOW_NS;
 }
 
 /* Records whether a receive of whole bytes asks for a small message, and
@@ -677,8 +695,7 @@ static int note_receive(struct sdp_dconn *c, size_t whole)
  * is to be timed then (c->copy_ns). */
 static int preempt_point(struct sdp_dconn *c)
 {
-	int64_t at = __atomic_load_n(&starved_at, __ATOMIC_RELAXED);
-	if (at == 0 || sdp_now_ns() - at >= PREEMPT_WINDOW_NS || __atomic_load_n(&starved_by, __ATOMIC_RELAXED) == c) {
+	if (!starved(c, sdp_now_ns())) {
 		/* Nobody starved lately, or only this connection's own reads. A
 		 * copy timed while starved is no guide to a later pause. */
 		if (LOADR(&c->copy_bytes) != 0) {

@@ -36,7 +36,16 @@
  * thread that died or stopped sending, a board full of garbage or a lost
  * wake costs time, never a hang. A fork child starts with no turns
  * (sdp_tenant_forget, from the interposer's fork) and, since the board's
- * fd was given to its parent, without the board. */
+ * fd was given to its parent, without the board.
+ *
+ * The starved mark. direct.c's preemption pauses a process's bulk sends
+ * while a small message of the same process was late lately; a small
+ * message late beside another process's bulk stream (two applications)
+ * needs that process to give way. So a process whose small message was
+ * late says so in the board's header (its pid and the time, at most every
+ * STARVED_EVERY_NS), and each look of a bulk sender reads the mark of
+ * another process with the entries (sdp_tenant_starved_at): direct.c
+ * pauses on it as on its own. */
 #define _GNU_SOURCE 1
 #include "tenant.h"
 #include "direct.h"
@@ -62,6 +71,11 @@
 #define BOARD_ALONE_NS 10000000L /* and while it showed no other sender, this often */
 #define BOARD_FRESH_NS 100000000L /* an entry older than this is of a process that stopped */
 #define BOARD_DEAD_NS 1000000000L /* an entry this old (or this far ahead) may be taken by another process */
+#define STARVED_EVERY_NS 5000000L /* a process's starved mark goes onto the board at most this often */
+
+_Static_assert(offsetof(struct sdp_board, starved_ns) == offsetof(struct sdp_board, starved_pid) + sizeof(uint32_t),
+	       "the starved mark is one write");
+_Static_assert(offsetof(struct sdp_board, entry) == 64, "the header is 64 bytes");
 
 #define LD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
@@ -83,6 +97,8 @@ static struct {
 	uint32_t entry;   /* 1 + this process's entry on the board; 0: none */
 	uint32_t alone;   /* 1: the last look found no other sender */
 	int64_t looked;   /* when the board was last read */
+	int64_t told;     /* when this process last put its starved mark on the board */
+	int64_t far;      /* another process's starved mark, as the last look read it; 0: none */
 	struct turn turn[TURNS];
 } g = {.cap = TURNS};
 
@@ -139,8 +155,10 @@ static uint32_t board_cap(int fd, uint32_t me, uint32_t want)
 	if (syscall(SYS_pread64, fd, &board, sizeof board, 0) != (long)sizeof board || board.magic != SDP_BOARD_MAGIC ||
 	    board.version != SDP_BOARD_VERSION || board.entries != SDP_BOARD_ENTRIES) {
 		ST(&g.alone, 1);
+		ST(&g.far, 0);
 		return TURNS;
 	}
+	ST(&g.far, board.starved_pid != 0 && board.starved_pid != me ? board.starved_ns : 0);
 	/* After the read: an entry written before it is not in the future. */
 	int64_t now = sdp_now_ns();
 	uint32_t mine = g.entry;
@@ -314,6 +332,27 @@ uint32_t sdp_tenant_enter(struct sdp_dconn *c)
 	errno = saved;
 	return waits;
 }
+
+void sdp_tenant_starved(const struct sdp_dconn *c, int64_t now)
+{
+	int64_t told = LD(&g.told);
+	if (told != 0 && age(now, told) < STARVED_EVERY_NS)
+		return;
+	if (!__atomic_compare_exchange_n(&g.told, &told, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return; /* another thread tells it */
+	uint32_t me = sdp_dconn_pid();
+	int fd = LD(&c->board_fd);
+	if (fd < 0 || LD(&c->board_pid) != me)
+		return; /* no board of this process's */
+	unsigned char mark[sizeof(uint32_t) + sizeof(int64_t)]; /* starved_pid, starved_ns: one write */
+	memcpy(mark, &me, sizeof me);
+	memcpy(mark + sizeof me, &now, sizeof now);
+	int saved = errno;
+	(void)syscall(SYS_pwrite64, fd, mark, sizeof mark, (off_t)offsetof(struct sdp_board, starved_pid));
+	errno = saved;
+}
+
+int64_t sdp_tenant_starved_at(void) { return LD(&g.far); }
 
 void sdp_tenant_state(uint32_t *cap, uint32_t *nheld, uint32_t *waiting)
 {

@@ -40,8 +40,10 @@ struct sdp_board_entry {
 /* The board file: a header, then the entries. */
 struct sdp_board {
 	uint32_t magic, version;
-	uint32_t entries; /* SDP_BOARD_ENTRIES */
-	uint32_t pad[13];
+	uint32_t entries;     /* SDP_BOARD_ENTRIES */
+	uint32_t starved_pid; /* the process whose small message was last late (direct.c, preemption); 0: none yet */
+	int64_t starved_ns;   /* when it last said so, CLOCK_MONOTONIC */
+	uint32_t pad[10];
 	struct sdp_board_entry entry[SDP_BOARD_ENTRIES];
 };
 
@@ -52,6 +54,18 @@ struct sdp_dconn;
  * fast path: c holds a turn that is not over, or no other process sends
  * bulk data and a turn was free). Async-signal-safe; raw system calls. */
 uint32_t sdp_tenant_enter(struct sdp_dconn *c);
+
+/* A small message of this process was late on c at now (direct.c's
+ * starved mark): says so on the board through c's, at most every 5 ms, so
+ * that the bulk sends of the user's other processes give way too.
+ * Async-signal-safe; keeps errno. */
+void sdp_tenant_starved(const struct sdp_dconn *c, int64_t now);
+
+/* When another process of the user last said a small message of its was
+ * late, as this process's last look at the board read it (at most every
+ * 10 ms while it sends bulk data); 0: none. Another process may write
+ * anything there: the caller judges the age. */
+int64_t sdp_tenant_starved_at(void);
 
 /* In a fork child, before anything else: the parent's turns, waiters and
  * cap are not the child's (its one thread holds none of them). */

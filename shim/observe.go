@@ -148,7 +148,7 @@ func (s *Socket) openStatsLocked(e *channelEnd, st dataStream) {
 	} else if ss, ok := st.(interface{ SchedStats() mux.SchedStats }); ok {
 		c.SetExtra(func() stats.Extra {
 			x := ss.SchedStats()
-			return stats.Extra{Preemptions: x.Preemptions, Pauses: x.Pauses}
+			return stats.Extra{Preemptions: x.Preemptions, Pauses: x.Pauses + s.spre.pre.Pauses()}
 		})
 	}
 	c.AddSent(s.earlySent.bytes, s.earlySent.msgs) // written before the verdict

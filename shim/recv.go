@@ -59,6 +59,9 @@ func (s *Socket) recv(st dataStream, bufs [][]byte, flags int, w *Wait) int64 {
 	for _, b := range bufs {
 		total += len(b)
 	}
+	if !back {
+		s.noteRecv(total) // once a call: not again after its sleep
+	}
 	peek := flags&unix.MSG_PEEK != 0
 	waitAll := flags&unix.MSG_WAITALL != 0 && !peek
 	nonblock := s.nonblock.Load() || flags&unix.MSG_DONTWAIT != 0

@@ -94,7 +94,14 @@ func (s *Socket) send(st dataStream, bufs [][]byte, flags int, w *Wait) int64 {
 		return writeFrom(st, bufs, done)
 	}
 	for {
+		var timed func(int)
+		if !nonblock {
+			timed = s.bulkPoint(total - done) // preempt.go: small messages first
+		}
 		n, err := write()
+		if timed != nil {
+			timed(n)
+		}
 		done += n
 		switch {
 		case done == total:

@@ -58,10 +58,11 @@ type Socket struct {
 	pendShut   atomic.Int32  // shutdown(how) while the verdict was pending: how+1 or-ed (1 read, 2 write)
 	peerFin    atomic.Bool   // the peer's FIN was seen (EOF read or polled)
 
-	stream      streamSlot   // accelerated: the stream
-	wake        wakeup       // accelerated: how blocked threads sleep
-	rdWait      *wait.Waiter // spin policy of blocking reads
-	wrWait      *wait.Waiter // and writes
+	stream      streamSlot    // accelerated: the stream
+	spre        streamPreempt // a shared-channel stream's CPU preemption (preempt.go)
+	wake        wakeup        // accelerated: how blocked threads sleep
+	rdWait      *wait.Waiter  // spin policy of blocking reads
+	wrWait      *wait.Waiter  // and writes
 	attend      attendance
 	obs         atomic.Pointer[connObs] // accelerated: the connection's counters (observe.go)
 	sw          atomic.Uint32           // switch to kernel TCP at a fork (forkswitch.go): swNone...
@@ -144,6 +145,7 @@ func (s *Socket) accelerateLocked(e *channelEnd, st dataStream) {
 	}
 	s.rdWait = wait.NewWaiter(s.p.policy())
 	s.wrWait = wait.NewWaiter(s.p.policy())
+	s.preemptStreamLocked(st)
 	st.SetNonblock(true) // the shim blocks, in the kernel (wake.go)
 	st.SetNotify(s.wake.ring)
 	s.stream.Store(st)

@@ -27,7 +27,7 @@ import (
 // How the bytes are shared is a figure of `sdpshim bench seed003`, not
 // judged here.
 func TestTenantTurnsBetweenProcesses(t *testing.T) {
-	r := runTenants(t, nil, "B", "B:4")
+	r := runTenants(t, tenantOpts{}, "B", "B:4")
 	pauses := map[int]uint64{} // by connection count
 	for _, tn := range r.tenants {
 		pauses[len(tn.snap.Connections)] = tn.snap.Scheduler.Pauses
@@ -74,22 +74,14 @@ func TestTenantTurnsBetweenProcesses(t *testing.T) {
 // this buys is a figure of `sdpshim bench seed003` (the rows "of another
 // process"), not judged here.
 func TestPreemptBetweenProcesses(t *testing.T) {
-	var cpus unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &cpus); err != nil {
-		t.Fatal(err)
-	}
-	cpu := 0
-	for !cpus.IsSet(cpu) {
-		cpu++
-	}
-	r := runTenants(t, []string{"taskset", "-c", fmt.Sprint(cpu)}, "D", "B")
+	r := runTenants(t, tenantOpts{wrap: oneCPU(t)}, "D", "B")
 	var ping, bulk *tenantProc
 	for i := range r.tenants {
 		tn := &r.tenants[i]
 		if len(tn.snap.Connections) != 1 {
 			t.Fatalf("pid %d: %d connections, want 1", tn.pid, len(tn.snap.Connections))
 		}
-		if tn.snap.Totals.BytesSent > 1<<30 {
+		if bulkConn(tn.snap.Connections[0]) {
 			bulk = tn
 		} else {
 			ping = tn
@@ -102,7 +94,7 @@ func TestPreemptBetweenProcesses(t *testing.T) {
 	}
 	t.Logf("board %+v, report %s", r.board, r.out)
 	if ping == nil || bulk == nil {
-		t.Fatalf("no bulk tenant (sent more than 1 GiB) beside a ping-pong: %+v", r.tenants)
+		t.Fatalf("no bulk tenant beside a ping-pong: %+v", r.tenants)
 	}
 	if p := r.board.StarvedPID; p != ping.pid && p != r.server {
 		t.Errorf("the board's starved mark names pid %d; want the ping-pong's client (%d) or the server (%d), the bulk tenant is %d",
@@ -114,6 +106,61 @@ func TestPreemptBetweenProcesses(t *testing.T) {
 	if p := ping.snap.Scheduler.Pauses; p != 0 {
 		t.Errorf("the ping-pong tenant paused %d times, want never", p)
 	}
+}
+
+// TestPreemptSharedChannel runs a 16-byte ping-pong (D_App) and a bulk
+// stream (B_App) as two connections of one client process under the shim
+// with SDPSHIM_CHANNEL=shared (both streams of one channel), against one
+// server, every process on one CPU. The shared channel's streams take the
+// direct path's CPU preemption (shim/preempt.go): a small message late
+// for the CPU marks the process starved, which the user's board shows
+// (naming the client or the server), and the bulk stream's sends pause;
+// the ping-pong's never do. Both move bytes. The latency is a figure of
+// `sdpshim bench seed003`, not judged here.
+func TestPreemptSharedChannel(t *testing.T) {
+	r := runTenants(t, tenantOpts{wrap: oneCPU(t), env: []string{"SDPSHIM_CHANNEL=shared"}, one: true}, "D", "B")
+	if len(r.tenants) != 1 || len(r.tenants[0].snap.Connections) != 2 {
+		t.Fatalf("want one client process of 2 connections: %+v", r.tenants)
+	}
+	cli := r.tenants[0]
+	for _, tn := range r.report {
+		if tn.Bytes == 0 {
+			t.Errorf("the %s tenant moved nothing", tn.Type)
+		}
+	}
+	t.Logf("board %+v, report %s, connections %+v", r.board, r.out, cli.snap.Connections)
+	if p := r.board.StarvedPID; p != cli.pid && p != r.server {
+		t.Errorf("the board's starved mark names pid %d; want the client (%d) or the server (%d)", p, cli.pid, r.server)
+	}
+	for _, c := range cli.snap.Connections {
+		switch bulk := bulkConn(c); {
+		case bulk && c.Pauses == 0:
+			t.Error("the bulk stream never paused for the ping-pong")
+		case !bulk && c.Pauses != 0:
+			t.Errorf("the ping-pong's stream paused %d times, want never", c.Pauses)
+		}
+	}
+}
+
+// bulkConn says whether c is the bulk tenant's: 64 KiB or more a message
+// sent (the ping-pong's are 16 bytes; the bulk tenant writes 1 MiB).
+func bulkConn(c stats.ConnStats) bool {
+	return c.MessagesSent > 0 && c.BytesSent/c.MessagesSent >= 64<<10
+}
+
+// oneCPU is the command line prefix that runs a program on the first CPU
+// this test may run on.
+func oneCPU(t *testing.T) []string {
+	t.Helper()
+	var cpus unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &cpus); err != nil {
+		t.Fatal(err)
+	}
+	cpu := 0
+	for !cpus.IsSet(cpu) {
+		cpu++
+	}
+	return []string{"taskset", "-c", fmt.Sprint(cpu)}
 }
 
 // tenantProc is one tenant process of a runTenants run, with its stats
@@ -136,6 +183,18 @@ type tenantRun struct {
 	out string // the client's report as printed
 }
 
+// clientStats is the stats endpoint of process pid in run directory rd,
+// when it serves one.
+func clientStats(rd string, pid int) []stats.Endpoint {
+	eps, _ := stats.List(rd)
+	for _, ep := range eps {
+		if ep.PID == pid {
+			return []stats.Endpoint{ep}
+		}
+	}
+	return nil
+}
+
 // tenant is the tenant process of pid, or nil.
 func (r *tenantRun) tenant(pid int) *tenantProc {
 	for i := range r.tenants {
@@ -146,14 +205,21 @@ func (r *tenantRun) tenant(pid int) *tenantProc {
 	return nil
 }
 
+// tenantOpts are how runTenants runs the tenants.
+type tenantOpts struct {
+	wrap []string // the command line prefix of each program (none when nil)
+	env  []string // the shim's settings beyond the run directory
+	one  bool     // every tenant in the client process (`tenants client`)
+}
+
 // runTenants runs bench/seed003's tenants program under the shim for 3 s:
 // a server, and a client process per tenant of types (`tenants
-// clients`), each started through wrap (none when nil). Once every tenant
+// clients`), or one client process for all (o.one). Once every client
 // process serves stats, and a second after (most of the run), it reads
 // their stats and the user's board in the run directory (a regular file,
 // mode 0600); then it waits for the client's report. Every connection of
 // every tenant must be accelerated.
-func runTenants(t *testing.T, wrap []string, types ...string) *tenantRun {
+func runTenants(t *testing.T, o tenantOpts, types ...string) *tenantRun {
 	t.Helper()
 	a := build(t)
 	prog, err := seed003.Build(t.TempDir())
@@ -161,23 +227,31 @@ func runTenants(t *testing.T, wrap []string, types ...string) *tenantRun {
 		t.Fatal(err)
 	}
 	rd := runDir(t)
-	env := a.environ(t, side{shim: true}, rd)
+	env := append(a.environ(t, side{shim: true}, rd), o.env...)
 	port := freePort(t)
 	run := func(args ...string) *proc {
-		argv := append(append(append([]string{}, wrap...), prog), args...)
+		argv := append(append(append([]string{}, o.wrap...), prog), args...)
 		return start(t, env, 60*time.Second, argv[0], argv[1:]...)
 	}
 	srv := run("server", fmt.Sprint(port))
 	waitListen(t, srv, port) // no probing connection: the server would take it for a tenant
 
-	cli := run(append([]string{"clients", fmt.Sprint(port), "3"}, types...)...)
+	verb, procs := "clients", len(types)
+	if o.one {
+		verb, procs = "client", 1
+	}
+	cli := run(append([]string{verb, fmt.Sprint(port), "3"}, types...)...)
 	r := &tenantRun{server: srv.cmd.Process.Pid}
 	var eps []stats.Endpoint
-	for deadline := time.Now().Add(20 * time.Second); len(eps) < len(types); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); len(eps) < procs; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the %d tenant processes did not serve stats in 20 s (%d did)", len(types), len(eps))
+			t.Fatalf("the %d client processes did not serve stats in 20 s (%d did)", procs, len(eps))
 		}
-		eps = seed003.Children(rd, cli.cmd.Process.Pid)
+		if o.one {
+			eps = clientStats(rd, cli.cmd.Process.Pid)
+		} else {
+			eps = seed003.Children(rd, cli.cmd.Process.Pid)
+		}
 	}
 	time.Sleep(time.Second)
 	for _, ep := range eps {

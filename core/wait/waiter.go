@@ -19,7 +19,18 @@ type Waiter struct {
 	policy   WaitPolicy   // +checklocks:mu
 	switcher ModeSwitcher // policy, when it has modes; +checklocks:mu
 	c        waiterCounters
+
+	// Late, when not nil (set before the first Wait, never after), is
+	// called by a Wait whose poll found the condition true only after one
+	// of its yields gave the CPU to another thread: the wait lost the CPU
+	// and its event came late (preemption's starved mark, preload/c/
+	// direct.c). It runs on the waiting goroutine and must be cheap.
+	Late func()
 }
+
+// yieldRanOther: a sched_yield that took this long gave the CPU to
+// another thread (preload/c/direct.h's SDP_YIELD_RAN_OTHER_NS).
+const yieldRanOther = 4 * time.Microsecond
 
 // NewWaiter returns a waiter that owns p; p must not be shared with
 // another waiter (see NewWaitPolicy). It panics if p is nil.
@@ -57,7 +68,10 @@ func (w *Waiter) Wait(ready func() bool, bell Doorbell, deadline time.Time) erro
 		return nil
 	}
 	budget := w.begin(waiterNow())
-	polls, ok, err := w.spin(ready, budget, deadline)
+	polls, ok, lost, err := w.spin(ready, budget, deadline)
+	if ok && lost && w.Late != nil {
+		w.Late()
+	}
 	slept := false
 	if !ok && err == nil {
 		ok, slept, err = w.sleep(ready, bell, deadline)
@@ -71,26 +85,33 @@ func (w *Waiter) Wait(ready func() bool, bell Doorbell, deadline time.Time) erro
 }
 
 // spin polls ready until the budget is spent; the check Wait made first
-// counts as the first poll.
-func (w *Waiter) spin(ready func() bool, budget int, deadline time.Time) (polls int, ok bool, err error) {
+// counts as the first poll. lost reports that one of its yields gave the
+// CPU to another thread (timed only when Late is set).
+func (w *Waiter) spin(ready func() bool, budget int, deadline time.Time) (polls int, ok, lost bool, err error) {
 	defer func() { w.c.polls.Add(uint64(polls)) }()
 	polls = 1
 	for budget < 0 || polls < budget {
 		if polls%yieldEvery != 0 {
 			cpuPause()
 		} else {
-			schedYield()
+			if w.Late != nil && !lost {
+				t0 := time.Now()
+				schedYield()
+				lost = time.Since(t0) >= yieldRanOther
+			} else {
+				schedYield()
+			}
 			w.c.yields.Add(1)
 			if expired(deadline) {
-				return polls, false, os.ErrDeadlineExceeded
+				return polls, false, lost, os.ErrDeadlineExceeded
 			}
 		}
 		polls++
 		if ready() {
-			return polls, true, nil
+			return polls, true, lost, nil
 		}
 	}
-	return polls, false, nil
+	return polls, false, lost, nil
 }
 
 // sleep arms, re-checks and sleeps until ready, the deadline or an error.

@@ -655,24 +655,29 @@ static void spread(struct sdp_dconn *c)
 #define PREEMPT_SHARE 4
 #define PREEMPT_PAUSE_MAX_NS 2000000L
 
-static int64_t starved_at;                /* when a small message was last late */
-static const struct sdp_dconn *starved_by; /* on which handle */
+static int64_t starved_at;  /* when a small message was last late */
+static uintptr_t starved_by; /* for which sender (a handle, or a Go core's stream) */
+
+void sdp_preempt_starved(uintptr_t by, int board_fd, uint32_t board_pid)
+{
+	int64_t now = sdp_now_ns();
+	__atomic_store_n(&starved_by, by, __ATOMIC_RELAXED);
+	__atomic_store_n(&starved_at, now, __ATOMIC_RELAXED);
+	sdp_tenant_starved(board_fd, board_pid, now); /* and to the user's other processes */
+}
 
 static void mark_starved(const struct sdp_dconn *c)
 {
-	int64_t now = sdp_now_ns();
-	__atomic_store_n(&starved_by, c, __ATOMIC_RELAXED);
-	__atomic_store_n(&starved_at, now, __ATOMIC_RELAXED);
-	sdp_tenant_starved(c, now); /* and to the user's other processes */
+	sdp_preempt_starved((uintptr_t)c, LOADR(&c->board_fd), LOADR(&c->board_pid));
 }
 
-/* Whether a small message other than c's own was late within the window:
- * one of this process's (starved_at, by another handle), or one of
- * another process's of the user, as the board said (tenant.c). */
-static int starved(const struct sdp_dconn *c, int64_t now)
+/* Whether a small message other than by's own was late within the
+ * window: one of this process's (starved_at, for another sender), or one
+ * of another process's of the user, as the board said (tenant.c). */
+static int starved(uintptr_t by, int64_t now)
 {
 	int64_t at = __atomic_load_n(&starved_at, __ATOMIC_RELAXED);
-	if (at != 0 && now - at < PREEMPT_WINDOW_NS && __atomic_load_n(&starved_by, __ATOMIC_RELAXED) != c)
+	if (at != 0 && now - at < PREEMPT_WINDOW_NS && __atomic_load_n(&starved_by, __ATOMIC_RELAXED) != by)
 		return 1;
 	int64_t far = sdp_tenant_starved_at();
 	int64_t a = (int64_t)((uint64_t)now - (uint64_t)far); /* another process wrote it: wraps, not overflows */
@@ -690,22 +695,19 @@ static int note_receive(struct sdp_dconn *c, size_t whole)
 	return h == 3;
 }
 
-/* The scheduling point before a bulk sub-write on c (above). Returns 1
- * when another handle starved the process lately: the sub-write's copy
- * is to be timed then (c->copy_ns). */
-static int preempt_point(struct sdp_dconn *c)
+int sdp_preempt_point(uintptr_t by, int64_t *copy_ns, int64_t *copy_bytes, uint64_t *pauses)
 {
-	if (!starved(c, sdp_now_ns())) {
-		/* Nobody starved lately, or only this connection's own reads. A
-		 * copy timed while starved is no guide to a later pause. */
-		if (LOADR(&c->copy_bytes) != 0) {
-			STORER(&c->copy_ns, 0);
-			STORER(&c->copy_bytes, 0);
+	if (!starved(by, sdp_now_ns())) {
+		/* Nobody starved lately, or only this sender's own reads. A copy
+		 * timed while starved is no guide to a later pause. */
+		if (LOADR(copy_bytes) != 0) {
+			STORER(copy_ns, 0);
+			STORER(copy_bytes, 0);
 		}
 		return 0;
 	}
-	int64_t took = __atomic_exchange_n(&c->copy_ns, 0, __ATOMIC_RELAXED);
-	int64_t bytes = __atomic_exchange_n(&c->copy_bytes, 0, __ATOMIC_RELAXED);
+	int64_t took = __atomic_exchange_n(copy_ns, 0, __ATOMIC_RELAXED);
+	int64_t bytes = __atomic_exchange_n(copy_bytes, 0, __ATOMIC_RELAXED);
 	if (took > bytes)
 		took = bytes; /* 1 ns a byte: 1 GB/s */
 	int64_t pause = took * PREEMPT_SHARE; /* took: one sub-write's, far below overflow */
@@ -717,9 +719,17 @@ static int preempt_point(struct sdp_dconn *c)
 		struct timespec t = {0, pause};
 		futex_wait(&nobody, 0, &t);
 		errno = saved;
-		__atomic_fetch_add(&c->pauses, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(pauses, 1, __ATOMIC_RELAXED);
 	}
 	return 1;
+}
+
+/* The scheduling point before a bulk sub-write on c (above). Returns 1
+ * when another sender starved the process lately: the sub-write's copy
+ * is to be timed then (c->copy_ns). */
+static int preempt_point(struct sdp_dconn *c)
+{
+	return sdp_preempt_point((uintptr_t)c, &c->copy_ns, &c->copy_bytes, &c->pauses);
 }
 
 /* Polls cond (a readiness test) up to the budget (sdp_spin_step, spreading

@@ -443,4 +443,18 @@ void sdp_dconn_event_woke(struct sdp_dconn *c);
 size_t sdp_dconn_inq(const struct sdp_dconn *c);
 size_t sdp_dconn_outq(const struct sdp_dconn *c);
 
+/* Preemption (direct.c) for senders that are not a handle's: the streams
+ * of the shared channel, whose data the Go core moves. by names the
+ * sender (any value no other sender of the process uses).
+ *   - starved: a small message that by's reader waited for came late
+ *     after its wait lost the CPU; marks the process (and, through the
+ *     board fd given to process board_pid, the user's other processes).
+ *   - point: the scheduling point before a blocking bulk write of by:
+ *     pauses while another sender's small message starved lately, for
+ *     the copy since the last point (*copy_ns, *copy_bytes), counting the
+ *     pause in *pauses; 1 when the write's copy is to be timed and added
+ *     to *copy_ns and *copy_bytes. Keeps errno. */
+void sdp_preempt_starved(uintptr_t by, int board_fd, uint32_t board_pid);
+int sdp_preempt_point(uintptr_t by, int64_t *copy_ns, int64_t *copy_bytes, uint64_t *pauses);
+
 #endif /* SDPSHIM_DIRECT_H */

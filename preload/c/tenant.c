@@ -333,7 +333,7 @@ uint32_t sdp_tenant_enter(struct sdp_dconn *c)
 	return waits;
 }
 
-void sdp_tenant_starved(const struct sdp_dconn *c, int64_t now)
+void sdp_tenant_starved(int fd, uint32_t fd_pid, int64_t now)
 {
 	int64_t told = LD(&g.told);
 	if (told != 0 && age(now, told) < STARVED_EVERY_NS)
@@ -341,8 +341,7 @@ void sdp_tenant_starved(const struct sdp_dconn *c, int64_t now)
 	if (!__atomic_compare_exchange_n(&g.told, &told, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 		return; /* another thread tells it */
 	uint32_t me = sdp_dconn_pid();
-	int fd = LD(&c->board_fd);
-	if (fd < 0 || LD(&c->board_pid) != me)
+	if (fd < 0 || fd_pid != me)
 		return; /* no board of this process's */
 	unsigned char mark[sizeof(uint32_t) + sizeof(int64_t)]; /* starved_pid, starved_ns: one write */
 	memcpy(mark, &me, sizeof me);

@@ -55,11 +55,12 @@ struct sdp_dconn;
  * bulk data and a turn was free). Async-signal-safe; raw system calls. */
 uint32_t sdp_tenant_enter(struct sdp_dconn *c);
 
-/* A small message of this process was late on c at now (direct.c's
- * starved mark): says so on the board through c's, at most every 5 ms, so
- * that the bulk sends of the user's other processes give way too.
- * Async-signal-safe; keeps errno. */
-void sdp_tenant_starved(const struct sdp_dconn *c, int64_t now);
+/* A small message of this process was late at now (direct.c's starved
+ * mark): says so on the board fd (given to process fd_pid: none unless
+ * that is this process), at most every 5 ms, so that the bulk sends of
+ * the user's other processes give way too. Async-signal-safe; keeps
+ * errno. */
+void sdp_tenant_starved(int fd, uint32_t fd_pid, int64_t now);
 
 /* When another process of the user last said a small message of its was
  * late, as this process's last look at the board read it (at most every

@@ -1,0 +1,56 @@
+package direct
+
+/*
+#include "../../preload/c/direct.h"
+*/
+import "C"
+
+import (
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// Preempt is the CPU preemption of preload/c/direct.c ("Preemption") for
+// a sender that is not a handle's: a stream of the shared channel, whose
+// bytes the Go core copies. Its reads mark the process starved when a
+// small message came late (Starved); its blocking bulk writes pause at
+// their scheduling points while another sender's small messages starve
+// (Point, Copied), as a handle's do. The zero value is ready; a Preempt
+// must not be copied after first use (its address names the sender).
+type Preempt struct {
+	copyNS, copyBytes int64  // the copy since the last scheduling point, while starved
+	pauses            uint64 // the pauses so far
+}
+
+// id names the sender to the C side: its own small reads do not pause
+// its own writes.
+func (p *Preempt) id() C.uintptr_t { return C.uintptr_t(uintptr(unsafe.Pointer(p))) }
+
+// Point is the scheduling point before a blocking bulk write: it pauses
+// while a small message of another sender of this process, or of
+// another process of the user (the tenant board), starved lately, for
+// four times the copy timed since the last point (at most 2 ms). It
+// reports whether the write's copy is to be timed and given to Copied.
+// The pointers passed hold no Go pointer and are not kept.
+func (p *Preempt) Point() bool {
+	return C.sdp_preempt_point(p.id(), (*C.int64_t)(unsafe.Pointer(&p.copyNS)),
+		(*C.int64_t)(unsafe.Pointer(&p.copyBytes)), (*C.uint64_t)(unsafe.Pointer(&p.pauses))) != 0
+}
+
+// Copied adds a timed write's copy: n bytes in d.
+func (p *Preempt) Copied(d time.Duration, n int) {
+	atomic.AddInt64(&p.copyNS, int64(d))
+	atomic.AddInt64(&p.copyBytes, int64(n))
+}
+
+// Pauses is how many times Point paused.
+func (p *Preempt) Pauses() uint64 { return atomic.LoadUint64(&p.pauses) }
+
+// Starved marks the process starved by this sender's reader: a small
+// message it waited for came late after its wait lost the CPU. The mark
+// goes onto the tenant board boardFD too (-1: none), for the user's other
+// processes, at most every 5 ms.
+func (p *Preempt) Starved(boardFD int) {
+	C.sdp_preempt_starved(p.id(), C.int(boardFD), C.sdp_dconn_pid())
+}

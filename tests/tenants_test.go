@@ -13,6 +13,7 @@ import (
 
 	"github.com/sdpshim/sdpshim/bench/seed003"
 	"github.com/sdpshim/sdpshim/core/rendezvous"
+	"github.com/sdpshim/sdpshim/internal/cpupin"
 	"github.com/sdpshim/sdpshim/shim/stats"
 )
 
@@ -152,15 +153,11 @@ func bulkConn(c stats.ConnStats) bool {
 // this test may run on.
 func oneCPU(t *testing.T) []string {
 	t.Helper()
-	var cpus unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &cpus); err != nil {
+	cpu, err := cpupin.First()
+	if err != nil {
 		t.Fatal(err)
 	}
-	cpu := 0
-	for !cpus.IsSet(cpu) {
-		cpu++
-	}
-	return []string{"taskset", "-c", fmt.Sprint(cpu)}
+	return []string{"taskset", "-c", fmt.Sprint(cpu.CPU)}
 }
 
 // tenantProc is one tenant process of a runTenants run, with its stats

@@ -3,39 +3,33 @@ package direct
 import (
 	"os"
 	"os/exec"
-	"runtime"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/sdpshim/sdpshim/core/rendezvous"
+	"github.com/sdpshim/sdpshim/internal/cpupin"
 )
 
 // spinner keeps one CPU busy for the rest of the test: a shell loop
 // pinned to it (a process, so that no goroutine holds a P while it
 // spins). It returns that CPU.
-func spinner(t *testing.T) unix.CPUSet {
+func spinner(t *testing.T) cpupin.Set {
 	t.Helper()
-	var allowed unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+	cpu, err := cpupin.First()
+	if err != nil {
 		t.Skipf("no CPU affinity here: %v", err)
 	}
-	cpu := 0
-	for !allowed.IsSet(cpu) {
-		cpu++
-	}
-	var one unix.CPUSet
-	one.Set(cpu)
 	cmd := exec.Command("/bin/sh", "-c", "while :; do :; done")
 	if err := cmd.Start(); err != nil {
 		t.Skipf("no shell to spin: %v", err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	if err := unix.SchedSetaffinity(cmd.Process.Pid, &one); err != nil {
+	if err := unix.SchedSetaffinity(cmd.Process.Pid, &cpu.One); err != nil {
 		t.Skipf("cannot pin a process to a CPU here: %v", err)
 	}
-	return one
+	return cpu
 }
 
 // starve makes a receive on the small handle find its message late after
@@ -45,24 +39,19 @@ func spinner(t *testing.T) unix.CPUSet {
 // a millisecond later. What it leaves is the process's starvation mark
 // (preload/c/direct.c), from the second call on a handle (a handle is
 // small after two small receives).
-func starve(t *testing.T, cpu unix.CPUSet, small, peer *Conn) {
+func starve(t *testing.T, cpu cpupin.Set, small, peer *Conn) {
 	t.Helper()
-	var allowed unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
-		t.Fatal(err)
-	}
 	go func() {
 		time.Sleep(time.Millisecond)
 		peer.Send(make([]byte, 16), false)
 	}()
-	runtime.LockOSThread()
-	if err := unix.SchedSetaffinity(0, &cpu); err != nil {
+	if err := cpu.Pin(); err != nil {
+		cpu.Unpin()
 		t.Fatal(err)
 	}
 	var b [16]byte
 	n, sl, err := small.Recv(b[:], false, true) // polls, yielding every 128 polls, until the message comes
-	unix.SchedSetaffinity(0, &allowed)
-	runtime.UnlockOSThread()
+	cpu.Unpin()
 	if sl != nil {
 		small.Woke(sl)
 		n, _, err = small.Recv(b[:], false, false)

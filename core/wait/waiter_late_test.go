@@ -1,12 +1,11 @@
 package wait
 
 import (
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/sdpshim/sdpshim/internal/cpupin"
 )
 
 // Late runs when a wait's poll found its condition only after one of its
@@ -14,26 +13,12 @@ import (
 // waiter's CPU, the condition coming true a millisecond in. For a
 // condition true at once it never runs.
 func TestWaiterLate(t *testing.T) {
-	var allowed unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+	cpu, err := cpupin.First()
+	if err != nil {
 		t.Skipf("no CPU affinity here: %v", err)
 	}
-	cpu := 0
-	for !allowed.IsSet(cpu) {
-		cpu++
-	}
-	var one unix.CPUSet
-	one.Set(cpu)
-	pin := func() error {
-		runtime.LockOSThread()
-		return unix.SchedSetaffinity(0, &one)
-	}
-	unpin := func() {
-		unix.SchedSetaffinity(0, &allowed)
-		runtime.UnlockOSThread()
-	}
-	err := pin()
-	unpin()
+	err = cpu.Pin()
+	cpu.Unpin()
 	if err != nil {
 		t.Skipf("cannot pin a thread to a CPU here: %v", err)
 	}
@@ -53,18 +38,18 @@ func TestWaiterLate(t *testing.T) {
 	var stop atomic.Bool
 	started, spun := make(chan struct{}), make(chan struct{})
 	go func() { // another thread that wants the waiter's CPU
-		pin()
-		defer unpin()
+		cpu.Pin() // as it did above
+		defer cpu.Unpin()
 		close(started)
 		for !stop.Load() {
 		}
 		close(spun)
 	}()
 	<-started
-	pin() // as it did above
+	cpu.Pin()
 	at := time.Now().Add(time.Millisecond)
 	err = w.Wait(func() bool { return time.Now().After(at) }, &fakeBell{}, time.Now().Add(10*time.Second))
-	unpin()
+	cpu.Unpin()
 	stop.Store(true)
 	<-spun
 	if err != nil || late.Load() != 1 {

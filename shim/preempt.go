@@ -25,7 +25,8 @@ import (
 //     Late) marks the process starved, and the user's tenant board too;
 //   - a blocking send of a block's payload or more first passes the
 //     scheduling point, which pauses while another sender's small
-//     messages starved lately, four times the copy since the last point.
+//     messages starved lately (of this process, or of the user's others
+//     by the board's mark), four times the copy since the last point.
 //
 // SDPSHIM_PREEMPT=0 turns it off with the channel's scheduler.
 
@@ -80,7 +81,7 @@ func (s *Socket) lateRead() {
 // the function that times the write's copy, nil when it is not to be
 // timed.
 func (s *Socket) bulkPoint(left int) func(n int) {
-	if !s.spre.on || left < s.spre.payload || !s.spre.pre.Point() {
+	if !s.spre.on || left < s.spre.payload || !s.spre.pre.Point(s.p.board()) {
 		return nil
 	}
 	t0 := time.Now()

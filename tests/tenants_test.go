@@ -66,46 +66,54 @@ func TestTenantTurnsBetweenProcesses(t *testing.T) {
 // TestPreemptBetweenProcesses runs a 16-byte ping-pong (D_App) and a bulk
 // stream (B_App) as two client processes of one user under the shim
 // against one server, every process on one CPU, so that the ping-pong's
-// waits lose the CPU to the bulk stream's threads. A small message late
-// for the CPU goes onto the user's board as its process's starved mark
-// (preload/c/tenant.c): the mark names the ping-pong's client or the
-// server, never the bulk tenant, and the bulk tenant's sends pause for it
-// (its stats count pauses) as they would for a ping-pong of its own
-// process, while the ping-pong's never do. Both move bytes. The latency
-// this buys is a figure of `sdpshim bench seed003` (the rows "of another
-// process"), not judged here.
+// waits lose the CPU to the bulk stream's threads; in the default
+// (direct) mode and with SDPSHIM_CHANNEL=shared (a channel per process
+// pair). A small message late for the CPU goes onto the user's board as
+// its process's starved mark (preload/c/tenant.c): the mark names the
+// ping-pong's client or the server, never the bulk tenant, and the bulk
+// tenant's sends pause for it (its stats count pauses) as they would for
+// a ping-pong of its own process, while the ping-pong's never do. Both
+// move bytes. The latency this buys is a figure of `sdpshim bench
+// seed003` (the rows "of another process"), not judged here.
 func TestPreemptBetweenProcesses(t *testing.T) {
-	r := runTenants(t, tenantOpts{wrap: oneCPU(t)}, "D", "B")
-	var ping, bulk *tenantProc
-	for i := range r.tenants {
-		tn := &r.tenants[i]
-		if len(tn.snap.Connections) != 1 {
-			t.Fatalf("pid %d: %d connections, want 1", tn.pid, len(tn.snap.Connections))
-		}
-		if bulkConn(tn.snap.Connections[0]) {
-			bulk = tn
-		} else {
-			ping = tn
-		}
-	}
-	for _, tn := range r.report {
-		if tn.Bytes == 0 {
-			t.Errorf("the %s tenant moved nothing", tn.Type)
-		}
-	}
-	t.Logf("board %+v, report %s", r.board, r.out)
-	if ping == nil || bulk == nil {
-		t.Fatalf("no bulk tenant beside a ping-pong: %+v", r.tenants)
-	}
-	if p := r.board.StarvedPID; p != ping.pid && p != r.server {
-		t.Errorf("the board's starved mark names pid %d; want the ping-pong's client (%d) or the server (%d), the bulk tenant is %d",
-			p, ping.pid, r.server, bulk.pid)
-	}
-	if bulk.snap.Scheduler.Pauses == 0 {
-		t.Error("the bulk tenant never paused for the other process's ping-pong")
-	}
-	if p := ping.snap.Scheduler.Pauses; p != 0 {
-		t.Errorf("the ping-pong tenant paused %d times, want never", p)
+	for _, mode := range []struct {
+		name string
+		env  []string
+	}{{"direct", nil}, {"shared", []string{"SDPSHIM_CHANNEL=shared"}}} {
+		t.Run(mode.name, func(t *testing.T) {
+			r := runTenants(t, tenantOpts{wrap: oneCPU(t), env: mode.env}, "D", "B")
+			var ping, bulk *tenantProc
+			for i := range r.tenants {
+				tn := &r.tenants[i]
+				if len(tn.snap.Connections) != 1 {
+					t.Fatalf("pid %d: %d connections, want 1", tn.pid, len(tn.snap.Connections))
+				}
+				if bulkConn(tn.snap.Connections[0]) {
+					bulk = tn
+				} else {
+					ping = tn
+				}
+			}
+			for _, tn := range r.report {
+				if tn.Bytes == 0 {
+					t.Errorf("the %s tenant moved nothing", tn.Type)
+				}
+			}
+			t.Logf("board %+v, report %s", r.board, r.out)
+			if ping == nil || bulk == nil {
+				t.Fatalf("no bulk tenant beside a ping-pong: %+v", r.tenants)
+			}
+			if p := r.board.StarvedPID; p != ping.pid && p != r.server {
+				t.Errorf("the board's starved mark names pid %d; want the ping-pong's client (%d) or the server (%d), the bulk tenant is %d",
+					p, ping.pid, r.server, bulk.pid)
+			}
+			if bulk.snap.Scheduler.Pauses == 0 {
+				t.Error("the bulk tenant never paused for the other process's ping-pong")
+			}
+			if p := ping.snap.Scheduler.Pauses; p != 0 {
+				t.Errorf("the ping-pong tenant paused %d times, want never", p)
+			}
+		})
 	}
 }
 

@@ -2,6 +2,15 @@ package direct
 
 /*
 #include "../../preload/c/direct.h"
+#include "../../preload/c/tenant.h"
+
+// The board's mark (as fresh as a millisecond), then the scheduling
+// point: one crossing.
+static int preempt_point_board(uintptr_t by, int board_fd, int64_t *copy_ns, int64_t *copy_bytes, uint64_t *pauses)
+{
+	sdp_tenant_peek(board_fd, sdp_dconn_pid(), sdp_now_ns());
+	return sdp_preempt_point(by, copy_ns, copy_bytes, pauses);
+}
 */
 import "C"
 
@@ -29,12 +38,13 @@ func (p *Preempt) id() C.uintptr_t { return C.uintptr_t(uintptr(unsafe.Pointer(p
 
 // Point is the scheduling point before a blocking bulk write: it pauses
 // while a small message of another sender of this process, or of
-// another process of the user (the tenant board), starved lately, for
-// four times the copy timed since the last point (at most 2 ms). It
-// reports whether the write's copy is to be timed and given to Copied.
-// The pointers passed hold no Go pointer and are not kept.
-func (p *Preempt) Point() bool {
-	return C.sdp_preempt_point(p.id(), (*C.int64_t)(unsafe.Pointer(&p.copyNS)),
+// another process of the user (the mark on the tenant board boardFD, -1:
+// none, read at most every millisecond), starved lately, for four times
+// the copy timed since the last point (at most 2 ms). It reports whether
+// the write's copy is to be timed and given to Copied. The pointers
+// passed hold no Go pointer and are not kept.
+func (p *Preempt) Point(boardFD int) bool {
+	return C.preempt_point_board(p.id(), C.int(boardFD), (*C.int64_t)(unsafe.Pointer(&p.copyNS)),
 		(*C.int64_t)(unsafe.Pointer(&p.copyBytes)), (*C.uint64_t)(unsafe.Pointer(&p.pauses))) != 0
 }
 

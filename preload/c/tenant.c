@@ -99,6 +99,7 @@ static struct {
 	int64_t looked;   /* when the board was last read */
 	int64_t told;     /* when this process last put its starved mark on the board */
 	int64_t far;      /* another process's starved mark, as the last look read it; 0: none */
+	int64_t peeked;   /* when sdp_tenant_peek last read the mark */
 	struct turn turn[TURNS];
 } g = {.cap = TURNS};
 
@@ -352,6 +353,25 @@ void sdp_tenant_starved(int fd, uint32_t fd_pid, int64_t now)
 }
 
 int64_t sdp_tenant_starved_at(void) { return LD(&g.far); }
+
+void sdp_tenant_peek(int fd, uint32_t fd_pid, int64_t now)
+{
+	int64_t at = LD(&g.peeked);
+	if (at != 0 && age(now, at) < BOARD_EVERY_NS)
+		return;
+	if (!__atomic_compare_exchange_n(&g.peeked, &at, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return; /* another thread reads it */
+	uint32_t me = sdp_dconn_pid();
+	if (fd < 0 || fd_pid != me)
+		return;
+	struct sdp_board head; /* its first 24 bytes: up to the mark's end */
+	size_t n = offsetof(struct sdp_board, starved_ns) + sizeof head.starved_ns;
+	int saved = errno;
+	long r = syscall(SYS_pread64, fd, &head, n, 0);
+	errno = saved;
+	int ok = r == (long)n && head.magic == SDP_BOARD_MAGIC && head.version == SDP_BOARD_VERSION;
+	ST(&g.far, ok && head.starved_pid != 0 && head.starved_pid != me ? head.starved_ns : 0);
+}
 
 void sdp_tenant_state(uint32_t *cap, uint32_t *nheld, uint32_t *waiting)
 {

@@ -68,6 +68,12 @@ void sdp_tenant_starved(int fd, uint32_t fd_pid, int64_t now);
  * anything there: the caller judges the age. */
 int64_t sdp_tenant_starved_at(void);
 
+/* For a bulk sender that takes no turns (a stream of the shared channel,
+ * in the Go core): reads the board's starved mark through fd (given to
+ * process fd_pid) for sdp_tenant_starved_at, at most every millisecond,
+ * as a look of the gate does with the entries. Keeps errno. */
+void sdp_tenant_peek(int fd, uint32_t fd_pid, int64_t now);
+
 /* In a fork child, before anything else: the parent's turns, waiters and
  * cap are not the child's (its one thread holds none of them). */
 void sdp_tenant_forget(void);

@@ -33,15 +33,16 @@ import (
 // streamPreempt is a shared-channel socket's preemption state, set before
 // its stream is published (accelerateLocked) and not changed after.
 type streamPreempt struct {
-	on      bool          // SDPSHIM_PREEMPT, on a stream of the shared channel
-	payload int           // a block's payload: less is a small receive, as much or more a bulk send
-	small   atomic.Uint32 // the last two receives, bit 0 the latest: 1 asked for less than payload
+	on      bool        // SDPSHIM_PREEMPT, on a stream of the shared channel
+	payload int         // a block's payload: less is a small receive, as much or more a bulk send
+	board   int         // the user's tenant board (tenants.go), -1: none
+	small   atomic.Bool // the last two receives asked for less than payload
 	pre     direct.Preempt
 }
 
-// preemptStream sets s's preemption up for st, a stream of the shared
-// channel (a direct stream has its own in the handle). Before st is
-// published.
+// preemptStreamLocked sets s's preemption up for st, a stream of the
+// shared channel (a direct stream has its own in the handle), opening the
+// user's tenant board on the process's first. Before st is published.
 //
 // +checklocks:s.mu
 func (s *Socket) preemptStreamLocked(st dataStream) {
@@ -50,29 +51,22 @@ func (s *Socket) preemptStreamLocked(st dataStream) {
 	}
 	s.spre.on = true
 	s.spre.payload = s.p.cfg.BlockSize - wire.HeaderSize
+	s.spre.board = s.p.board()
 	s.rdWait.Late = s.lateRead
 }
 
 // noteRecv records a receive asking for want bytes.
 func (s *Socket) noteRecv(want int) {
-	if !s.spre.on {
-		return
-	}
-	old := s.spre.small.Load()
-	h := old << 1 & 3
-	if want < s.spre.payload {
-		h |= 1
-	}
-	if h != old {
-		s.spre.small.Store(h) // written only when it changes
+	if s.spre.on {
+		s.spre.small.Store(s.spre.pre.Receive(want, s.spre.payload))
 	}
 }
 
 // lateRead is the read waiter's Late: a small stream's message came late
 // for the CPU.
 func (s *Socket) lateRead() {
-	if s.spre.small.Load() == 3 {
-		s.spre.pre.Starved(s.p.board())
+	if s.spre.small.Load() {
+		s.spre.pre.Starved(s.spre.board)
 	}
 }
 
@@ -81,7 +75,7 @@ func (s *Socket) lateRead() {
 // the function that times the write's copy, nil when it is not to be
 // timed.
 func (s *Socket) bulkPoint(left int) func(n int) {
-	if !s.spre.on || left < s.spre.payload || !s.spre.pre.Point(s.p.board()) {
+	if !s.spre.on || left < s.spre.payload || !s.spre.pre.Point(s.spre.board) {
 		return nil
 	}
 	t0 := time.Now()

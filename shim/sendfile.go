@@ -58,7 +58,14 @@ func (s *Socket) fromFile(st dataStream, in int, off *int64, count int, w *Wait)
 	buf := make([]byte, min(count, fileChunk))
 	done := 0
 	for done < count {
+		var timed func(int)
+		if !s.nonblock.Load() {
+			timed = s.bulkPoint(count - done) // preempt.go: small messages first
+		}
 		m, rerr, werr := s.fileChunk(st, in, off, buf[:min(len(buf), count-done)])
+		if timed != nil {
+			timed(m)
+		}
 		done += m
 		switch {
 		case m > 0:

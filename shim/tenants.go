@@ -30,7 +30,7 @@ func (p *Process) board() int {
 		// dup2 onto it gets EBUSY (evict.go).
 		fd, err := n.OpenBoard()
 		if err != nil {
-			p.log.WithError(err).Warn("no tenant board: bulk sends do not take turns with other processes'")
+			p.log.WithError(err).Warn("no tenant board: bulk sends neither take turns with other processes' nor pause for their small messages")
 			return
 		}
 		b.fd = fd

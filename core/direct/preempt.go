@@ -30,7 +30,12 @@ import (
 type Preempt struct {
 	copyNS, copyBytes int64  // the copy since the last scheduling point, while starved
 	pauses            uint64 // the pauses so far
+	hist              uint32 // the last two receives (sdp_preempt_note)
 }
+
+// yieldRanOther is the protocol's SDP_YIELD_RAN_OTHER_NS: a yield that
+// took this long gave the CPU to another thread.
+const yieldRanOther = time.Duration(C.SDP_YIELD_RAN_OTHER_NS)
 
 // id names the sender to the C side: its own small reads do not pause
 // its own writes.
@@ -52,6 +57,14 @@ func (p *Preempt) Point(boardFD int) bool {
 func (p *Preempt) Copied(d time.Duration, n int) {
 	atomic.AddInt64(&p.copyNS, int64(d))
 	atomic.AddInt64(&p.copyBytes, int64(n))
+}
+
+// Receive records a receive asking for want bytes, with blocks of block
+// payload bytes, and reports whether the receiver is small now (its last
+// two receives each asked for less than a block: it reads small
+// messages). Receives of one stream are made one at a time.
+func (p *Preempt) Receive(want, block int) bool {
+	return C.sdp_preempt_note((*C.uint32_t)(unsafe.Pointer(&p.hist)), C.uint64_t(want), C.uint64_t(block)) != 0
 }
 
 // Pauses is how many times Point paused.

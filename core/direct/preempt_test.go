@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sdpshim/sdpshim/core/rendezvous"
+	"github.com/sdpshim/sdpshim/core/wait"
 	"github.com/sdpshim/sdpshim/internal/cpupin"
 )
 
@@ -125,6 +126,13 @@ func TestPreemptPauses(t *testing.T) {
 	other.SetPreempt(true)
 	if p := bulk(t, other, otherRx, 1<<20, func() { starve(t, cpu, tx, rx) }); p == 0 {
 		t.Error("starved by another connection's reads: no pause")
+	}
+}
+
+// The Go core's waits judge a lost yield as the protocol's do.
+func TestYieldRanOther(t *testing.T) {
+	if yieldRanOther != wait.YieldRanOther {
+		t.Errorf("a yield that ran another thread: %v in C, %v in core/wait", yieldRanOther, wait.YieldRanOther)
 	}
 }
 

@@ -136,7 +136,15 @@ func streams(t *testing.T, n, total, fd int) (pauses []uint64, held, waiting, ca
 		txs[i] = tx
 		wg.Add(2)
 		go func() { defer wg.Done(); errs <- receive(rx, total) }()
-		go func() { defer wg.Done(); errs <- send(tx, total, nil) }()
+		go func() {
+			// A thread of its own, as a program's senders have: the gate
+			// tells senders apart by thread (a turn last used on the
+			// asking thread is its own), and goroutines move between them.
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			defer wg.Done()
+			errs <- send(tx, total, nil)
+		}()
 	}
 	finished := make(chan struct{})
 	go func() { wg.Wait(); close(finished) }()
@@ -258,14 +266,23 @@ func TestTenantTurns(t *testing.T) {
 	wantCap := max(1, cpus.Count()/4) // two tenants: CPUs over twice the tenants, at least the other's 1
 
 	settle(t, fd)
-	pauses, held, _, _, demand := streams(t, 4, 16<<20, fd)
-	for i, p := range pauses {
-		if p != 0 {
-			t.Errorf("alone: stream %d paused %d times, want never", i, p)
+	// Alone, the board is looked at every 10 ms: a run of the four
+	// streams may fall between two looks, or have a look only as it
+	// starts or ends (one stream sending). So the streams run again, up
+	// to five times, until a look saw more than one (each run must pause
+	// never).
+	held, demand := 0, 0
+	for run := 0; run < 5 && demand < 2; run++ {
+		pauses, h, _, _, d := streams(t, 4, 16<<20, fd)
+		for i, p := range pauses {
+			if p != 0 {
+				t.Errorf("alone: stream %d paused %d times, want never", i, p)
+			}
 		}
+		held, demand = max(held, h), max(demand, d)
 	}
 	if demand < 2 {
-		t.Errorf("alone: this process's demand on the board was at most %d, want 4 at some point", demand)
+		t.Errorf("alone: this process's demand on the board was at most %d in 5 runs, want 4 at some point", demand)
 	}
 	t.Logf("alone: at most %d turns held, demand %d", held, demand)
 

@@ -21,13 +21,14 @@ import (
 // 64 bytes, then BoardEntries entries of pid, demand and time, 16 bytes
 // each, little endian.
 const (
-	BoardMagic   = 0x42544453 // "SDTB"
-	BoardVersion = 1
-	BoardEntries = 128
-	BoardHeader  = 64
-	BoardStarved = 12 // the starved mark: pid (4 bytes), then time (8)
-	BoardEntry   = 16
-	BoardSize    = BoardHeader + BoardEntries*BoardEntry
+	BoardMagic       = 0x42544453 // "SDTB"
+	BoardVersion     = 1
+	BoardEntries     = 128
+	BoardHeader      = 64
+	BoardStarved     = 12 // the starved mark: pid (4 bytes), then time (8)
+	BoardStarvedSize = 12
+	BoardEntry       = 16
+	BoardSize        = BoardHeader + BoardEntries*BoardEntry
 )
 
 // ErrNoBoard: the file does not hold a tenant board of this layout.
@@ -195,7 +196,7 @@ func WriteEntry(fd, i int, e TenantEntry) error {
 // was late at at, as the C side writes it for its process (tests write
 // other processes').
 func WriteStarved(fd, pid int, at time.Duration) error {
-	b := make([]byte, 12)
+	b := make([]byte, BoardStarvedSize)
 	binary.LittleEndian.PutUint32(b, uint32(pid))
 	binary.LittleEndian.PutUint64(b[4:], uint64(at))
 	_, err := unix.Pwrite(fd, b, BoardStarved)

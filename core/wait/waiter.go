@@ -28,9 +28,10 @@ type Waiter struct {
 	Late func()
 }
 
-// yieldRanOther: a sched_yield that took this long gave the CPU to
-// another thread (preload/c/direct.h's SDP_YIELD_RAN_OTHER_NS).
-const yieldRanOther = 4 * time.Microsecond
+// YieldRanOther: a sched_yield that took this long gave the CPU to
+// another thread (the direct path's SDP_YIELD_RAN_OTHER_NS, which
+// core/direct's tests hold it against).
+const YieldRanOther = 4 * time.Microsecond
 
 // NewWaiter returns a waiter that owns p; p must not be shared with
 // another waiter (see NewWaitPolicy). It panics if p is nil.
@@ -97,7 +98,7 @@ func (w *Waiter) spin(ready func() bool, budget int, deadline time.Time) (polls 
 			if w.Late != nil && !lost {
 				t0 := time.Now()
 				schedYield()
-				lost = time.Since(t0) >= yieldRanOther
+				lost = time.Since(t0) >= YieldRanOther
 			} else {
 				schedYield()
 			}

@@ -679,21 +679,21 @@ static int starved(uintptr_t by, int64_t now)
 	int64_t at = __atomic_load_n(&starved_at, __ATOMIC_RELAXED);
 	if (at != 0 && now - at < PREEMPT_WINDOW_NS && __atomic_load_n(&starved_by, __ATOMIC_RELAXED) != by)
 		return 1;
-	int64_t far = sdp_tenant_starved_at();
-	int64_t a = (int64_t)((uint64_t)now - (uint64_t)far); /* another process wrote it: wraps, not overflows */
-	return far != 0 && a >= 0 && a < PREEMPT_WINDOW_NS;
+	return sdp_tenant_starved_within(now, PREEMPT_WINDOW_NS);
+}
+
+int sdp_preempt_note(uint32_t *hist, uint64_t whole, uint64_t block)
+{
+	uint32_t old = LOADR(hist);
+	uint32_t h = ((old << 1) | (whole < block)) & 3;
+	if (h != old)
+		STORER(hist, h); /* written only when it changes: the line stays clean */
+	return h == 3;
 }
 
 /* Records whether a receive of whole bytes asks for a small message, and
  * returns whether c is small now (its last two receives were). */
-static int note_receive(struct sdp_dconn *c, size_t whole)
-{
-	uint32_t old = LOADR(&c->small_hist);
-	uint32_t h = ((old << 1) | (whole < c->s - HDR)) & 3;
-	if (h != old)
-		STORER(&c->small_hist, h); /* written only when it changes: the line stays clean */
-	return h == 3;
-}
+static int note_receive(struct sdp_dconn *c, size_t whole) { return sdp_preempt_note(&c->small_hist, whole, c->s - HDR); }
 
 int sdp_preempt_point(uintptr_t by, int64_t *copy_ns, int64_t *copy_bytes, uint64_t *pauses)
 {
@@ -729,6 +729,8 @@ int sdp_preempt_point(uintptr_t by, int64_t *copy_ns, int64_t *copy_bytes, uint6
  * is to be timed then (c->copy_ns). */
 static int preempt_point(struct sdp_dconn *c)
 {
+	if (__atomic_load_n(&c->sndtimeo, __ATOMIC_RELAXED) != 0) /* no turns, so no look at the board: the mark alone */
+		sdp_tenant_peek(LOADR(&c->board_fd), LOADR(&c->board_pid), sdp_now_ns());
 	return sdp_preempt_point((uintptr_t)c, &c->copy_ns, &c->copy_bytes, &c->pauses);
 }
 

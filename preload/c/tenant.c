@@ -44,8 +44,11 @@
  * needs that process to give way. So a process whose small message was
  * late says so in the board's header (its pid and the time, at most every
  * STARVED_EVERY_NS), and each look of a bulk sender reads the mark of
- * another process with the entries (sdp_tenant_starved_at): direct.c
- * pauses on it as on its own. */
+ * another process with the entries (sdp_tenant_starved_within): direct.c
+ * pauses on it as on its own. A bulk sender that looks at no entries
+ * reads the mark alone (sdp_tenant_peek). The board holds one mark: a
+ * process whose own small messages are late, which its own bulk sends
+ * do not pause for, writes over another's, and reads its own then. */
 #define _GNU_SOURCE 1
 #include "tenant.h"
 #include "direct.h"
@@ -74,7 +77,7 @@
 #define STARVED_EVERY_NS 5000000L /* a process's starved mark goes onto the board at most this often */
 
 _Static_assert(offsetof(struct sdp_board, starved_ns) == offsetof(struct sdp_board, starved_pid) + sizeof(uint32_t),
-	       "the starved mark is one write");
+	       "the starved mark is one pwrite (a read beside it may still see half of it: one wrong pause at worst)");
 _Static_assert(offsetof(struct sdp_board, entry) == 64, "the header is 64 bytes");
 
 #define LD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
@@ -109,7 +112,7 @@ void sdp_tenant_forget(void)
 {
 	/* A gate never used has nothing to forget: no write, so the child
 	 * copies none of its pages. */
-	if (LD(&g.looked) == 0 && LD(&g.top) == 0 && LD(&g.waiters) == 0)
+	if (LD(&g.looked) == 0 && LD(&g.top) == 0 && LD(&g.waiters) == 0 && LD(&g.told) == 0 && LD(&g.peeked) == 0)
 		return;
 	memset(&g, 0, sizeof g);
 	g.cap = TURNS;
@@ -133,6 +136,10 @@ static uint32_t ncpus(void)
 	}
 	return v;
 }
+
+/* The mark (pid, ns) as another process's (0: this process's own, or
+ * none). */
+static int64_t far_mark(uint32_t pid, int64_t ns, uint32_t me) { return pid != 0 && pid != me ? ns : 0; }
 
 /* The turns held and used lately. */
 static uint32_t held(int64_t now)
@@ -159,7 +166,7 @@ static uint32_t board_cap(int fd, uint32_t me, uint32_t want)
 		ST(&g.far, 0);
 		return TURNS;
 	}
-	ST(&g.far, board.starved_pid != 0 && board.starved_pid != me ? board.starved_ns : 0);
+	ST(&g.far, far_mark(board.starved_pid, board.starved_ns, me));
 	/* After the read: an entry written before it is not in the future. */
 	int64_t now = sdp_now_ns();
 	uint32_t mine = g.entry;
@@ -334,16 +341,27 @@ uint32_t sdp_tenant_enter(struct sdp_dconn *c)
 	return waits;
 }
 
+/* Whether a board access made at most every `every` ns, last at *last,
+ * is due at now through fd (given to process fd_pid): not without a
+ * board, nor for a fork child's copy of its parent's. The one thread that
+ * finds it due claims it. */
+static int due(int64_t *last, int64_t every, int fd, uint32_t fd_pid, int64_t now)
+{
+	if (fd < 0)
+		return 0;
+	int64_t at = LD(last);
+	if (at != 0 && age(now, at) < every)
+		return 0;
+	if (!__atomic_compare_exchange_n(last, &at, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return 0; /* another thread makes it */
+	return fd_pid == sdp_dconn_pid();
+}
+
 void sdp_tenant_starved(int fd, uint32_t fd_pid, int64_t now)
 {
-	int64_t told = LD(&g.told);
-	if (told != 0 && age(now, told) < STARVED_EVERY_NS)
+	if (!due(&g.told, STARVED_EVERY_NS, fd, fd_pid, now))
 		return;
-	if (!__atomic_compare_exchange_n(&g.told, &told, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-		return; /* another thread tells it */
-	uint32_t me = sdp_dconn_pid();
-	if (fd < 0 || fd_pid != me)
-		return; /* no board of this process's */
+	uint32_t me = fd_pid;
 	unsigned char mark[sizeof(uint32_t) + sizeof(int64_t)]; /* starved_pid, starved_ns: one write */
 	memcpy(mark, &me, sizeof me);
 	memcpy(mark + sizeof me, &now, sizeof now);
@@ -352,25 +370,30 @@ void sdp_tenant_starved(int fd, uint32_t fd_pid, int64_t now)
 	errno = saved;
 }
 
-int64_t sdp_tenant_starved_at(void) { return LD(&g.far); }
+int sdp_tenant_starved_within(int64_t now, int64_t window)
+{
+	int64_t far = LD(&g.far);
+	int64_t a = age(now, far);
+	return far != 0 && a >= 0 && a < window;
+}
 
 void sdp_tenant_peek(int fd, uint32_t fd_pid, int64_t now)
 {
-	int64_t at = LD(&g.peeked);
-	if (at != 0 && age(now, at) < BOARD_EVERY_NS)
+	int64_t every = sdp_tenant_starved_within(now, BOARD_FRESH_NS) ? BOARD_EVERY_NS : BOARD_ALONE_NS;
+	if (!due(&g.peeked, every, fd, fd_pid, now))
 		return;
-	if (!__atomic_compare_exchange_n(&g.peeked, &at, now, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-		return; /* another thread reads it */
-	uint32_t me = sdp_dconn_pid();
-	if (fd < 0 || fd_pid != me)
-		return;
-	struct sdp_board head; /* its first 24 bytes: up to the mark's end */
-	size_t n = offsetof(struct sdp_board, starved_ns) + sizeof head.starved_ns;
+	uint32_t me = fd_pid;
+	struct {
+		uint32_t magic, version, entries, starved_pid;
+		int64_t starved_ns;
+	} head; /* the board's first bytes, up to the mark's end */
+	_Static_assert(sizeof head == offsetof(struct sdp_board, starved_ns) + sizeof(int64_t), "the header's first bytes");
 	int saved = errno;
-	long r = syscall(SYS_pread64, fd, &head, n, 0);
+	long r = syscall(SYS_pread64, fd, &head, sizeof head, 0);
 	errno = saved;
-	int ok = r == (long)n && head.magic == SDP_BOARD_MAGIC && head.version == SDP_BOARD_VERSION;
-	ST(&g.far, ok && head.starved_pid != 0 && head.starved_pid != me ? head.starved_ns : 0);
+	int ok = r == (long)sizeof head && head.magic == SDP_BOARD_MAGIC && head.version == SDP_BOARD_VERSION &&
+		 head.entries == SDP_BOARD_ENTRIES;
+	ST(&g.far, ok ? far_mark(head.starved_pid, head.starved_ns, me) : 0);
 }
 
 void sdp_tenant_state(uint32_t *cap, uint32_t *nheld, uint32_t *waiting)

@@ -14,12 +14,18 @@
  * header: core/direct/board.go). Each sending process keeps one entry in
  * it, its pid, how many of its streams want to send bulk data, and when it
  * last said so; entries older than 100 ms are of processes that stopped
- * sending (tenant.c). The board is read and written with pread and
- * pwrite at most once a millisecond per process (every 10 ms while no
- * other process sends), never mapped: another process of the user can
- * write anything into it or truncate it, which at worst changes how many
- * turns this process takes, never read out of bounds,
- * crash or wait unbounded (every wait here is timed).
+ * sending (tenant.c). Its header also holds the starved mark: the pid of
+ * the process whose small message was last late for the CPU, and when
+ * (direct.c's preemption, for the user's other processes). The board is
+ * read and written with pread and pwrite, never mapped: the entries at
+ * most once a millisecond per sending process (every 10 ms while no
+ * other process sends), the mark written at most every 5 ms and read
+ * alone (sdp_tenant_peek) at most once a millisecond while another
+ * process's mark is fresh, every 10 ms otherwise. Another process of the
+ * user can write anything into it or truncate it, which at worst changes
+ * how many turns this process takes and, with a fresh mark, pauses its
+ * bulk sub-writes (each at most 2 ms); it never makes us read out of
+ * bounds, crash or wait unbounded (every wait here is timed).
  */
 #ifndef SDPSHIM_TENANT_H
 #define SDPSHIM_TENANT_H
@@ -62,16 +68,18 @@ uint32_t sdp_tenant_enter(struct sdp_dconn *c);
  * errno. */
 void sdp_tenant_starved(int fd, uint32_t fd_pid, int64_t now);
 
-/* When another process of the user last said a small message of its was
- * late, as this process's last look at the board read it (at most every
- * 10 ms while it sends bulk data); 0: none. Another process may write
- * anything there: the caller judges the age. */
-int64_t sdp_tenant_starved_at(void);
+/* Whether another process of the user said a small message of its was
+ * late within window ns before now, as this process's last look at the
+ * board (or peek) read it. Another process may write anything there: a
+ * mark from the future, or none, is not. */
+int sdp_tenant_starved_within(int64_t now, int64_t window);
 
-/* For a bulk sender that takes no turns (a stream of the shared channel,
- * in the Go core): reads the board's starved mark through fd (given to
- * process fd_pid) for sdp_tenant_starved_at, at most every millisecond,
- * as a look of the gate does with the entries. Keeps errno. */
+/* For a bulk sender that looks at no entries (a stream of the shared
+ * channel, in the Go core; a handle with a send timeout, which takes no
+ * turns): reads the board's starved mark alone through fd (given to
+ * process fd_pid) for sdp_tenant_starved_within, at most every
+ * millisecond while the last read found another process's mark fresh,
+ * every 10 ms otherwise. Keeps errno. */
 void sdp_tenant_peek(int fd, uint32_t fd_pid, int64_t now);
 
 /* In a fork child, before anything else: the parent's turns, waiters and

@@ -170,7 +170,7 @@ var knobs = []Knob{
 	{
 		Name: "SDPSHIM_PREEMPT", Default: "1",
 		Expected: "1 or 0 (also true/false, yes/no, on/off), or a sub-write byte size from SDPSHIM_BLOCK_SIZE to SDPSHIM_BLOCKS*SDPSHIM_BLOCK_SIZE",
-		Meaning:  "cut large writes into sub-writes (one block each, or the size given) so small messages get their turn; on the direct path, large blocking writes pause while small messages of the process lose the CPU, and take turns with the large writes of the user's other processes (docs/direct.md, Tenants)",
+		Meaning:  "cut large writes into sub-writes (one block each, or the size given) so small messages get their turn; large blocking writes pause while small messages of the process, or of the user's other processes, lose the CPU (docs/direct.md, Preemption), and on the direct path take turns with the large writes of the user's other processes (docs/direct.md, Tenants)",
 		set: func(c *Config, v string, _ *loader) error {
 			if on, err := parseBool(v); err == nil {
 				c.Preempt, c.PreemptChunk = on, 0 // chunk resolved to BlockSize

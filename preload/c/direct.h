@@ -451,7 +451,7 @@ size_t sdp_dconn_outq(const struct sdp_dconn *c);
  *     board fd given to process board_pid, the user's other processes).
  *   - point: the scheduling point before a blocking bulk write of by:
  *     pauses while another sender's small message starved lately, for
- *     four times the copy since the last point (*copy_ns, *copy_bytes;
+ *     eight times the copy since the last point (*copy_ns, *copy_bytes;
  *     at most 2 ms), counting the pause in *pauses; 1 when the write's
  *     copy is to be timed and added to *copy_ns and *copy_bytes. Keeps
  *     errno. */

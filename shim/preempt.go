@@ -1,7 +1,6 @@
 package shim
 
 import (
-	"sync/atomic"
 	"time"
 
 	"github.com/sdpshim/sdpshim/core/direct"
@@ -33,10 +32,9 @@ import (
 // streamPreempt is a shared-channel socket's preemption state, set before
 // its stream is published (accelerateLocked) and not changed after.
 type streamPreempt struct {
-	on      bool        // SDPSHIM_PREEMPT, on a stream of the shared channel
-	payload int         // a block's payload: less is a small receive, as much or more a bulk send
-	board   int         // the user's tenant board (tenants.go), -1: none
-	small   atomic.Bool // the last two receives asked for less than payload
+	on      bool // SDPSHIM_PREEMPT, on a stream of the shared channel
+	payload int  // a block's payload: less is a small receive, as much or more a bulk send
+	board   int  // the user's tenant board (tenants.go), -1: none
 	pre     direct.Preempt
 }
 
@@ -58,17 +56,13 @@ func (s *Socket) preemptStreamLocked(st dataStream) {
 // noteRecv records a receive asking for want bytes.
 func (s *Socket) noteRecv(want int) {
 	if s.spre.on {
-		s.spre.small.Store(s.spre.pre.Receive(want, s.spre.payload))
+		s.spre.pre.Receive(want)
 	}
 }
 
-// lateRead is the read waiter's Late: a small stream's message came late
-// for the CPU.
-func (s *Socket) lateRead() {
-	if s.spre.small.Load() {
-		s.spre.pre.Starved(s.spre.board)
-	}
-}
+// lateRead is the read waiter's Late: a message came late for the CPU,
+// which marks the process when the stream is small.
+func (s *Socket) lateRead() { s.spre.pre.Late(s.spre.board, s.spre.payload) }
 
 // bulkPoint is the scheduling point before a blocking send of left bytes:
 // it pauses while small messages starve (a bulk send only) and returns

@@ -186,3 +186,43 @@ func TestPreemptOtherProcess(t *testing.T) {
 		}
 	}
 }
+
+// A sender outside a handle (the shared channel's stream, Preempt): its
+// reader marks the process only when small, from its second small
+// receive on, as a handle's does, and that mark pauses another sender's
+// bulk writes, not its own.
+func TestPreemptSender(t *testing.T) {
+	const block = 16000
+	quiet() // no mark of an earlier test
+	var reader, other Preempt
+	if reader.Late(-1, block) {
+		t.Error("no receive yet: marked")
+	}
+	reader.Receive(16)
+	if reader.Late(-1, block) {
+		t.Error("one small receive: marked")
+	}
+	reader.Receive(1 << 20)
+	reader.Receive(16)
+	if reader.Late(-1, block) {
+		t.Error("a large receive, then a small one: marked")
+	}
+	if other.Point(-1) {
+		t.Error("nobody starved: a scheduling point timed its write")
+	}
+	reader.Receive(16)
+	if !reader.Late(-1, block) {
+		t.Fatal("two small receives and a late wait: no mark")
+	}
+	if reader.Point(-1) {
+		t.Error("its own reader's mark: the sender's scheduling point timed its write")
+	}
+	if !other.Point(-1) {
+		t.Error("another sender's mark: the scheduling point did not time the write")
+	}
+	other.Copied(100*time.Microsecond, 1<<20)
+	other.Point(-1)
+	if other.Pauses() != 1 {
+		t.Errorf("after a timed copy of 100 us: %d pauses, want one", other.Pauses())
+	}
+}

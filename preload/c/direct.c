@@ -697,9 +697,12 @@ int sdp_preempt_note(uint32_t *hist, uint64_t whole, uint64_t block)
  * returns whether c is small now (its last two receives were). */
 static int note_receive(struct sdp_dconn *c, size_t whole) { return sdp_preempt_note(&c->small_hist, whole, c->s - HDR); }
 
-int sdp_preempt_point(uintptr_t by, int64_t *copy_ns, int64_t *copy_bytes, uint64_t *pauses)
+int sdp_preempt_point(uintptr_t by, int board_fd, uint32_t board_pid, int64_t *copy_ns, int64_t *copy_bytes,
+		      uint64_t *pauses)
 {
-	if (!starved(by, sdp_now_ns())) {
+	int64_t now = sdp_now_ns();
+	sdp_tenant_peek(board_fd, board_pid, now); /* the other processes' mark, unless a look just read it */
+	if (!starved(by, now)) {
 		/* Nobody starved lately, or only this sender's own reads. A copy
 		 * timed while starved is no guide to a later pause. */
 		if (LOADR(copy_bytes) != 0) {
@@ -731,9 +734,8 @@ int sdp_preempt_point(uintptr_t by, int64_t *copy_ns, int64_t *copy_bytes, uint6
  * is to be timed then (c->copy_ns). */
 static int preempt_point(struct sdp_dconn *c)
 {
-	if (__atomic_load_n(&c->sndtimeo, __ATOMIC_RELAXED) != 0) /* no turns, so no look at the board: the mark alone */
-		sdp_tenant_peek(LOADR(&c->board_fd), LOADR(&c->board_pid), sdp_now_ns());
-	return sdp_preempt_point((uintptr_t)c, &c->copy_ns, &c->copy_bytes, &c->pauses);
+	return sdp_preempt_point((uintptr_t)c, LOADR(&c->board_fd), LOADR(&c->board_pid), &c->copy_ns, &c->copy_bytes,
+				 &c->pauses);
 }
 
 /* Polls cond (a readiness test) up to the budget (sdp_spin_step, spreading

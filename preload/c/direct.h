@@ -450,6 +450,7 @@ size_t sdp_dconn_outq(const struct sdp_dconn *c);
  *     after its wait lost the CPU; marks the process (and, through the
  *     board fd given to process board_pid, the user's other processes).
  *   - point: the scheduling point before a blocking bulk write of by:
+ *     reads the other processes' mark on the board (sdp_tenant_peek) and
  *     pauses while another sender's small message starved lately, for
  *     eight times the copy since the last point (*copy_ns, *copy_bytes;
  *     at most 2 ms), counting the pause in *pauses; 1 when the write's
@@ -460,6 +461,7 @@ void sdp_preempt_starved(uintptr_t by, int board_fd, uint32_t board_pid);
  * asks for less than block (a small message); 1 when the last two did:
  * the receiver is small. */
 int sdp_preempt_note(uint32_t *hist, uint64_t whole, uint64_t block);
-int sdp_preempt_point(uintptr_t by, int64_t *copy_ns, int64_t *copy_bytes, uint64_t *pauses);
+int sdp_preempt_point(uintptr_t by, int board_fd, uint32_t board_pid, int64_t *copy_ns, int64_t *copy_bytes,
+		      uint64_t *pauses);
 
 #endif /* SDPSHIM_DIRECT_H */

@@ -45,8 +45,9 @@
  * late says so in the board's header (its pid and the time, at most every
  * STARVED_EVERY_NS), and each look of a bulk sender reads the mark of
  * another process with the entries (sdp_tenant_starved_within): direct.c
- * pauses on it as on its own. A bulk sender that looks at no entries
- * reads the mark alone (sdp_tenant_peek). The board holds one mark: a
+ * pauses on it as on its own. Every scheduling point peeks at the mark
+ * alone (sdp_tenant_peek) when no look read it lately: a sender that
+ * takes no turns (a send timeout, the shared channel) reads it so. The board holds one mark: a
  * process whose own small messages are late, which its own bulk sends
  * do not pause for, writes over another's, and reads its own then. */
 #define _GNU_SOURCE 1
@@ -102,7 +103,7 @@ static struct {
 	int64_t looked;   /* when the board was last read */
 	int64_t told;     /* when this process last put its starved mark on the board */
 	int64_t far;      /* another process's starved mark, as the last look read it; 0: none */
-	int64_t peeked;   /* when sdp_tenant_peek last read the mark */
+	int64_t peeked;   /* when the mark was last read (a look or sdp_tenant_peek) */
 	struct turn turn[TURNS];
 } g = {.cap = TURNS};
 
@@ -166,9 +167,10 @@ static uint32_t board_cap(int fd, uint32_t me, uint32_t want)
 		ST(&g.far, 0);
 		return TURNS;
 	}
-	ST(&g.far, far_mark(board.starved_pid, board.starved_ns, me));
 	/* After the read: an entry written before it is not in the future. */
 	int64_t now = sdp_now_ns();
+	ST(&g.far, far_mark(board.starved_pid, board.starved_ns, me));
+	ST(&g.peeked, now); /* the mark is as fresh as a peek's */
 	uint32_t mine = g.entry;
 	if (mine == 0 || mine > SDP_BOARD_ENTRIES || board.entry[mine - 1].pid != me) {
 		/* Its pid's entry, else a free one or one silent for a second:

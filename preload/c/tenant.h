@@ -74,12 +74,12 @@ void sdp_tenant_starved(int fd, uint32_t fd_pid, int64_t now);
  * mark from the future, or none, is not. */
 int sdp_tenant_starved_within(int64_t now, int64_t window);
 
-/* For a bulk sender that looks at no entries (a stream of the shared
- * channel, in the Go core; a handle with a send timeout, which takes no
- * turns): reads the board's starved mark alone through fd (given to
- * process fd_pid) for sdp_tenant_starved_within, at most every
- * millisecond while the last read found another process's mark fresh,
- * every 10 ms otherwise. Keeps errno. */
+/* Reads the board's starved mark alone through fd (given to process
+ * fd_pid) for sdp_tenant_starved_within, when neither a look nor a peek
+ * read it within a millisecond while another process's mark was fresh,
+ * 10 ms otherwise: for a bulk sender's scheduling point, whether it
+ * takes turns (and so looks) or not (a send timeout, the shared
+ * channel). Keeps errno. */
 void sdp_tenant_peek(int fd, uint32_t fd_pid, int64_t now);
 
 /* In a fork child, before anything else: the parent's turns, waiters and

@@ -208,9 +208,11 @@ func (s *Socket) connectOfferedLocked(fd int, pc *pendingConnect, dst netip.Addr
 		return errno, true
 	}
 	var err error
+	s.names.peer, _, _ = ParseSockaddr(raw) // as getpeername names it (a mapped address stays mapped)
 	if pc.unbound {
 		var local netip.AddrPort
 		if local, err = sockName(fd); err == nil {
+			s.names.local = local
 			err = pc.answer.Bound(local)
 		}
 	}

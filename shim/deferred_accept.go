@@ -223,6 +223,7 @@ func (s *Socket) resolve() {
 		return
 	}
 	s.acc = nil
+	s.names = connNames{local: acc.local, peer: acc.remote}
 	s.accelerateLocked(pr.end, pr.data())
 	for _, f := range s.fds {
 		p.host.SetFDState(f, FDManaged)

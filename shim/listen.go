@@ -286,6 +286,7 @@ func (p *Process) Accept(lfd, fd int, peer netip.AddrPort, flags int) FDState {
 	s.inheritBuffers(ls)
 	s.nonblock.Store(flags&unix.SOCK_NONBLOCK != 0)
 	s.mu.Lock()
+	s.names = connNames{local: local, peer: peer}
 	s.accelerateLocked(pr.end, pr.data())
 	s.mu.Unlock()
 	p.fds.set(fd, &fdEntry{sock: s})

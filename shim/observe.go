@@ -135,8 +135,11 @@ func (s *Socket) openStatsLocked(e *channelEnd, st dataStream) {
 	} else {
 		info.PeerPID, info.Channel = e.peer.pid, p.chanIDs.of(e.ch)
 	}
-	if fd >= 0 {
+	info.Local, info.Peer = s.names.local, s.names.peer
+	if fd >= 0 && (!info.Local.IsValid() || info.Local.Port() == 0) {
 		info.Local, _ = sockName(fd)
+	}
+	if fd >= 0 && !info.Peer.IsValid() {
 		info.Peer = peerName(fd)
 	}
 	c := p.stats.Open(info)

@@ -91,6 +91,7 @@ type Socket struct {
 	group      bool                         // +checklocks:mu; registered as a group listener (deferred acceptance)
 	acc        *acceptedConn                // +checklocks:mu; adopted: the connection to resolve at first use
 	setup      connSetup                    // +checklocks:mu; a connector's setup, judged at close (shortconn.go; SDPSHIM_SHORT_CONN only)
+	names      connNames                    // +checklocks:mu; the connection's addresses as its setup learned them (observe.go)
 }
 
 // connSetup is when a connector's connect() began and when the connection
@@ -100,6 +101,15 @@ type connSetup struct {
 	dst         netip.AddrPort
 	began, done int64
 	probe       bool
+}
+
+// connNames are a connection's local and remote addresses as the setup
+// learned them (from the program's connect, the kernel's accept or a
+// getsockname it made anyway), so that registering the connection asks
+// the kernel no more; an invalid one, or a local one without a port, is
+// asked for then.
+type connNames struct {
+	local, peer netip.AddrPort
 }
 
 // sockState is a Socket's place in its state machine.

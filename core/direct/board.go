@@ -38,6 +38,10 @@ var (
 	entrySize    = int(unsafe.Sizeof(C.struct_sdp_board_entry{}))
 )
 
+// ownPID is this process's pid, read once (a fork child never runs this
+// copy of the core: it loads one of its own).
+var ownPID = unix.Getpid()
+
 // SetBoard gives the handle this process's tenant board (fd, opened and
 // prepared by this process, which keeps it open for as long as any
 // handle has it; -1: none): its blocking bulk sends then take turns with
@@ -45,7 +49,7 @@ var (
 // Without one they take turns only past every turn (256 at once).
 func (c *Conn) SetBoard(fd int) {
 	if h := c.hold(); h != nil {
-		C.set_board(h, C.int(fd), C.uint32_t(unix.Getpid()))
+		C.set_board(h, C.int(fd), C.uint32_t(ownPID))
 		c.done()
 	}
 }

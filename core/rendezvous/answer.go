@@ -197,7 +197,8 @@ func (a *Answer) Refusal() error {
 // that began is read whole (bounded by answerSendTimeout's wait). a.g.mu
 // held.
 func (a *Answer) readAnswerLocked() {
-	_, queued, eof := peekByte(a.g.fd)
+	var buf [peekLen]byte
+	seen, queued, eof := peekFrame(a.g.fd, &buf)
 	if !queued && !eof {
 		return
 	}
@@ -205,7 +206,7 @@ func (a *Answer) readAnswerLocked() {
 	if eof {
 		return
 	}
-	r, files, err := recvQueued(a.g.fd)
+	r, files, err := recvQueuedSeen(a.g.fd, seen)
 	switch {
 	case err != nil:
 	case r.kind == kindRefusal:

@@ -1,6 +1,11 @@
 package rendezvous
 
-import "golang.org/x/sys/unix"
+import (
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
 
 // fdShare is how many fds a process's rendezvous connections may hold at
 // once on each side (accepted offers waiting for their accept, answers
@@ -9,10 +14,31 @@ import "golang.org/x/sys/unix"
 // listener's backlog: past the share new connections stay on kernel TCP
 // (ReasonFDLimit), so a program near its limit keeps its fds for its
 // own accepts and sockets.
+//
+// Every offer and every filed one asks, so the limit is read at most
+// every fdShareFresh: a program that raises or lowers it gets the new
+// share within that time.
 func fdShare() int {
-	var rl unix.Rlimit
-	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) != nil || rl.Cur >= 1<<24 {
-		return 1 << 21
+	now := time.Now().UnixNano()
+	if c := fdShareCache.Load(); c != nil && now-c.at < int64(fdShareFresh) && now >= c.at {
+		return c.share
 	}
-	return max(8, int(rl.Cur/8))
+	share := 1 << 21
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil && rl.Cur < 1<<24 {
+		share = max(8, int(rl.Cur/8))
+	}
+	fdShareCache.Store(&fdShareRead{share: share, at: now})
+	return share
 }
+
+// fdShareFresh is how long a reading of the limit stands.
+const fdShareFresh = 100 * time.Millisecond
+
+// fdShareRead is one reading of the share, at (UnixNano).
+type fdShareRead struct {
+	share int
+	at    int64
+}
+
+var fdShareCache atomic.Pointer[fdShareRead]

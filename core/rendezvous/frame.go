@@ -40,6 +40,52 @@ func sendFrame(fd int, frame []byte, files []int, deadline time.Time) error {
 	return nil
 }
 
+// peekLen is how many queued bytes a look at a rendezvous connection
+// takes in (peekFrame, queued): every frame of a connection's setup fits.
+const peekLen = 512
+
+// peekFrame looks at what fd holds without taking it or waiting: seen is
+// up to peekLen of its queued bytes, ok false when there are none yet,
+// eof true when the peer closed or the socket failed. A frame seen whole
+// is then read in one call (recvFrameSeen). Files that came with the
+// bytes are not taken by the look.
+func peekFrame(fd int, buf *[peekLen]byte) (seen []byte, ok, eof bool) {
+	for {
+		n, _, err := unix.Recvfrom(fd, buf[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return nil, false, false
+		case err != nil || n == 0:
+			return nil, false, true
+		}
+		return buf[:n], true, false
+	}
+}
+
+// recvFrameSeen is recvFrame for a frame whose first bytes a look saw
+// (seen, peekFrame): when they hold all of it, the frame is taken in one
+// read rather than its length and then its body.
+func recvFrameSeen(fd int, seen []byte, deadline time.Time) (body []byte, files []int, err error) {
+	if len(seen) < 4 {
+		return recvFrame(fd, deadline)
+	}
+	n := binary.LittleEndian.Uint32(seen)
+	if checkBodyLen(n) != nil || len(seen) < 4+int(n) {
+		return recvFrame(fd, deadline) // it says what is wrong, or waits for the rest
+	}
+	frame := make([]byte, 4+n)
+	if files, err = recvFull(fd, frame, nil, deadline); err != nil {
+		closeFiles(files)
+		if err == errClosedIdle {
+			err = errEOF
+		}
+		return nil, nil, err
+	}
+	return frame[4:], files, nil
+}
+
 // recvFrame reads one frame, waiting at most until deadline. The length
 // prefix is checked before the body is allocated; more than MaxFiles
 // files, a truncated control message, a short frame or an error close

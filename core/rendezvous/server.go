@@ -259,11 +259,12 @@ func (s *server) acceptAllLocked() {
 // other requests on a goroutine of their own, and keeps it waiting while
 // its request has not arrived, until ReadTimeout. s.intakeMu held.
 func (s *server) take(w waitingConn) {
-	switch queued(w.fd) {
+	var buf [peekLen]byte
+	switch what, seen := queued(w.fd, &buf); what {
 	case queuedOffer, queuedEnd:
-		s.serve(w.fd, w.cred, w.peer) // an end: closed at once
+		s.serve(w.fd, w.cred, w.peer, seen) // an end: closed at once
 	case queuedOther:
-		go s.serve(w.fd, w.cred, w.peer)
+		go s.serve(w.fd, w.cred, w.peer, nil)
 	default:
 		if time.Now().Before(w.until) {
 			s.waiting = append(s.waiting, w)
@@ -297,29 +298,31 @@ const (
 // would hold the intake until ReadTimeout), nor a pull, whose handler
 // makes an offer itself, maybe to this very process, whose intake would
 // then be the one waiting.
-func queued(fd int) int {
-	var b [512]byte
-	n, _, err := unix.Recvfrom(fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+// It returns what it saw, seen: the whole offer when queuedOffer.
+func queued(fd int, buf *[peekLen]byte) (what int, seen []byte) {
+	b, ok, eof := peekFrame(fd, buf)
 	switch {
-	case err == unix.EAGAIN || err == unix.EINTR:
-		return queuedNothing
-	case err != nil || n == 0:
-		return queuedEnd
-	case n < 4+headerLen:
-		return queuedOther
+	case eof:
+		return queuedEnd, nil
+	case !ok:
+		return queuedNothing, nil
+	case len(b) < 4+headerLen:
+		return queuedOther, nil
 	}
 	want := 4 + int(binary.LittleEndian.Uint32(b[:4]))
 	k := kind(b[4+5])
-	if (k == kindOffer || k == kindOfferCommitted) && want <= len(b) && n >= want {
-		return queuedOffer
+	if (k == kindOffer || k == kindOfferCommitted) && want <= len(b) {
+		return queuedOffer, b
 	}
-	return queuedOther
+	return queuedOther, nil
 }
 
 // serve handles one rendezvous connection from cred (peer is its key):
 // one request, the Handler, the answer. On success the fd passes to the
 // pending entry, which closes it; otherwise it is closed here.
-func (s *server) serve(fd int, cred *unix.Ucred, peer peerKey) {
+// seen is what a look at the connection saw of its request (queued),
+// or nil.
+func (s *server) serve(fd int, cred *unix.Ucred, peer peerKey, seen []byte) {
 	defer s.served(peer)
 	n := s.n
 	deadline := time.Now().Add(n.cfg.ReadTimeout)
@@ -328,7 +331,7 @@ func (s *server) serve(fd int, cred *unix.Ucred, peer peerKey) {
 		s.refuse(fd, ReasonRefused, ErrUIDNotAllowed.Error())
 		return
 	}
-	body, files, err := recvFrame(fd, deadline)
+	body, files, err := recvFrameSeen(fd, seen, deadline)
 	var req Request
 	if err == nil {
 		var m message

@@ -79,16 +79,16 @@ func sendByte(fd int, b byte) bool {
 // failed.
 func recvByte(fd int) (b byte, ok, eof bool) { return recvOne(fd, 0) }
 
-// peekByte is recvByte leaving the byte queued: what a connection holds,
-// looked at without waiting.
-func peekByte(fd int) (b byte, ok, eof bool) { return recvOne(fd, unix.MSG_PEEK) }
-
 // recvQueued reads and decodes the frame whose first byte is queued on fd
-// (peekByte): its sender writes a frame in one piece, so the rest is
+// (peekFrame): its sender writes a frame in one piece, so the rest is
 // waited for at most answerSendTimeout. The caller owns the files, also
 // with a decoding error.
-func recvQueued(fd int) (message, []int, error) {
-	body, files, err := recvFrame(fd, time.Now().Add(answerSendTimeout))
+func recvQueued(fd int) (message, []int, error) { return recvQueuedSeen(fd, nil) }
+
+// recvQueuedSeen is recvQueued for a frame a look saw the start of (seen,
+// peekFrame): read in one call when seen holds it whole.
+func recvQueuedSeen(fd int, seen []byte) (message, []int, error) {
+	body, files, err := recvFrameSeen(fd, seen, time.Now().Add(answerSendTimeout))
 	if err != nil {
 		return message{}, nil, err
 	}

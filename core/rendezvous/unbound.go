@@ -211,16 +211,17 @@ func (p *pendingTable) fileLocked(key Tuple, e *pendingEntry) *pendingEntry {
 // is not a bound frame for offered's server); or neither while nothing
 // came.
 func readBound(fd int, offered Tuple) (t Tuple, got bool, cause DropCause) {
-	b, queued, eof := peekByte(fd)
+	var buf [peekLen]byte
+	seen, queued, eof := peekFrame(fd, &buf)
 	switch {
 	case eof:
 		return Tuple{}, false, DropUnbound
 	case !queued:
 		return Tuple{}, false, 0
-	case b == abortByte:
+	case seen[0] == abortByte:
 		return Tuple{}, false, DropAborted
 	}
-	m, files, err := recvQueued(fd)
+	m, files, err := recvQueuedSeen(fd, seen)
 	closeFiles(files)
 	switch {
 	case err != nil:

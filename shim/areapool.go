@@ -388,9 +388,11 @@ func (ap *areaPool) drain(p *Process) {
 }
 
 // releaseIdle is the reaper's release, once the process has closed no
-// connection for idleRelease: the slabs no connection uses go, then the
-// Go heap's free pages (debug.FreeOSMemory).
+// connection for idleRelease: the slabs no connection uses go, and the
+// bells of peer processes gone (bells.go), then the Go heap's free pages
+// (debug.FreeOSMemory).
 func (p *Process) releaseIdle() {
 	p.areas.drain(p)
+	p.dropGonePeers()
 	debug.FreeOSMemory()
 }

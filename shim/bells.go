@@ -1,7 +1,10 @@
 package shim
 
 import (
+	"cmp"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/sdpshim/sdpshim/core/direct"
 )
@@ -189,12 +192,26 @@ func (p *Process) keepFD(fd int) (int, error) {
 // peerBells is what this process keeps per peer process: the peer's
 // bells it holds (shared by every direct connection to that process) and
 // which of its own it gave.
+//
+// A record outlives its last connection (idle): the peer keeps its own
+// record of this process, and with it which bells it gave, so a record
+// dropped here while the peer lives would leave the next connections
+// without the peer's bells (their wakes rung over the socket, a TCP send
+// each) and would have this process give its bells again on every
+// connection (a process that connects one connection at a time to the
+// same peer). Idle records go when their process is gone (releaseIdle)
+// or, past maxIdlePeers, the longest idle first.
 type peerBells struct {
 	id    procID
 	table *direct.Bells
 	refs  int    // direct connections using table; +checklocks:Process.bellMu
 	sent  uint64 // our bells the peer was given; +checklocks:Process.bellMu
+	idle  int64  // when refs fell to 0 (nowNS), 0 while used; +checklocks:Process.bellMu
 }
+
+// maxIdlePeers bounds the records kept without a connection: each holds
+// a fd per bell of its process.
+const maxIdlePeers = 16
 
 // peerBellsFor returns the record of peer process id, counted (release
 // with unrefBells), creating it on first use; nil without memory. A
@@ -209,6 +226,9 @@ func (p *Process) peerBellsFor(id procID) *peerBells {
 	pb := p.peers[id.pid]
 	if pb != nil && id.start != 0 && pb.id.start != 0 && pb.id.start != id.start {
 		delete(p.peers, id.pid)
+		if pb.refs == 0 {
+			pb.table.Close(p.closeFD)
+		}
 		pb = nil
 	}
 	if pb == nil {
@@ -223,22 +243,107 @@ func (p *Process) peerBellsFor(id procID) *peerBells {
 		pb.id.start = id.start
 	}
 	pb.refs++
+	pb.idle = 0
 	return pb
 }
 
-// unrefBells ends one connection's use of pb: the last closes its bells.
+// unrefBells ends one connection's use of pb. The last leaves it idle
+// (kept for the process's next connections); a record no longer in the
+// table (another process took its pid) closes its bells then.
 func (p *Process) unrefBells(pb *peerBells) {
+	var drop []*peerBells
 	p.bellMu.Lock()
 	pb.refs--
-	last := pb.refs == 0
-	if last && p.peers[pb.id.pid] == pb {
-		delete(p.peers, pb.id.pid)
+	if pb.refs == 0 {
+		if p.peers[pb.id.pid] != pb {
+			drop = append(drop, pb)
+		} else {
+			pb.idle = nowNS()
+			drop = p.evictIdleLocked()
+		}
 	}
 	p.bellMu.Unlock()
-	if last {
-		pb.table.Close(p.closeFD)
+	for _, d := range drop {
+		d.table.Close(p.closeFD)
 	}
 }
+
+// evictIdleLocked takes the longest idle records out of the table while
+// more than maxIdlePeers are idle and returns them (their bells to close).
+//
+// +checklocks:p.bellMu
+func (p *Process) evictIdleLocked() []*peerBells {
+	var idle []*peerBells
+	for _, pb := range p.peers {
+		if pb.refs == 0 {
+			idle = append(idle, pb)
+		}
+	}
+	if len(idle) <= maxIdlePeers {
+		return nil
+	}
+	slices.SortFunc(idle, func(a, b *peerBells) int { return cmp.Compare(a.idle, b.idle) })
+	idle = idle[:len(idle)-maxIdlePeers]
+	for _, pb := range idle {
+		delete(p.peers, pb.id.pid)
+	}
+	return idle
+}
+
+// dropGonePeers closes the bells of idle records whose process is gone
+// (the reaper's release: the process has closed no connection for a
+// while).
+func (p *Process) dropGonePeers() {
+	p.bellMu.Lock()
+	var idle []*peerBells
+	for _, pb := range p.peers {
+		if pb.refs == 0 {
+			idle = append(idle, pb)
+		}
+	}
+	p.bellMu.Unlock()
+	var drop []*peerBells
+	for _, pb := range idle {
+		if processStart(pb.id.pid) == pb.id.start && pb.id.start != 0 {
+			continue
+		}
+		p.bellMu.Lock()
+		if pb.refs == 0 && p.peers[pb.id.pid] == pb {
+			delete(p.peers, pb.id.pid)
+			drop = append(drop, pb)
+		}
+		p.bellMu.Unlock()
+	}
+	for _, d := range drop {
+		d.table.Close(p.closeFD)
+	}
+	// A process still running may exit later without another connection
+	// here to bring a release: looked at again, less often each time.
+	p.bellMu.Lock()
+	defer p.bellMu.Unlock()
+	left := false
+	for _, pb := range p.peers {
+		left = left || pb.refs == 0
+	}
+	if !left || p.peerCheckOff {
+		p.peerCheckEvery = 0
+		return
+	}
+	p.peerCheckEvery = min(max(2*p.peerCheckEvery, peerCheckFirst), peerCheckMax)
+	if p.peerCheck == nil {
+		p.peerCheck = time.AfterFunc(p.peerCheckEvery, p.dropGonePeers)
+	} else {
+		p.peerCheck.Reset(p.peerCheckEvery)
+	}
+}
+
+// While idle records of running processes are kept, dropGonePeers looks
+// at them again after peerCheckFirst, then twice as long each time, up
+// to peerCheckMax.
+const (
+	peerCheckFirst = time.Second
+	peerCheckMax   = time.Minute
+)
 
 // bellsToGive returns at most max of this process's bells pb's peer was
 // not given yet: the files for an offer or an answer (which stay ours),

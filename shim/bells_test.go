@@ -1,7 +1,10 @@
 package shim
 
 import (
+	"os"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sdpshim/sdpshim/core/direct"
 )
@@ -69,5 +72,86 @@ func TestOwnBellsSpare(t *testing.T) {
 	}
 	if b.needsSpare() || b.addSpare(999) {
 		t.Fatal("a spare past the sets' numbers")
+	}
+}
+
+// A peer process's record outlives its last connection (its bells stay,
+// and so does what this process gave), goes once its process is gone,
+// and past maxIdlePeers idle ones the longest idle goes first.
+func TestPeerBellsIdle(t *testing.T) {
+	p, _ := newProcess(t)
+	// A bell here is a pipe's read end (its inode names it: a number
+	// closed may be taken again by the next bell); its write end stays.
+	type held struct{ fd, ino int }
+	bell := func(pb *peerBells) held {
+		t.Helper()
+		var fds [2]int
+		if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close(fds[1]) })
+		var st unix.Stat_t
+		unix.Fstat(fds[0], &st)
+		if !pb.table.Set(1, fds[0]) {
+			t.Fatal("bell not kept")
+		}
+		return held{fds[0], int(st.Ino)}
+	}
+	open := func(h held) bool {
+		var st unix.Stat_t
+		return unix.Fstat(h.fd, &st) == nil && int(st.Ino) == h.ino
+	}
+
+	self := procID{pid: os.Getpid(), start: processStart(os.Getpid())}
+	pb := p.peerBellsFor(self)
+	fd := bell(pb)
+	p.gaveBells(pb, 1<<1)
+	p.unrefBells(pb)
+	again := p.peerBellsFor(self)
+	if again != pb || !again.table.Has(1) || !open(fd) {
+		t.Fatal("a live peer's record did not outlive its last connection")
+	}
+	if _, mask := p.bellsToGive(again, 16); mask&(1<<1) != 0 {
+		t.Fatal("bell 1 given again to a peer that has it")
+	}
+	p.unrefBells(again)
+	p.dropGonePeers()
+	if !open(fd) {
+		t.Fatal("a live peer's bells closed by the release")
+	}
+
+	// A process gone: its record goes at the release.
+	gone := procID{pid: 1 << 22, start: 12345} // above pid_max's default
+	g := p.peerBellsFor(gone)
+	gfd := bell(g)
+	p.unrefBells(g)
+	p.dropGonePeers()
+	if open(gfd) {
+		t.Fatal("a gone peer's bell still open after the release")
+	}
+	if _, ok := p.knownPeer(gone.pid); ok {
+		t.Fatal("a gone peer still known")
+	}
+
+	// Past maxIdlePeers idle records, the longest idle goes.
+	var fds []held
+	for i := 0; i < maxIdlePeers; i++ { // with the first one's, one idle too many
+		r := p.peerBellsFor(procID{pid: 1<<22 + 1 + i, start: 1})
+		fds = append(fds, bell(r))
+		p.unrefBells(r)
+	}
+	if open(fd) {
+		t.Fatal("the longest idle record kept past maxIdlePeers")
+	}
+	for _, f := range fds {
+		if !open(f) {
+			t.Fatal("a record idle for less time went first")
+		}
+	}
+	p.dropGonePeers() // their processes do not exist: all go
+	for _, f := range fds {
+		if open(f) {
+			t.Fatal("a gone peer's bell still open")
+		}
 	}
 }

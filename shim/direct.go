@@ -354,7 +354,7 @@ func (ds *directStream) counts() stats.Extra {
 	}
 	x := ds.conn.Stats()
 	return stats.Extra{BytesSent: x.Sent, MessagesSent: x.SendCalls, BytesReceived: x.Received, MessagesReceived: x.RecvCalls,
-		Moves: x.Moves, Pauses: x.Pauses}
+		Moves: x.Moves, Pauses: x.Pauses, SocketRings: x.SocketRings}
 }
 
 // waitStats are the waits made on the handle, both directions, by the

@@ -48,6 +48,12 @@ func (p *Process) Exit() {
 	if p.stopStats != nil {
 		p.stopStats()
 	}
+	p.bellMu.Lock()
+	p.peerCheckOff = true // the idle records' look (bells.go): nothing is closed after the exit
+	if p.peerCheck != nil {
+		p.peerCheck.Stop()
+	}
+	p.bellMu.Unlock()
 }
 
 // noteDraining keeps a closed stream until it has sent its last block,

@@ -39,8 +39,13 @@ type Process struct {
 	bells  ownBells           // this process's bells (bells.go)
 	bellMu sync.Mutex         // guards peers and their counts
 	peers  map[int]*peerBells // by pid: the peer processes' bells this process holds
-	chans  channelTable
-	tids   pollAttendance
+	// peerCheck looks again at the idle records of processes still
+	// running, every peerCheckEvery (bells.go).
+	peerCheck      *time.Timer   // +checklocks:bellMu
+	peerCheckEvery time.Duration // +checklocks:bellMu
+	peerCheckOff   bool          // +checklocks:bellMu; set by Exit
+	chans          channelTable
+	tids           pollAttendance
 
 	pollWait *wait.Waiter // the spin of poll hooks; shared, safe for concurrent use
 

@@ -29,15 +29,15 @@ func writeDetail(w io.Writer, s *stats.Snapshot) {
 		tw.Flush()
 	}
 	if len(s.Connections) > 0 {
-		section("CONN\tFD\tLOCAL\tPEER\tPEER-PID\tTRANSPORT\tREASON\tFLOW\tSENT\tRECEIVED\tMSGS-TX\tMSGS-RX\tSTALLS\tPREEMPT\tPAUSES\tMOVES", func(tw *tabwriter.Writer) {
+		section("CONN\tFD\tLOCAL\tPEER\tPEER-PID\tTRANSPORT\tREASON\tFLOW\tSENT\tRECEIVED\tMSGS-TX\tMSGS-RX\tSTALLS\tPREEMPT\tPAUSES\tMOVES\tSOCK-RINGS", func(tw *tabwriter.Writer) {
 			for _, c := range s.Connections {
 				stalls := "-"
 				if c.FlowStats != nil {
 					stalls = fmt.Sprint(c.FlowStats.Stalls)
 				}
-				fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\n", c.ID, c.FD, dash(c.Local), dash(c.Peer),
+				fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\n", c.ID, c.FD, dash(c.Local), dash(c.Peer),
 					dashInt(c.PeerPID), c.Transport, reasonText(c.Reason, c.ReasonName), dash(c.Flow),
-					bytesText(c.BytesSent), bytesText(c.BytesReceived), c.MessagesSent, c.MessagesReceived, stalls, c.Preemptions, c.Pauses, c.Moves)
+					bytesText(c.BytesSent), bytesText(c.BytesReceived), c.MessagesSent, c.MessagesReceived, stalls, c.Preemptions, c.Pauses, c.Moves, c.SocketRings)
 			}
 		})
 	}

@@ -476,6 +476,7 @@ type Stats struct {
 	Violations           uint64 // protocol violations seen from the peer
 	Moves                uint64 // waits that moved their thread off the peer's CPU (spreading)
 	Pauses               uint64 // bulk sends that paused for starving small messages (preemption)
+	SocketRings          uint64 // wakes of a peer's epoll, poll or select sleeper sent over the socket (its bell not held)
 	Budget               uint32 // the current poll budget
 }
 
@@ -492,7 +493,8 @@ func (c *Conn) Stats() Stats {
 		PollHits: uint64(C.ld64(&h.polls_hit)), Sleeps: uint64(C.ld64(&h.sleeps)),
 		Wakes: uint64(C.ld64(&h.wakes_sent)), EventWakes: uint64(C.ld64(&h.evwakes_sent)),
 		Violations: uint64(C.ld64(&h.violations)), Moves: uint64(C.ld64(&h.moves)), Pauses: uint64(C.ld64(&h.pauses)),
-		Budget: uint32(h.budget),
+		SocketRings: uint64(C.ld64(&h.socket_rings)),
+		Budget:      uint32(h.budget),
 	}
 }
 

@@ -150,6 +150,8 @@ static void ring_peer(struct sdp_dconn *c, uint32_t armed)
 	if (bell == SDP_DBELL_WATCHER || !write_bell(c, bell)) {
 		int fd = __atomic_load_n(&c->ring_fd, __ATOMIC_SEQ_CST);
 		if (fd >= 0) {
+			if (bell != SDP_DBELL_WATCHER)
+				c->socket_rings++;
 			static const char zero;
 			(void)syscall(SYS_sendto, fd, &zero, 1, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0);
 		}

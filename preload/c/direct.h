@@ -212,6 +212,7 @@ struct sdp_dconn {
 	uint32_t broken; /* SDP_DERR_* once this side saw a violation */
 	/* Counters (this process only). */
 	uint64_t polls_hit, sleeps, wakes_sent, evwakes_sent, violations;
+	uint64_t socket_rings;         /* rings of a peer sleeper sent over the socket: its bell not held here */
 	uint64_t sent, received;       /* bytes the program moved */
 	uint64_t nospace;              /* sends that found no room (EPOLLET's writable edge) */
 	uint32_t nospace_arm;          /* 1 + the bell a nonblocking send that finds no room arms the room with

@@ -58,6 +58,7 @@ type side struct {
 	preemptions atomic.Uint64 // sending side only
 	pauses      atomic.Uint64 // sending side only
 	moves       atomic.Uint64 // sending side only (the connection's, not a direction's)
+	socketRings atomic.Uint64 // sending side only
 	_           cpu.CacheLinePad
 }
 
@@ -84,6 +85,7 @@ type Extra struct {
 	BytesSent, MessagesSent, BytesReceived, MessagesReceived uint64
 	Preemptions, Pauses                                      uint64
 	Moves                                                    uint64 // waits that moved their thread off the peer's CPU
+	SocketRings                                              uint64 // wakes of the peer's sleepers sent over the socket (no bell)
 }
 
 // SetExtra adds the counts f returns to every snapshot, until FoldExtra.
@@ -104,6 +106,7 @@ func (c *Conn) FoldExtra() {
 	c.tx.preemptions.Add(x.Preemptions)
 	c.tx.pauses.Add(x.Pauses)
 	c.tx.moves.Add(x.Moves)
+	c.tx.socketRings.Add(x.SocketRings)
 }
 
 type flowSource struct {
@@ -200,10 +203,12 @@ func (c *Conn) stats() (ConnStats, flowcontrol.Stats) {
 		s.Preemptions += x.Preemptions
 		s.Pauses += x.Pauses
 		s.Moves += x.Moves
+		s.SocketRings += x.SocketRings
 	}
 	s.Preemptions += c.tx.preemptions.Load()
 	s.Pauses += c.tx.pauses.Load()
 	s.Moves += c.tx.moves.Load()
+	s.SocketRings += c.tx.socketRings.Load()
 	s.Flow = c.info.Flow
 	var raw flowcontrol.Stats
 	if f := c.flow.Load(); f != nil {

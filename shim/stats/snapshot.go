@@ -73,6 +73,7 @@ type ConnStats struct {
 	Preemptions      uint64     `json:"preemptions"`
 	Pauses           uint64     `json:"pauses"`
 	Moves            uint64     `json:"cpu_moves"`
+	SocketRings      uint64     `json:"socket_rings"` // wakes of the peer's sleepers sent over the socket: a bell this process does not hold
 	FlowStats        *FlowStats `json:"flow_stats,omitempty"`
 }
 

@@ -248,24 +248,45 @@ func (p *Process) peerBellsFor(id procID) *peerBells {
 }
 
 // unrefBells ends one connection's use of pb. The last leaves it idle
-// (kept for the process's next connections); a record no longer in the
-// table (another process took its pid) closes its bells then.
+// (kept for the process's next connections) unless its process is gone
+// already (a client that exits after its last connection: looked at now,
+// so that a server that never goes a second without a close keeps no
+// record of the clients gone meanwhile); a record no longer in the table
+// (another process took its pid) closes its bells then.
 func (p *Process) unrefBells(pb *peerBells) {
 	var drop []*peerBells
 	p.bellMu.Lock()
 	pb.refs--
-	if pb.refs == 0 {
-		if p.peers[pb.id.pid] != pb {
-			drop = append(drop, pb)
-		} else {
-			pb.idle = nowNS()
-			drop = p.evictIdleLocked()
-		}
+	idle := pb.refs == 0 && p.peers[pb.id.pid] == pb
+	if pb.refs == 0 && !idle {
+		drop = append(drop, pb)
+	}
+	if idle {
+		pb.idle = nowNS()
+		drop = p.evictIdleLocked()
 	}
 	p.bellMu.Unlock()
+	if idle && p.dropIfGone(pb) {
+		drop = append(drop, pb)
+	}
 	for _, d := range drop {
 		d.table.Close(p.closeFD)
 	}
+}
+
+// dropIfGone takes pb, an idle record, out of the table when its process
+// is gone and reports whether it did (the caller closes its bells).
+func (p *Process) dropIfGone(pb *peerBells) bool {
+	if pb.id.start != 0 && processStart(pb.id.pid) == pb.id.start {
+		return false
+	}
+	p.bellMu.Lock()
+	defer p.bellMu.Unlock()
+	if pb.refs != 0 || p.peers[pb.id.pid] != pb {
+		return false
+	}
+	delete(p.peers, pb.id.pid)
+	return true
 }
 
 // evictIdleLocked takes the longest idle records out of the table while
@@ -302,20 +323,10 @@ func (p *Process) dropGonePeers() {
 		}
 	}
 	p.bellMu.Unlock()
-	var drop []*peerBells
 	for _, pb := range idle {
-		if processStart(pb.id.pid) == pb.id.start && pb.id.start != 0 {
-			continue
+		if p.dropIfGone(pb) {
+			pb.table.Close(p.closeFD)
 		}
-		p.bellMu.Lock()
-		if pb.refs == 0 && p.peers[pb.id.pid] == pb {
-			delete(p.peers, pb.id.pid)
-			drop = append(drop, pb)
-		}
-		p.bellMu.Unlock()
-	}
-	for _, d := range drop {
-		d.table.Close(p.closeFD)
 	}
 	// A process still running may exit later without another connection
 	// here to bring a release: looked at again, less often each time.

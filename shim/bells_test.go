@@ -2,6 +2,7 @@ package shim
 
 import (
 	"os"
+	"os/exec"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -120,23 +121,31 @@ func TestPeerBellsIdle(t *testing.T) {
 		t.Fatal("a live peer's bells closed by the release")
 	}
 
-	// A process gone: its record goes at the release.
+	// A process gone: its record goes with its last connection.
 	gone := procID{pid: 1 << 22, start: 12345} // above pid_max's default
 	g := p.peerBellsFor(gone)
 	gfd := bell(g)
 	p.unrefBells(g)
-	p.dropGonePeers()
 	if open(gfd) {
-		t.Fatal("a gone peer's bell still open after the release")
+		t.Fatal("a gone peer's bell still open after its last connection")
 	}
 	if _, ok := p.knownPeer(gone.pid); ok {
 		t.Fatal("a gone peer still known")
 	}
 
-	// Past maxIdlePeers idle records, the longest idle goes.
+	// Past maxIdlePeers idle records of running processes, the longest
+	// idle goes; the others go at the release once their processes are.
 	var fds []held
+	var kids []*exec.Cmd
 	for i := 0; i < maxIdlePeers; i++ { // with the first one's, one idle too many
-		r := p.peerBellsFor(procID{pid: 1<<22 + 1 + i, start: 1})
+		kid := exec.Command("sleep", "60")
+		if err := kid.Start(); err != nil {
+			t.Fatal(err)
+		}
+		kids = append(kids, kid)
+		t.Cleanup(func() { kid.Process.Kill(); kid.Wait() })
+		id := procID{pid: kid.Process.Pid, start: processStart(kid.Process.Pid)}
+		r := p.peerBellsFor(id)
 		fds = append(fds, bell(r))
 		p.unrefBells(r)
 	}
@@ -148,10 +157,14 @@ func TestPeerBellsIdle(t *testing.T) {
 			t.Fatal("a record idle for less time went first")
 		}
 	}
-	p.dropGonePeers() // their processes do not exist: all go
+	for _, kid := range kids {
+		kid.Process.Kill()
+		kid.Wait()
+	}
+	p.dropGonePeers()
 	for _, f := range fds {
 		if open(f) {
-			t.Fatal("a gone peer's bell still open")
+			t.Fatal("a gone peer's bell still open after the release")
 		}
 	}
 }

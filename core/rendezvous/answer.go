@@ -206,7 +206,7 @@ func (a *Answer) readAnswerLocked() {
 	if eof {
 		return
 	}
-	r, files, err := recvQueuedSeen(a.g.fd, seen)
+	r, files, err := recvQueued(a.g.fd, seen)
 	switch {
 	case err != nil:
 	case r.kind == kindRefusal:

@@ -77,29 +77,10 @@ func sendByte(fd int, b byte) bool {
 // recvByte reads one byte without waiting. ok is false when nothing is
 // there yet (EAGAIN); eof is true when the peer closed or the socket
 // failed.
-func recvByte(fd int) (b byte, ok, eof bool) { return recvOne(fd, 0) }
-
-// recvQueued reads and decodes the frame whose first byte is queued on fd
-// (peekFrame): its sender writes a frame in one piece, so the rest is
-// waited for at most answerSendTimeout. The caller owns the files, also
-// with a decoding error.
-func recvQueued(fd int) (message, []int, error) { return recvQueuedSeen(fd, nil) }
-
-// recvQueuedSeen is recvQueued for a frame a look saw the start of (seen,
-// peekFrame): read in one call when seen holds it whole.
-func recvQueuedSeen(fd int, seen []byte) (message, []int, error) {
-	body, files, err := recvFrameSeen(fd, seen, time.Now().Add(answerSendTimeout))
-	if err != nil {
-		return message{}, nil, err
-	}
-	m, err := decodeMessage(body)
-	return m, files, err
-}
-
-func recvOne(fd int, flags int) (b byte, ok, eof bool) {
+func recvByte(fd int) (b byte, ok, eof bool) {
 	var buf [1]byte
 	for {
-		n, _, err := unix.Recvfrom(fd, buf[:], flags|unix.MSG_DONTWAIT)
+		n, _, err := unix.Recvfrom(fd, buf[:], unix.MSG_DONTWAIT)
 		switch {
 		case err == unix.EINTR:
 			continue
@@ -110,4 +91,18 @@ func recvOne(fd int, flags int) (b byte, ok, eof bool) {
 		}
 		return buf[0], true, false
 	}
+}
+
+// recvQueued reads and decodes the frame whose first bytes a look saw
+// (seen, peekFrame; read in one call when they hold it whole): its sender
+// writes a frame in one piece, so the rest is waited for at most
+// answerSendTimeout. The caller owns the files, also with a decoding
+// error.
+func recvQueued(fd int, seen []byte) (message, []int, error) {
+	body, files, err := recvFrameSeen(fd, seen, time.Now().Add(answerSendTimeout))
+	if err != nil {
+		return message{}, nil, err
+	}
+	m, err := decodeMessage(body)
+	return m, files, err
 }

@@ -221,7 +221,7 @@ func readBound(fd int, offered Tuple) (t Tuple, got bool, cause DropCause) {
 	case seen[0] == abortByte:
 		return Tuple{}, false, DropAborted
 	}
-	m, files, err := recvQueuedSeen(fd, seen)
+	m, files, err := recvQueued(fd, seen)
 	closeFiles(files)
 	switch {
 	case err != nil:

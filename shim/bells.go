@@ -33,7 +33,8 @@ import (
 // rendezvous of a process without a set first makes a spare bell, which
 // goes with the others, and the next set takes it as its own. (A process
 // with a set has its bell already, and a peer process holds each bell it
-// is given for good: a spare there would cost each peer a fd for nothing.)
+// is given while it keeps its record of this process: a spare there would
+// cost each peer a fd for nothing.)
 
 // ownBells numbers this process's bells.
 type ownBells struct {
@@ -194,15 +195,18 @@ func (p *Process) keepFD(fd int) (int, error) {
 // which of its own it gave.
 //
 // A record outlives its last connection (idle): the peer keeps its own
-// record of this process, and with it which bells it gave, so a record
-// dropped here while the peer lives would leave the next connections
-// without the peer's bells (their wakes rung over the socket, a TCP send
-// each) and would have this process give its bells again on every
-// connection (a process that connects one connection at a time to the
-// same peer). Idle records go when their process is gone (releaseIdle)
-// or, past maxIdlePeers, the longest idle first.
+// record of this process, and a record dropped here while the peer lives
+// would have to be given the peer's bells again, or its wakes of the
+// peer's sleepers would go over the socket (a TCP send each). Each offer
+// and answer also says which of the other side's bells its sender holds
+// (offerMsg.held, answerMsg.held), and that word replaces sent
+// (peerHolds): a side that dropped or never had a record is given the
+// bells in the next rendezvous, whatever the other side noted giving.
+// Idle records go when their process is gone (with their last connection,
+// at releaseIdle, then less and less often) or, past maxIdlePeers, the
+// longest idle first.
 type peerBells struct {
-	id    procID
+	id    procID // its start is set once, under Process.bellMu (startOf)
 	table *direct.Bells
 	refs  int    // direct connections using table; +checklocks:Process.bellMu
 	sent  uint64 // our bells the peer was given; +checklocks:Process.bellMu
@@ -277,7 +281,10 @@ func (p *Process) unrefBells(pb *peerBells) {
 // dropIfGone takes pb, an idle record, out of the table when its process
 // is gone and reports whether it did (the caller closes its bells).
 func (p *Process) dropIfGone(pb *peerBells) bool {
-	if pb.id.start != 0 && processStart(pb.id.pid) == pb.id.start {
+	p.bellMu.Lock()
+	id := pb.id // its start is learnt under the lock (startOf)
+	p.bellMu.Unlock()
+	if id.start != 0 && processStart(id.pid) == id.start {
 		return false
 	}
 	p.bellMu.Lock()
@@ -390,6 +397,34 @@ func (p *Process) makeSpareBell() {
 	if !p.bells.addSpare(fd) {
 		p.closeFD(fd) // another rendezvous made one meanwhile
 	}
+}
+
+// heldBells returns the mask of pb's process's bells this process holds:
+// what its offers and answers tell the peer, which gives the others.
+func heldBells(pb *peerBells) uint64 {
+	if pb == nil {
+		return 0
+	}
+	var m uint64
+	for n := 0; n < direct.MaxBells; n++ {
+		if pb.table.Has(n) {
+			m |= 1 << n
+		}
+	}
+	return m
+}
+
+// peerHolds notes that pb's peer holds the bells of mask (its word, from
+// its offer or answer), in place of what this process noted giving: a
+// peer that dropped its record, or took a record of another process, is
+// given them again.
+func (p *Process) peerHolds(pb *peerBells, mask uint64) {
+	if pb == nil {
+		return
+	}
+	p.bellMu.Lock()
+	pb.sent = mask
+	p.bellMu.Unlock()
 }
 
 // gaveBells notes the bells of mask as given to pb's peer.

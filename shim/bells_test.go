@@ -168,3 +168,27 @@ func TestPeerBellsIdle(t *testing.T) {
 		}
 	}
 }
+
+// The peer's word on what it holds (an offer's or answer's held mask)
+// replaces what this process noted giving: a peer that dropped its
+// record while this one kept it is given the bells again.
+func TestPeerHoldsHeals(t *testing.T) {
+	p, _ := newProcess(t)
+	pb := p.peerBellsFor(procID{pid: os.Getpid(), start: processStart(os.Getpid())})
+	defer p.unrefBells(pb)
+	_, all := p.bellsToGive(pb, 16)
+	if all == 0 {
+		t.Fatal("no bell to give")
+	}
+	p.gaveBells(pb, all)
+	if _, mask := p.bellsToGive(pb, 16); mask != 0 {
+		t.Fatalf("given again while the peer holds them: %#x", mask)
+	}
+	p.peerHolds(pb, 0) // the peer says it holds none
+	if _, mask := p.bellsToGive(pb, 16); mask != all {
+		t.Fatalf("after the peer said it holds none: %#x given, want %#x", mask, all)
+	}
+	if heldBells(pb) != 0 {
+		t.Fatal("bells held of a peer that gave none")
+	}
+}

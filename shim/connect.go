@@ -35,9 +35,8 @@ type pendingConnect struct {
 	dst        netip.AddrPort
 	kernelDone bool // the kernel connect completed (successfully)
 	// A committed direct offer (offerDirectTo): its answer comes with the
-	// verdict; gave is the mask of this process's bells the offer carried.
+	// verdict.
 	unanswered bool
-	gave       uint64
 	unbound    bool // its offer waits for the port connect() picks (Answer.Bound)
 }
 
@@ -367,7 +366,7 @@ func (p *Process) offerDirectTo(node *rendezvous.Node, e rendezvous.Entry, t ren
 	if err != nil {
 		return nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: err}
 	}
-	msg := offerMsg{direct: true, from: p.self, bells: bells, token: ds.slotToken()}
+	msg := offerMsg{direct: true, from: p.self, bells: bells, held: heldBells(ds.peer), token: ds.slotToken()}
 	pl := rendezvous.Payload{Data: msg.encode(), Files: files}
 	if send != nil {
 		a, err := send(ds, pl)
@@ -376,7 +375,7 @@ func (p *Process) offerDirectTo(node *rendezvous.Node, e rendezvous.Entry, t ren
 			return nil, err
 		}
 		ds.sent()
-		return &pendingConnect{answer: a, direct: ds, id: 1, gave: bells, unanswered: true, unbound: t.Client.Port() == 0}, nil
+		return &pendingConnect{answer: a, direct: ds, id: 1, unanswered: true, unbound: t.Client.Port() == 0}, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), offerTimeout)
 	defer cancel()
@@ -386,7 +385,7 @@ func (p *Process) offerDirectTo(node *rendezvous.Node, e rendezvous.Entry, t ren
 		return nil, err
 	}
 	ds.sent()
-	err = ds.answered(bells, a.Payload)
+	err = ds.answered(a.Payload)
 	a.Payload.CloseFiles()
 	if err != nil {
 		a.Abort()

@@ -307,7 +307,7 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 		return oerr
 	}
 	pc.answer, pc.end, pc.id, pc.direct = offered.answer, offered.end, offered.id, offered.direct
-	pc.unanswered, pc.gave = offered.unanswered, offered.gave
+	pc.unanswered = offered.unanswered
 	s.ringLocked() // early bytes' rings, before the verdict (connectOfferedLocked)
 	s.endDeferLocked(pc)
 	if len(s.early) > 0 || s.pendShut.Load() != 0 {

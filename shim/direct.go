@@ -107,7 +107,7 @@ func (p *Process) offerDirect(peer procID) (ds *directStream, files []int, bells
 	}
 	ds = &directStream{p: p, conn: c, peerPID: peerPID, where: where}
 	ds.setPolicy()
-	ds.bindBells(procID{pid: peerPID})
+	ds.bindBells(peer) // its start, when known, tells a record of an earlier process of that pid
 	if ds.peer != nil && ds.p.startKnown(ds.peer) {
 		ds.holdWatcher() // before the acceptor can watch the connection
 	}
@@ -134,10 +134,11 @@ func (ds *directStream) sent() {
 	a.CloseFD()
 }
 
-// answered finishes the connector's side once the offer's answer came
-// (the peer has the bells given, bells), with the acceptor's bells. The
-// caller keeps the answer's files.
-func (ds *directStream) answered(bells uint64, answer rendezvous.Payload) error {
+// answered finishes the connector's side once the offer's answer came,
+// with the acceptor's bells; the answer says which of this process's
+// bells the acceptor holds, which the next offer's leave out. The caller
+// keeps the answer's files.
+func (ds *directStream) answered(answer rendezvous.Payload) error {
 	ans, err := decodeAnswer(answer.Data)
 	if err != nil {
 		return err
@@ -152,9 +153,8 @@ func (ds *directStream) answered(bells uint64, answer rendezvous.Payload) error 
 		old := ds.peer
 		ds.bindBells(procID{pid: ds.peerPID, start: ans.start})
 		ds.p.unrefBells(old)
-		bells = 0
 	}
-	ds.p.gaveBells(ds.peer, bells)
+	ds.p.peerHolds(ds.peer, ans.held)
 	ds.p.takeBells(ds.peer, ans.bells, answerFiles)
 	ds.holdWatcher()
 	return nil
@@ -201,9 +201,10 @@ func (p *Process) acceptDirect(o offerMsg, files []int) (*directStream, answerMs
 	ds.bindBells(o.from)
 	p.takeBells(ds.peer, o.bells, files[1:])
 	ds.holdWatcher()
+	p.peerHolds(ds.peer, o.held) // the connector's word, not what this process noted giving
 	give, bells := p.bellsToGive(ds.peer, rendezvous.MaxFiles)
-	p.gaveBells(ds.peer, bells) // the answer's send failing ends the connection's offer (the record goes with it)
-	return ds, answerMsg{id: 1, start: p.self.start, bells: bells}, give, nil
+	p.gaveBells(ds.peer, bells) // if the answer is lost, the next offer's held mask says so
+	return ds, answerMsg{id: 1, start: p.self.start, bells: bells, held: heldBells(ds.peer)}, give, nil
 }
 
 // setPolicy gives the handle the poll budget SDPSHIM_POLL asks for, and

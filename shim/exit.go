@@ -49,7 +49,7 @@ func (p *Process) Exit() {
 		p.stopStats()
 	}
 	p.bellMu.Lock()
-	p.peerCheckOff = true // the idle records' look (bells.go): nothing is closed after the exit
+	p.peerCheckOff = true // the idle records' look (bells.go) is not scheduled again
 	if p.peerCheck != nil {
 		p.peerCheck.Stop()
 	}

@@ -7,7 +7,7 @@ import (
 
 // The shim's part of a rendezvous (rendezvous.Payload.Data).
 //
-// Offer, connector to acceptor, 34 bytes, little endian:
+// Offer, connector to acceptor, 42 bytes, little endian:
 //
 //	0..3    magic "SDPo"
 //	4       version (offerVersion)
@@ -23,17 +23,20 @@ import (
 //	26..33  direct: the numbers of the connector's bells that follow the
 //	        memfd, as a mask (bit n: bell n, bit 0 the switch watcher's;
 //	        bells.go), else zero
+//	34..41  direct: the mask of the acceptor's bells the connector holds
+//	        (the acceptor gives the others in its answer), else zero
 //
-// Answer, acceptor to connector, 25 bytes: magic "SDPa", version, the id
+// Answer, acceptor to connector, 33 bytes: magic "SDPa", version, the id
 // of the stream the acceptor opened (4 bytes), the acceptor's start time
 // (8 bytes), the mask of the acceptor's bells that are the answer's files
-// (8 bytes).
+// (8 bytes), the mask of the connector's bells the acceptor holds once it
+// took the offer's (8 bytes: the connector's next offer gives the others).
 const (
 	offerMagic   = "SDPo"
 	answerMagic  = "SDPa"
-	offerVersion = 4
-	offerLen     = 34
-	answerLen    = 25
+	offerVersion = 5
+	offerLen     = 42
+	answerLen    = 33
 
 	offerNewChannel = 1
 	offerDialer     = 2
@@ -47,6 +50,7 @@ type offerMsg struct {
 	token      uint64 // direct: the area's place in a slab (slotToken), 0: an area of its own
 	from       procID
 	bells      uint64 // direct: the connector's bells among the files
+	held       uint64 // direct: the acceptor's bells the connector holds
 }
 
 // answerMsg is the acceptor's answer.
@@ -54,6 +58,7 @@ type answerMsg struct {
 	id    uint32 // the stream (direct: 1)
 	start uint64 // the acceptor's start time
 	bells uint64 // its bells that are the answer's files
+	held  uint64 // the connector's bells it holds
 }
 
 var errBadOffer = errors.New("malformed shim offer")
@@ -75,6 +80,7 @@ func (o offerMsg) encode() []byte {
 	binary.LittleEndian.PutUint32(b[14:], uint32(o.from.pid))
 	binary.LittleEndian.PutUint64(b[18:], o.from.start)
 	binary.LittleEndian.PutUint64(b[26:], o.bells)
+	binary.LittleEndian.PutUint64(b[34:], o.held)
 	return b
 }
 
@@ -89,6 +95,7 @@ func decodeOffer(b []byte) (offerMsg, error) {
 		token:      binary.LittleEndian.Uint64(b[6:]),
 		from:       procID{pid: int(binary.LittleEndian.Uint32(b[14:])), start: binary.LittleEndian.Uint64(b[18:])},
 		bells:      binary.LittleEndian.Uint64(b[26:]),
+		held:       binary.LittleEndian.Uint64(b[34:]),
 	}, nil
 }
 
@@ -99,6 +106,7 @@ func (a answerMsg) encode() []byte {
 	binary.LittleEndian.PutUint32(b[5:], a.id)
 	binary.LittleEndian.PutUint64(b[9:], a.start)
 	binary.LittleEndian.PutUint64(b[17:], a.bells)
+	binary.LittleEndian.PutUint64(b[25:], a.held)
 	return b
 }
 
@@ -107,7 +115,7 @@ func decodeAnswer(b []byte) (answerMsg, error) {
 		return answerMsg{}, errBadOffer
 	}
 	a := answerMsg{id: binary.LittleEndian.Uint32(b[5:]), start: binary.LittleEndian.Uint64(b[9:]),
-		bells: binary.LittleEndian.Uint64(b[17:])}
+		bells: binary.LittleEndian.Uint64(b[17:]), held: binary.LittleEndian.Uint64(b[25:])}
 	if a.id == 0 {
 		return answerMsg{}, errBadOffer
 	}

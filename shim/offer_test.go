@@ -11,13 +11,14 @@ func TestOfferRoundTrip(t *testing.T) {
 		{token: 7, from: procID{pid: 1, start: 0}},
 		{direct: true, from: procID{pid: 9, start: 3}},
 		{direct: true, from: procID{pid: 9, start: 3}, bells: 1<<1 | 1<<63},
+		{direct: true, from: procID{pid: 9, start: 3}, bells: 1 << 2, held: 1<<0 | 1<<48},
 	} {
 		got, err := decodeOffer(o.encode())
 		if err != nil || got != o {
 			t.Errorf("decode(encode(%+v)) = %+v, %v", o, got, err)
 		}
 	}
-	a := answerMsg{id: 77, start: 12345, bells: 1<<2 | 1<<5}
+	a := answerMsg{id: 77, start: 12345, bells: 1<<2 | 1<<5, held: 1<<1 | 1<<63}
 	if got, err := decodeAnswer(a.encode()); err != nil || got != a {
 		t.Errorf("answer round trip: %+v, %v", got, err)
 	}

@@ -164,7 +164,7 @@ func (s *Socket) settleLocked() settleResult {
 		// A committed offer's answer came with the verdict. A malformed
 		// one (a peer that claimed the connection all the same): the
 		// stream goes on without its bells, its rings over the socket.
-		if err := pc.direct.answered(pc.gave, pc.answer.Payload); err != nil {
+		if err := pc.direct.answered(pc.answer.Payload); err != nil {
 			p.log.WithError(err).WithField("remote", pc.dst).Warn("malformed answer to an accelerated connection's offer")
 			p.count("answer.malformed")
 		}

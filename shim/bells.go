@@ -202,9 +202,9 @@ func (p *Process) keepFD(fd int) (int, error) {
 // (offerMsg.held, answerMsg.held), and that word replaces sent
 // (peerHolds): a side that dropped or never had a record is given the
 // bells in the next rendezvous, whatever the other side noted giving.
-// Idle records go when their process is gone (with their last connection,
-// at releaseIdle, then less and less often) or, past maxIdlePeers, the
-// longest idle first.
+// Idle records go when their process is gone (looked at with their last
+// connection, a second later, at releaseIdle, then less and less often)
+// or, past maxIdlePeers, the longest idle first.
 type peerBells struct {
 	id    procID // its start is set once, under Process.bellMu (startOf)
 	table *direct.Bells
@@ -272,9 +272,33 @@ func (p *Process) unrefBells(pb *peerBells) {
 	p.bellMu.Unlock()
 	if idle && p.dropIfGone(pb) {
 		drop = append(drop, pb)
+	} else if idle {
+		p.lookAgainSoon()
 	}
 	for _, d := range drop {
 		d.table.Close(p.closeFD)
+	}
+}
+
+// lookAgainSoon has the idle records looked at again within
+// peerCheckFirst: a process whose last connection here was just released
+// is often about to exit (a client that closes, then ends), and a
+// process that never goes a second without closing a connection has no
+// release to look then (it kept up to maxIdlePeers records of clients
+// gone, and their fds).
+func (p *Process) lookAgainSoon() {
+	p.bellMu.Lock()
+	defer p.bellMu.Unlock()
+	now := nowNS()
+	due := now + int64(peerCheckFirst)
+	if p.peerCheckOff || (p.peerCheckDue > now && p.peerCheckDue <= due) {
+		return // off, or a look is due by then
+	}
+	p.peerCheckEvery, p.peerCheckDue = 0, due // the looks slow down again from here
+	if p.peerCheck == nil {
+		p.peerCheck = time.AfterFunc(peerCheckFirst, p.dropGonePeers)
+	} else {
+		p.peerCheck.Reset(peerCheckFirst)
 	}
 }
 
@@ -344,10 +368,11 @@ func (p *Process) dropGonePeers() {
 		left = left || pb.refs == 0
 	}
 	if !left || p.peerCheckOff {
-		p.peerCheckEvery = 0
+		p.peerCheckEvery, p.peerCheckDue = 0, 0
 		return
 	}
 	p.peerCheckEvery = min(max(2*p.peerCheckEvery, peerCheckFirst), peerCheckMax)
+	p.peerCheckDue = nowNS() + int64(p.peerCheckEvery)
 	if p.peerCheck == nil {
 		p.peerCheck = time.AfterFunc(p.peerCheckEvery, p.dropGonePeers)
 	} else {

@@ -44,6 +44,7 @@ type Process struct {
 	peerCheck      *time.Timer   // +checklocks:bellMu
 	peerCheckEvery time.Duration // +checklocks:bellMu
 	peerCheckOff   bool          // +checklocks:bellMu; set by Exit
+	peerCheckDue   int64         // +checklocks:bellMu; when the scheduled look runs (nowNS), 0: none
 	chans          channelTable
 	tids           pollAttendance
 

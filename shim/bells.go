@@ -209,7 +209,7 @@ type peerBells struct {
 	id    procID // its start is set once, under Process.bellMu (startOf)
 	table *direct.Bells
 	refs  int    // direct connections using table; +checklocks:Process.bellMu
-	sent  uint64 // our bells the peer was given; +checklocks:Process.bellMu
+	sent  uint64 // our bells the peer holds: its word (peerHolds), and what we gave since; +checklocks:Process.bellMu
 	idle  int64  // when refs fell to 0 (nowNS), 0 while used; +checklocks:Process.bellMu
 }
 
@@ -253,10 +253,11 @@ func (p *Process) peerBellsFor(id procID) *peerBells {
 
 // unrefBells ends one connection's use of pb. The last leaves it idle
 // (kept for the process's next connections) unless its process is gone
-// already (a client that exits after its last connection: looked at now,
-// so that a server that never goes a second without a close keeps no
-// record of the clients gone meanwhile); a record no longer in the table
-// (another process took its pid) closes its bells then.
+// already (a client that exits after its last connection); one still
+// running is looked at again a second later (it often exits then, and a
+// process that never goes a second without a close has no release to
+// look). A record no longer in the table (another process took its pid)
+// closes its bells then.
 func (p *Process) unrefBells(pb *peerBells) {
 	var drop []*peerBells
 	p.bellMu.Lock()
@@ -270,35 +271,38 @@ func (p *Process) unrefBells(pb *peerBells) {
 		drop = p.evictIdleLocked()
 	}
 	p.bellMu.Unlock()
-	if idle && p.dropIfGone(pb) {
-		drop = append(drop, pb)
-	} else if idle {
-		p.lookAgainSoon()
+	if idle {
+		if p.dropIfGone(pb) {
+			drop = append(drop, pb)
+		} else {
+			p.bellMu.Lock()
+			p.lookLocked(peerCheckFirst, true)
+			p.bellMu.Unlock()
+		}
 	}
 	for _, d := range drop {
 		d.table.Close(p.closeFD)
 	}
 }
 
-// lookAgainSoon has the idle records looked at again within
-// peerCheckFirst: a process whose last connection here was just released
-// is often about to exit (a client that closes, then ends), and a
-// process that never goes a second without closing a connection has no
-// release to look then (it kept up to maxIdlePeers records of clients
-// gone, and their fds).
-func (p *Process) lookAgainSoon() {
-	p.bellMu.Lock()
-	defer p.bellMu.Unlock()
+// lookLocked has dropGonePeers run after d, unless a run is due sooner
+// (soon: the runs slow down again from d) or Exit stopped them.
+//
+// +checklocks:p.bellMu
+func (p *Process) lookLocked(d time.Duration, soon bool) {
 	now := nowNS()
-	due := now + int64(peerCheckFirst)
-	if p.peerCheckOff || (p.peerCheckDue > now && p.peerCheckDue <= due) {
-		return // off, or a look is due by then
+	due := now + int64(d)
+	if p.peerCheckOff || (soon && p.peerCheckDue > now && p.peerCheckDue <= due) {
+		return
 	}
-	p.peerCheckEvery, p.peerCheckDue = 0, due // the looks slow down again from here
+	if soon {
+		p.peerCheckEvery = d
+	}
+	p.peerCheckDue = due
 	if p.peerCheck == nil {
-		p.peerCheck = time.AfterFunc(peerCheckFirst, p.dropGonePeers)
+		p.peerCheck = time.AfterFunc(d, p.dropGonePeers)
 	} else {
-		p.peerCheck.Reset(peerCheckFirst)
+		p.peerCheck.Reset(d)
 	}
 }
 
@@ -320,17 +324,25 @@ func (p *Process) dropIfGone(pb *peerBells) bool {
 	return true
 }
 
-// evictIdleLocked takes the longest idle records out of the table while
-// more than maxIdlePeers are idle and returns them (their bells to close).
+// idleLocked returns the records without a connection.
 //
 // +checklocks:p.bellMu
-func (p *Process) evictIdleLocked() []*peerBells {
+func (p *Process) idleLocked() []*peerBells {
 	var idle []*peerBells
 	for _, pb := range p.peers {
 		if pb.refs == 0 {
 			idle = append(idle, pb)
 		}
 	}
+	return idle
+}
+
+// evictIdleLocked takes the longest idle records out of the table while
+// more than maxIdlePeers are idle and returns them (their bells to close).
+//
+// +checklocks:p.bellMu
+func (p *Process) evictIdleLocked() []*peerBells {
+	idle := p.idleLocked()
 	if len(idle) <= maxIdlePeers {
 		return nil
 	}
@@ -343,41 +355,26 @@ func (p *Process) evictIdleLocked() []*peerBells {
 }
 
 // dropGonePeers closes the bells of idle records whose process is gone
-// (the reaper's release: the process has closed no connection for a
-// while).
+// (the reaper's release, and the looks lookLocked schedules); while idle
+// records of running processes remain, it looks again, twice as late
+// each time.
 func (p *Process) dropGonePeers() {
 	p.bellMu.Lock()
-	var idle []*peerBells
-	for _, pb := range p.peers {
-		if pb.refs == 0 {
-			idle = append(idle, pb)
-		}
-	}
+	idle := p.idleLocked()
 	p.bellMu.Unlock()
 	for _, pb := range idle {
 		if p.dropIfGone(pb) {
 			pb.table.Close(p.closeFD)
 		}
 	}
-	// A process still running may exit later without another connection
-	// here to bring a release: looked at again, less often each time.
 	p.bellMu.Lock()
 	defer p.bellMu.Unlock()
-	left := false
-	for _, pb := range p.peers {
-		left = left || pb.refs == 0
-	}
-	if !left || p.peerCheckOff {
-		p.peerCheckEvery, p.peerCheckDue = 0, 0
+	if len(p.idleLocked()) == 0 {
+		p.peerCheckEvery = 0
 		return
 	}
 	p.peerCheckEvery = min(max(2*p.peerCheckEvery, peerCheckFirst), peerCheckMax)
-	p.peerCheckDue = nowNS() + int64(p.peerCheckEvery)
-	if p.peerCheck == nil {
-		p.peerCheck = time.AfterFunc(p.peerCheckEvery, p.dropGonePeers)
-	} else {
-		p.peerCheck.Reset(p.peerCheckEvery)
-	}
+	p.lookLocked(p.peerCheckEvery, false)
 }
 
 // While idle records of running processes are kept, dropGonePeers looks
@@ -430,13 +427,7 @@ func heldBells(pb *peerBells) uint64 {
 	if pb == nil {
 		return 0
 	}
-	var m uint64
-	for n := 0; n < direct.MaxBells; n++ {
-		if pb.table.Has(n) {
-			m |= 1 << n
-		}
-	}
-	return m
+	return pb.table.Mask()
 }
 
 // peerHolds notes that pb's peer holds the bells of mask (its word, from

@@ -349,6 +349,17 @@ func (b *Bells) Has(n int) bool {
 	return n >= 0 && n < MaxBells && atomic.LoadInt32(b.slot(n)) >= 0
 }
 
+// Mask returns the bells the table holds, bit n for bell n.
+func (b *Bells) Mask() uint64 {
+	var m uint64
+	for n := 0; n < MaxBells; n++ {
+		if b.Has(n) {
+			m |= 1 << n
+		}
+	}
+	return m
+}
+
 // Set stores fd as bell n and reports whether it did (n valid, not held
 // yet); the table owns fd then.
 func (b *Bells) Set(n, fd int) bool {

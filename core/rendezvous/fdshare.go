@@ -19,8 +19,7 @@ import (
 // every fdShareFresh: a program that raises or lowers it gets the new
 // share within that time.
 func fdShare() int {
-	now := time.Now().UnixNano()
-	if c := fdShareCache.Load(); c != nil && now-c.at < int64(fdShareFresh) && now >= c.at {
+	if c := fdShareCache.Load(); c != nil && time.Since(c.at) < fdShareFresh {
 		return c.share
 	}
 	share := 1 << 21
@@ -28,17 +27,17 @@ func fdShare() int {
 	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil && rl.Cur < 1<<24 {
 		share = max(8, int(rl.Cur/8))
 	}
-	fdShareCache.Store(&fdShareRead{share: share, at: now})
+	fdShareCache.Store(&fdShareRead{share: share, at: time.Now()})
 	return share
 }
 
 // fdShareFresh is how long a reading of the limit stands.
 const fdShareFresh = 100 * time.Millisecond
 
-// fdShareRead is one reading of the share, at (UnixNano).
+// fdShareRead is one reading of the share, and when (monotonic).
 type fdShareRead struct {
 	share int
-	at    int64
+	at    time.Time
 }
 
 var fdShareCache atomic.Pointer[fdShareRead]

@@ -47,56 +47,54 @@ const peekLen = 512
 // peekFrame looks at what fd holds without taking it or waiting: seen is
 // up to peekLen of its queued bytes, ok false when there are none yet,
 // eof true when the peer closed or the socket failed. A frame seen whole
-// is then read in one call (recvFrameSeen). Files that came with the
-// bytes are not taken by the look.
+// is then read in one call (recvFrame). Files that came with the bytes
+// are not taken by the look.
 func peekFrame(fd int, buf *[peekLen]byte) (seen []byte, ok, eof bool) {
+	n, ok, eof := recvNow(fd, buf[:], unix.MSG_PEEK)
+	return buf[:n], ok, eof
+}
+
+// recvNow receives into b without waiting (flags: MSG_PEEK or 0): n bytes
+// and ok, or nothing yet (EAGAIN), or eof when the peer closed or the
+// socket failed.
+func recvNow(fd int, b []byte, flags int) (n int, ok, eof bool) {
 	for {
-		n, _, err := unix.Recvfrom(fd, buf[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		n, _, err := unix.Recvfrom(fd, b, flags|unix.MSG_DONTWAIT)
 		switch {
 		case err == unix.EINTR:
 			continue
 		case err == unix.EAGAIN:
-			return nil, false, false
+			return 0, false, false
 		case err != nil || n == 0:
-			return nil, false, true
+			return 0, false, true
 		}
-		return buf[:n], true, false
+		return n, true, false
 	}
 }
 
-// recvFrameSeen is recvFrame for a frame whose first bytes a look saw
-// (seen, peekFrame): when they hold all of it, the frame is taken in one
-// read rather than its length and then its body.
-func recvFrameSeen(fd int, seen []byte, deadline time.Time) (body []byte, files []int, err error) {
-	if len(seen) < 4 {
-		return recvFrame(fd, deadline)
-	}
-	n := binary.LittleEndian.Uint32(seen)
-	if checkBodyLen(n) != nil || len(seen) < 4+int(n) {
-		return recvFrame(fd, deadline) // it says what is wrong, or waits for the rest
-	}
-	frame := make([]byte, 4+n)
-	if files, err = recvFull(fd, frame, nil, deadline); err != nil {
-		closeFiles(files)
-		if err == errClosedIdle {
-			err = errEOF
-		}
-		return nil, nil, err
-	}
-	return frame[4:], files, nil
-}
-
-// recvFrame reads one frame, waiting at most until deadline. The length
+// recvFrame reads one frame, waiting at most until deadline. seen is what
+// a look at fd saw of it (peekFrame), or nil: a frame it holds whole is
+// taken in one read, else its length and then its body. The length
 // prefix is checked before the body is allocated; more than MaxFiles
 // files, a truncated control message, a short frame or an error close
 // every file that arrived. On success the caller owns files.
-func recvFrame(fd int, deadline time.Time) (body []byte, files []int, err error) {
+func recvFrame(fd int, seen []byte, deadline time.Time) (body []byte, files []int, err error) {
 	defer func() {
 		if err != nil {
 			closeFiles(files)
 			files = nil
 		}
+		if err == errClosedIdle && body != nil {
+			err = errEOF // the length came: closed mid-frame
+		}
 	}()
+	if len(seen) >= 4 {
+		if n := binary.LittleEndian.Uint32(seen); checkBodyLen(n) == nil && len(seen) >= 4+int(n) {
+			frame := make([]byte, 4+n)
+			files, err = recvFull(fd, frame, nil, deadline)
+			return frame[4:], files, err
+		}
+	}
 	var hdr [4]byte
 	if files, err = recvFull(fd, hdr[:], files, deadline); err != nil {
 		return nil, files, err
@@ -107,9 +105,6 @@ func recvFrame(fd int, deadline time.Time) (body []byte, files []int, err error)
 	}
 	body = make([]byte, n)
 	files, err = recvFull(fd, body, files, deadline)
-	if err == errClosedIdle {
-		err = errEOF
-	}
 	return body, files, err
 }
 

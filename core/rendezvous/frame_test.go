@@ -8,9 +8,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestRecvFrameSeen: a frame a look saw whole is taken in one read with
-// its files, and only it (the byte after it stays queued); one seen in
-// part, or not at all, is read as recvFrame reads it.
+// TestRecvFrameSeen: recvFrame given a look that saw the whole frame
+// takes it with its files, and only it (the byte after it stays queued:
+// the one read is not a larger one); given a look that saw part of it,
+// it waits for the rest; a length over the limit is refused.
 func TestRecvFrameSeen(t *testing.T) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -46,7 +47,7 @@ func TestRecvFrameSeen(t *testing.T) {
 	if !ok || eof || len(seen) < 4+len(want) {
 		t.Fatalf("peek: %d bytes, ok %v, eof %v; want at least %d", len(seen), ok, eof, 4+len(want))
 	}
-	body, files, err := recvFrameSeen(r, seen, deadline)
+	body, files, err := recvFrame(r, seen, deadline)
 	if err != nil || !bytes.Equal(body, want) || len(files) != 1 {
 		t.Fatalf("seen whole: body %q, %d files, %v", body, len(files), err)
 	}
@@ -67,7 +68,7 @@ func TestRecvFrameSeen(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		unix.Write(w, frame[10:])
 	}()
-	if body, _, err := recvFrameSeen(r, seen, deadline); err != nil || !bytes.Equal(body, want) {
+	if body, _, err := recvFrame(r, seen, deadline); err != nil || !bytes.Equal(body, want) {
 		t.Fatalf("seen in part: %q, %v", body, err)
 	}
 
@@ -77,7 +78,7 @@ func TestRecvFrameSeen(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen, _, _ = peekFrame(r, &buf)
-	if _, _, err := recvFrameSeen(r, seen, deadline); err == nil {
+	if _, _, err := recvFrame(r, seen, deadline); err == nil {
 		t.Fatal("a frame of 2 GiB was taken")
 	}
 }

@@ -153,7 +153,7 @@ func fakeListener(t *testing.T, respond func(fd int, req message)) string {
 			return
 		}
 		defer unix.Close(fd)
-		body, files, err := recvFrame(fd, time.Now().Add(guard))
+		body, files, err := recvFrame(fd, nil, time.Now().Add(guard))
 		closeFiles(files)
 		if err != nil {
 			return

@@ -134,7 +134,7 @@ func (n *Node) exchange(fd int, e Entry, t Tuple, offer Payload, deadline time.T
 	if err := n.send(fd, kindOffer, t, offer, deadline); err != nil {
 		return nil, err
 	}
-	body, files, err := recvFrame(fd, deadline)
+	body, files, err := recvFrame(fd, nil, deadline)
 	if err != nil {
 		return nil, ioFallback("receive answer", err)
 	}
@@ -209,7 +209,7 @@ func ioFallback(what string, err error) error {
 // allow before it reads the offer, so the offer's send may meet a closed
 // socket (EPIPE) while the reason waits to be read. nil when there is none.
 func refusalQueued(fd int) error {
-	body, files, err := recvFrame(fd, time.Now().Add(10*time.Millisecond))
+	body, files, err := recvFrame(fd, nil, time.Now().Add(10*time.Millisecond))
 	closeFiles(files)
 	if err != nil {
 		return nil

@@ -186,7 +186,7 @@ func (n *Node) pull(rec Record, local, remote netip.AddrPort, deadline time.Time
 	if err := sendFrame(fd, msg.encode(), nil, deadline); err != nil {
 		return Match{}, ioFallback("send pull", err)
 	}
-	body, files, err := recvFrame(fd, deadline)
+	body, files, err := recvFrame(fd, nil, deadline)
 	if err != nil {
 		return Match{}, ioFallback("receive pull answer", err)
 	}

@@ -331,7 +331,7 @@ func (s *server) serve(fd int, cred *unix.Ucred, peer peerKey, seen []byte) {
 		s.refuse(fd, ReasonRefused, ErrUIDNotAllowed.Error())
 		return
 	}
-	body, files, err := recvFrameSeen(fd, seen, deadline)
+	body, files, err := recvFrame(fd, seen, deadline)
 	var req Request
 	if err == nil {
 		var m message

@@ -79,18 +79,8 @@ func sendByte(fd int, b byte) bool {
 // failed.
 func recvByte(fd int) (b byte, ok, eof bool) {
 	var buf [1]byte
-	for {
-		n, _, err := unix.Recvfrom(fd, buf[:], unix.MSG_DONTWAIT)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.EAGAIN:
-			return 0, false, false
-		case err != nil || n == 0:
-			return 0, false, true
-		}
-		return buf[0], true, false
-	}
+	_, ok, eof = recvNow(fd, buf[:], 0)
+	return buf[0], ok, eof
 }
 
 // recvQueued reads and decodes the frame whose first bytes a look saw
@@ -99,7 +89,7 @@ func recvByte(fd int) (b byte, ok, eof bool) {
 // answerSendTimeout. The caller owns the files, also with a decoding
 // error.
 func recvQueued(fd int, seen []byte) (message, []int, error) {
-	body, files, err := recvFrameSeen(fd, seen, time.Now().Add(answerSendTimeout))
+	body, files, err := recvFrame(fd, seen, time.Now().Add(answerSendTimeout))
 	if err != nil {
 		return message{}, nil, err
 	}

@@ -298,7 +298,7 @@ func (p *Process) offer(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.
 				return node.OfferCommitted(e, t, pl)
 			}
 		}
-		return p.offerDirectTo(node, e, t, send)
+		return p.offerDirectTo(node, e, t, 0, send)
 	}
 	shared := p.cfg.Channel == config.ChannelShared
 	if shared {
@@ -360,13 +360,14 @@ func (p *Process) offer(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.
 // Writes made meanwhile go into the area (early.go), so the round trip of
 // an answer before the connect is gone from every connection's setup. A
 // deferred connection's offer, made while a puller waits (deferred.go),
-// is committed too, and goes on the PULL's own connection.
-func (p *Process) offerDirectTo(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, send func(*directStream, rendezvous.Payload) (*rendezvous.Answer, error)) (*pendingConnect, error) {
+// is committed too, and goes on the PULL's own connection; early is what
+// it wrote on the kernel socket before (offerMsg.early; 0 otherwise).
+func (p *Process) offerDirectTo(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, early uint32, send func(*directStream, rendezvous.Payload) (*rendezvous.Answer, error)) (*pendingConnect, error) {
 	ds, files, bells, err := p.offerDirect(procID{pid: e.PID, start: e.Start})
 	if err != nil {
 		return nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: err}
 	}
-	msg := offerMsg{direct: true, from: p.self, bells: bells, held: heldBells(ds.peer), token: ds.slotToken()}
+	msg := offerMsg{direct: true, from: p.self, bells: bells, held: heldBells(ds.peer), token: ds.slotToken(), early: early}
 	pl := rendezvous.Payload{Data: msg.encode(), Files: files}
 	if send != nil {
 		a, err := send(ds, pl)

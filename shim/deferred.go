@@ -18,8 +18,9 @@ import (
 // has the protocol). A connect() to a group listener (its fd shared with
 // fork children: pre-fork servers) makes no offer: nobody knows yet
 // which process will use the connection. The connector writes a record
-// (Node.Defer), makes the real connect and waits, deferred: writes go to
-// the early buffer (early.go), reads wait or get EAGAIN, poll and epoll
+// (Node.Defer), makes the real connect and waits, deferred: writes go
+// onto the kernel socket on the direct path, into the early buffer in the
+// channel modes (early.go), reads wait or get EAGAIN, poll and epoll
 // see a connecting socket (its wake word and its sleepers' kicks ring when it moves
 // on). The process that first uses the accepted fd PULLs (handlePull):
 // the connector then makes a normal offer to that process and commits it,
@@ -37,8 +38,10 @@ import (
 //
 // A PULL after the decision is refused with the reason: the puller then
 // uses kernel TCP too. So both ends always agree, and no byte is lost or
-// carried twice: nothing goes on the kernel socket until the connector
-// falls back, nothing on a stream until the puller claimed it.
+// carried twice: nothing goes on the kernel socket but the writes before
+// the pull, which the offer counts and the puller moves into the area
+// before its verdict (or leaves there when it does not claim), until the
+// connector falls back; nothing on a stream until the puller claimed it.
 
 // deferDeadline is how long a deferred connection waits for its first
 // user. It covers what a pre-fork server does between accept() and its
@@ -261,7 +264,8 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 		s.mu.Unlock()
 		return &rendezvous.FallbackError{Reason: rendezvous.ReasonDeferredPlain, Err: errDeferPlain}
 	}
-	pc.def.state = defPulling
+	pc.def.state = defPulling // from here writes wait in the early buffer (early.go)
+	early := uint32(s.earlyKernel.Load())
 	s.mu.Unlock()
 
 	var offered *pendingConnect
@@ -269,10 +273,12 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 	if p.cfg.Channel == config.ChannelDirect {
 		// On the PULL's own connection: the puller claims it there, and
 		// neither side dials the other's server for it.
-		offered, oerr = p.offerDirectTo(node, req.From, t, func(ds *directStream, pl rendezvous.Payload) (*rendezvous.Answer, error) {
-			s.mu.Lock()
-			s.earlyIntoAreaLocked(ds)
-			s.mu.Unlock()
+		offered, oerr = p.offerDirectTo(node, req.From, t, early, func(ds *directStream, pl rendezvous.Payload) (*rendezvous.Answer, error) {
+			if early == 0 { // else the puller moves those in first, and the buffer is empty
+				s.mu.Lock()
+				s.earlyIntoAreaLocked(ds)
+				s.mu.Unlock()
+			}
 			a, err := req.OfferHere(t, pl)
 			if err != nil {
 				s.mu.Lock()

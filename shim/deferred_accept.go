@@ -2,6 +2,7 @@ package shim
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sdpshim/sdpshim/core/rendezvous"
+	"github.com/sdpshim/sdpshim/shim/config"
 )
 
 // Deferred acceptance, the accepting side ("the first user claims"; the
@@ -194,9 +196,12 @@ func (s *Socket) resolve() {
 		plain(r, nil)
 		return
 	}
-	if n, err := unix.IoctlGetInt(fd, unix.SIOCINQ); err == nil && n > 0 {
+	if n, err := unix.IoctlGetInt(fd, unix.SIOCINQ); err == nil && n > 0 && p.cfg.Channel != config.ChannelDirect {
 		// Bytes on kernel TCP: the connector side fell back already (or a
-		// process sharing its socket wrote plainly); no PULL can help.
+		// process sharing its socket wrote plainly); no PULL can help. On
+		// the direct path they are the connector's early writes, which
+		// its offer counts (takeKernelEarly), or it fell back and refuses
+		// the PULL.
 		plain(rendezvous.ReasonNotShimmed, errKernelBytes)
 		return
 	}
@@ -212,7 +217,14 @@ func (s *Socket) resolve() {
 		plain(rendezvous.ReasonOf(err), err)
 		return
 	}
+	key := pullKeyOf(acc.remote, acc.local)
+	p.mu.Lock()
+	p.pulling[key] = fd // for the offer's early bytes (handleOffer)
+	p.mu.Unlock()
 	m, err := node.Pull(rec, acc.local, acc.remote, time.Now().Add(rendezvous.PullWait))
+	p.mu.Lock()
+	delete(p.pulling, key)
+	p.mu.Unlock()
 	if err != nil {
 		plain(rendezvous.ReasonOf(err), err)
 		return
@@ -231,4 +243,81 @@ func (s *Socket) resolve() {
 	p.count("accept.pulled")
 	fields["stream"] = pr.data().ID()
 	p.log.WithFields(fields).Debug("deferred connection claimed: accelerated")
+}
+
+// pullKey names a connection being pulled by its connector's address and
+// the puller's own, as the connector's offer names them.
+type pullKey struct{ client, server netip.AddrPort }
+
+func pullKeyOf(client, server netip.AddrPort) pullKey {
+	norm := func(a netip.AddrPort) netip.AddrPort {
+		return netip.AddrPortFrom(a.Addr().Unmap().WithZone(""), a.Port())
+	}
+	return pullKey{client: norm(client), server: norm(server)}
+}
+
+// pullingFD returns the kernel fd of the connection t that this process
+// is pulling, if it is.
+func (p *Process) pullingFD(t rendezvous.Tuple) (int, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fd, ok := p.pulling[pullKeyOf(t.Client, t.Server)]
+	return fd, ok
+}
+
+// earlyWait bounds the wait for a pulled connection's early bytes to be
+// queued on the kernel socket (over loopback they are as the offer comes;
+// through a veth pair they may still be in flight).
+const earlyWait = 100 * time.Millisecond
+
+var (
+	errEarlyNotPulled = errors.New("offer of early kernel bytes for a connection this process is not pulling")
+	errEarlyExtra     = errors.New("more bytes on the kernel socket than the offer says")
+	errEarlyMissing   = errors.New("the offer's early bytes did not arrive on the kernel socket")
+	errEarlyNoRoom    = errors.New("the offer's early bytes do not fit in its area")
+)
+
+// takeKernelEarly moves the e bytes that the connector of the pulled
+// connection fd wrote on the kernel socket before its offer
+// (offerMsg.early) into ds's area, as the connector's first bytes. It
+// runs before the verdict, which is what lets the connector send on the
+// area, so they come before anything it sends there. They leave the
+// kernel socket only once they are in the area: on any error they are
+// still there for the connection's plain use.
+func takeKernelEarly(fd int, ds *directStream, e int) error {
+	deadline := time.Now().Add(earlyWait)
+	for {
+		n, err := unix.IoctlGetInt(fd, unix.SIOCINQ)
+		switch {
+		case err != nil:
+			return err
+		case n > e:
+			return errEarlyExtra
+		case n < e && time.Now().After(deadline):
+			return errEarlyMissing
+		case n < e:
+			time.Sleep(50 * time.Microsecond)
+			continue
+		}
+		break
+	}
+	buf := make([]byte, e)
+	if n, _, err := unix.Recvfrom(fd, buf, unix.MSG_PEEK|unix.MSG_DONTWAIT); err != nil || n != e {
+		return errEarlyMissing
+	}
+	if ds.conn.PublishAsPeer(buf) != e {
+		return errEarlyNoRoom
+	}
+	for got := 0; got < e; {
+		n, _, err := unix.Recvfrom(fd, buf[got:], unix.MSG_DONTWAIT)
+		if n > 0 {
+			got += n
+			continue
+		}
+		if err != unix.EINTR {
+			// Peeked a moment ago: nobody else reads this socket now.
+			return fmt.Errorf("early bytes: read back: %v", err)
+		}
+	}
+	return nil
 }

@@ -508,7 +508,8 @@ func TestDeferredAcceptorPlain(t *testing.T) {
 }
 
 // The connector dies while deferred: the first user finds a dead record
-// and gets plain TCP, at EOF; no hang.
+// and gets plain TCP: the bytes the connector's send returned for (on the
+// kernel socket, early.go), then EOF, as kernel TCP gives; no hang.
 func TestDeferredConnectorKilled(t *testing.T) {
 	dir := t.TempDir() + "/run"
 	p, h, lfd, addr := groupSetup(t, dir)
@@ -520,14 +521,20 @@ func TestDeferredConnectorKilled(t *testing.T) {
 	t.Cleanup(func() { closeHooked(p, h, afd) })
 	child.cmd.Process.Kill()
 	child.cmd.Wait()
-	n, err := hookRead(p, h, afd, make([]byte, 10))
-	if n != 0 || (err != nil && err != unix.ECONNRESET) {
-		t.Fatalf("read after the connector died: %d, %v; want EOF", n, err)
+	sent := []byte(deferredSent)
+	if got, err := readFull(p, h, afd, len(sent)); err != nil || !bytes.Equal(got, sent) {
+		t.Fatalf("read after the connector died: %q, %v; want %q", got, err, sent)
+	}
+	if n, err := hookRead(p, h, afd, make([]byte, 10)); n != 0 || err != nil {
+		t.Fatalf("after its bytes: %d, %v; want EOF", n, err)
 	}
 	if h.FDState(afd) != FDUnmanaged || h.fallbacks[int(rendezvous.ReasonPeerGone)] != 1 {
 		t.Fatalf("state %d, fallbacks %v; want plain, peer-gone", h.FDState(afd), h.fallbacks)
 	}
 }
+
+// deferredSent is what the "connect" role writes before it is killed.
+const deferredSent = "sent, then killed"
 
 // The program closes a deferred connection before anyone used it: its
 // early bytes still reach the acceptor, then EOF.
@@ -707,7 +714,7 @@ func runDeferredRole(role string) error {
 		if r := p.Connect(fd, rawSockaddr4(addr)); r != 0 {
 			return fmt.Errorf("connect: %d", r)
 		}
-		if err := hookWrite(p, h, fd, []byte("never delivered")); err != nil {
+		if err := hookWrite(p, h, fd, []byte(deferredSent)); err != nil {
 			return err
 		}
 		if p.fds.socket(fd) == nil || p.fds.socket(fd).getState() != sockConnecting {

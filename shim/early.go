@@ -5,6 +5,9 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core/direct"
+	"github.com/sdpshim/sdpshim/shim/config"
 )
 
 // Early data. A connected socket whose acceptor has not claimed the
@@ -22,13 +25,20 @@ import (
 // kernel socket before anything else. Only writes beyond the area's blocks
 // (more small writes than it has blocks) wait in the socket's buffer.
 //
-// Otherwise (deferred acceptance, the channel modes) they wait in a small
+// A deferred connection on the direct path has no area until a process
+// pulls it: its writes go onto the kernel socket at once
+// (sendEarlyKernelLocked), as kernel TCP's would, so that they outlive
+// this process there too. Its pull's offer says how many went
+// (offerMsg.early), and the puller moves them from its kernel socket into
+// the area before its verdict (takeKernelEarly), ahead of anything this
+// side sends on the area; a connection that falls back finds them on the
+// kernel socket already. Writes after the pull and before the verdict wait
+// in the socket's buffer.
+//
+// Otherwise (the channel modes, and those writes) they wait in a small
 // buffer of the socket (s.early) and go first on the stream once the
 // connection is accelerated (flushEarly, before any later write), or onto
-// the kernel socket, before anything else, when it falls back. A deferred
-// connection on the direct path moves them into the area its pull's offer
-// made, before the verdict (earlyIntoAreaLocked), as if they had been
-// written then.
+// the kernel socket, before anything else, when it falls back.
 
 // earlyMax bounds the early buffer (well under a loopback socket's
 // default buffers, so a fallback can always hand it to the kernel).
@@ -59,12 +69,15 @@ func (s *Socket) sendEarlyLocked(bufs [][]byte) (n int64, ok bool) {
 	if s.shutWR.Load() || s.pendShut.Load()&2 != 0 {
 		return negErrno(unix.EPIPE), true
 	}
-	if ds := s.pend.direct; ds != nil && s.pend.answer != nil && len(s.early) == 0 {
+	if d := s.pend.def; d != nil && s.pend.answer == nil && d.state == defWaiting && s.p.cfg.Channel == config.ChannelDirect {
+		return s.sendEarlyKernelLocked(bufs)
+	}
+	if ds := s.pend.direct; ds != nil && s.pend.answer != nil && len(s.early) == 0 && s.earlyKernel.Load() == 0 {
 		if n, ok := s.sendEarlyDirectLocked(ds, bufs); ok {
 			return n, true
 		}
 	}
-	room := earlyMax - s.earlyArea - len(s.early)
+	room := earlyMax - s.earlyArea - len(s.early) - int(s.earlyKernel.Load())
 	if room <= 0 {
 		return 0, false
 	}
@@ -103,6 +116,58 @@ func (s *Socket) startPushLocked() {
 	}
 	s.earlyPush = true
 	go s.pushEarly(dup)
+}
+
+// sendEarlyKernelLocked is sendEarly for a deferred connection on the
+// direct path that no process pulled yet: the bytes go onto the kernel
+// socket, without waiting, up to earlyKernelMax in all. ok is false when
+// none went (that much is there already, or the kernel's buffer is full):
+// the caller waits for the decision, as for a full send buffer.
+//
+// +checklocks:s.mu
+func (s *Socket) sendEarlyKernelLocked(bufs [][]byte) (n int64, ok bool) {
+	room := s.p.earlyKernelMax() - int(s.earlyKernel.Load())
+	var iov [][]byte
+	total := 0
+	for _, b := range bufs {
+		if take := min(len(b), room-total); take > 0 {
+			iov = append(iov, b[:take])
+			total += take
+		}
+	}
+	if total == 0 {
+		if room <= 0 {
+			return 0, false
+		}
+		return 0, true // nothing to write, as the kernel's send of nothing
+	}
+	m, err := unix.SendmsgBuffers(s.fds[0], iov, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+	switch {
+	case m > 0:
+		s.earlyKernel.Add(int32(m))
+		return int64(m), true
+	case err == unix.EAGAIN || err == unix.EINTR:
+		return 0, false
+	case err != nil:
+		return negErrno(errnoOf(err)), true
+	}
+	return 0, false
+}
+
+// earlyWritable reports whether a write while the verdict is pending is
+// taken now (poll's POLLOUT): on the kernel socket before a deferred
+// connection's pull, in the early buffer after.
+func (s *Socket) earlyWritable() bool {
+	k := int(s.earlyKernel.Load())
+	return int(s.earlyN.Load())+k < earlyMax && (k == 0 || k < s.p.earlyKernelMax())
+}
+
+// earlyKernelMax is how many bytes a deferred connection writes on the
+// kernel socket before its pull: what the area its offer will carry holds
+// (the puller moves them all into it before its verdict), at most
+// earlyMax.
+func (p *Process) earlyKernelMax() int {
+	return min(earlyMax, p.cfg.Blocks*(directSlot(p.cfg.BlockSize)-direct.HeaderSize))
 }
 
 // sendEarlyDirectLocked is sendEarly on the direct path: the bytes go

@@ -211,6 +211,20 @@ func (p *Process) handleOffer(req rendezvous.Request) (rendezvous.Payload, any, 
 			p.log.WithError(err).Debug("direct area refused")
 			return rendezvous.Payload{}, nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: err}
 		}
+		if o.early > 0 {
+			// A pulled connection whose connector wrote on the kernel
+			// socket first: those bytes go into the area now, before the
+			// verdict lets it send there (deferred_accept.go).
+			err := errEarlyNotPulled
+			if fd, ok := p.pullingFD(req.Tuple); ok {
+				err = takeKernelEarly(fd, ds, int(o.early))
+			}
+			if err != nil {
+				ds.abandon() // the bells noted as given: the next offer's held mask heals that
+				p.log.WithError(err).Warn("deferred connection's early bytes: offer refused")
+				return rendezvous.Payload{}, nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonProtocol, Err: err}
+			}
+		}
 		// The accepted socket's buffer, before the connector can write.
 		ds.SetRcvBuf(p.listenerRcvBuf(req.Tuple.Server))
 		return rendezvous.Payload{Data: ans.encode(), Files: answerFiles}, &prepared{direct: ds}, nil

@@ -7,7 +7,7 @@ import (
 
 // The shim's part of a rendezvous (rendezvous.Payload.Data).
 //
-// Offer, connector to acceptor, 42 bytes, little endian:
+// Offer, connector to acceptor, 46 bytes, little endian:
 //
 //	0..3    magic "SDPo"
 //	4       version (offerVersion)
@@ -25,6 +25,10 @@ import (
 //	        bells.go), else zero
 //	34..41  direct: the mask of the acceptor's bells the connector holds
 //	        (the acceptor gives the others in its answer), else zero
+//	42..45  direct, a pulled deferred connection's offer: the bytes the
+//	        connector wrote on the kernel socket before it (early.go),
+//	        which the puller moves into the area before its verdict;
+//	        else zero
 //
 // Answer, acceptor to connector, 33 bytes: magic "SDPa", version, the id
 // of the stream the acceptor opened (4 bytes), the acceptor's start time
@@ -34,8 +38,8 @@ import (
 const (
 	offerMagic   = "SDPo"
 	answerMagic  = "SDPa"
-	offerVersion = 5
-	offerLen     = 42
+	offerVersion = 6
+	offerLen     = 46
 	answerLen    = 33
 
 	offerNewChannel = 1
@@ -51,6 +55,7 @@ type offerMsg struct {
 	from       procID
 	bells      uint64 // direct: the connector's bells among the files
 	held       uint64 // direct: the acceptor's bells the connector holds
+	early      uint32 // direct: bytes the connector wrote on the kernel socket first
 }
 
 // answerMsg is the acceptor's answer.
@@ -81,6 +86,7 @@ func (o offerMsg) encode() []byte {
 	binary.LittleEndian.PutUint64(b[18:], o.from.start)
 	binary.LittleEndian.PutUint64(b[26:], o.bells)
 	binary.LittleEndian.PutUint64(b[34:], o.held)
+	binary.LittleEndian.PutUint32(b[42:], o.early)
 	return b
 }
 
@@ -96,6 +102,7 @@ func decodeOffer(b []byte) (offerMsg, error) {
 		from:       procID{pid: int(binary.LittleEndian.Uint32(b[14:])), start: binary.LittleEndian.Uint64(b[18:])},
 		bells:      binary.LittleEndian.Uint64(b[26:]),
 		held:       binary.LittleEndian.Uint64(b[34:]),
+		early:      binary.LittleEndian.Uint32(b[42:]),
 	}, nil
 }
 

@@ -12,6 +12,7 @@ func TestOfferRoundTrip(t *testing.T) {
 		{direct: true, from: procID{pid: 9, start: 3}},
 		{direct: true, from: procID{pid: 9, start: 3}, bells: 1<<1 | 1<<63},
 		{direct: true, from: procID{pid: 9, start: 3}, bells: 1 << 2, held: 1<<0 | 1<<48},
+		{direct: true, from: procID{pid: 9, start: 3}, early: 65536},
 	} {
 		got, err := decodeOffer(o.encode())
 		if err != nil || got != o {

@@ -67,10 +67,10 @@ func (s *Socket) pollEventsAt(fd int, events int16, pumped bool) (revents int16,
 		switch {
 		case r.fallback:
 			return kernelPoll(fd, events), fd, events
-		case connected && events&pollOut != 0 && s.earlyN.Load() < earlyMax:
+		case connected && events&pollOut != 0 && s.earlyWritable():
 			// The kernel connect completed, the acceptor has not claimed
 			// the connection yet: writable, as the kernel's socket is,
-			// while the early buffer has room (early.go).
+			// while early writes have room (early.go).
 			return events & pollOut, -1, 0
 		case r.stream == nil:
 			return 0, r.waitFD, r.waitEvents

@@ -55,6 +55,7 @@ type Process struct {
 	nodeErr   error                  // +checklocks:mu; why there is none
 	listeners map[*Socket]struct{}   // +checklocks:mu; registered listeners
 	deferred  map[deferKey]*Socket   // +checklocks:mu; connecting, deferred (deferred.go)
+	pulling   map[pullKey]int        // +checklocks:mu; kernel fds of the deferred connections being pulled (deferred_accept.go)
 	live      map[*Socket]struct{}   // +checklocks:mu; accelerated sockets
 	ungrouped int                    // +checklocks:mu; registered listeners that are not group listeners (fork.go)
 	draining  []dataStream           // +checklocks:mu; closed, maybe not all sent yet (Exit)
@@ -93,7 +94,7 @@ func Init(host Host, environ []string) (*Process, int) {
 	}
 	p := &Process{
 		host: host, cfg: rt.Config, log: rt.Log,
-		listeners: map[*Socket]struct{}{}, live: map[*Socket]struct{}{}, deferred: map[deferKey]*Socket{},
+		listeners: map[*Socket]struct{}{}, live: map[*Socket]struct{}{}, deferred: map[deferKey]*Socket{}, pulling: map[pullKey]int{},
 		epolls:    map[*epollSet]struct{}{},
 		logFile:   rt.LogFile,
 		deadlines: newReaper(deferDeadline, 0, nil),

@@ -72,26 +72,27 @@ type Socket struct {
 	tcpOpts     tcpOpts                 // the program's TCP_NODELAY and TCP_CORK while direct (tcpopts.go)
 	swFork      atomic.Bool             // a fork waits for the switch: this end returns its unread bytes
 
-	mu         sync.Mutex
-	fds        []int                        // +checklocks:mu; fds naming the socket
-	ghost      int                          // +checklocks:mu; 1 + the protected duplicate that holds a connection the program closed while a fork child holds it (forkkeep.go), 0: none
-	listenAddr netip.AddrPort               // +checklocks:mu; registered address
-	registered bool                         // +checklocks:mu
-	plainMark  int                          // +checklocks:mu; 1 + the fd marked for the interposer's plain accepts (plainaccept.go), 0: none
-	unlisted   rendezvous.Reason            // +checklocks:mu; listening but not registered: why (its accepts fall back with it)
-	pend       *pendingConnect              // +checklocks:mu; connecting: what the verdict decides
-	end        *channelEnd                  // +checklocks:mu; accelerated: the channel end
-	epolls     map[*epollSet]struct{}       // +checklocks:mu; emulated epoll sets holding it
-	early      []byte                       // +checklocks:mu; written before the verdict (early.go)
-	earlyN     atomic.Int32                 // len(early), read without the lock
-	earlyPush  bool                         // +checklocks:mu; pushEarly started
-	earlyArea  int                          // +checklocks:mu; written before the verdict into a direct offer's area (early.go)
-	earlyFin   bool                         // +checklocks:mu; shutdown(SHUT_WR) waits for the early bytes (closeWriteLocked)
-	earlySent  struct{ bytes, msgs uint64 } // +checklocks:mu; sends taken before the verdict, for the stats
-	group      bool                         // +checklocks:mu; registered as a group listener (deferred acceptance)
-	acc        *acceptedConn                // +checklocks:mu; adopted: the connection to resolve at first use
-	setup      connSetup                    // +checklocks:mu; a connector's setup, judged at close (shortconn.go; SDPSHIM_SHORT_CONN only)
-	names      connNames                    // +checklocks:mu; the connection's addresses as its setup learned them (observe.go)
+	mu          sync.Mutex
+	fds         []int                        // +checklocks:mu; fds naming the socket
+	ghost       int                          // +checklocks:mu; 1 + the protected duplicate that holds a connection the program closed while a fork child holds it (forkkeep.go), 0: none
+	listenAddr  netip.AddrPort               // +checklocks:mu; registered address
+	registered  bool                         // +checklocks:mu
+	plainMark   int                          // +checklocks:mu; 1 + the fd marked for the interposer's plain accepts (plainaccept.go), 0: none
+	unlisted    rendezvous.Reason            // +checklocks:mu; listening but not registered: why (its accepts fall back with it)
+	pend        *pendingConnect              // +checklocks:mu; connecting: what the verdict decides
+	end         *channelEnd                  // +checklocks:mu; accelerated: the channel end
+	epolls      map[*epollSet]struct{}       // +checklocks:mu; emulated epoll sets holding it
+	early       []byte                       // +checklocks:mu; written before the verdict (early.go)
+	earlyN      atomic.Int32                 // len(early), read without the lock
+	earlyPush   bool                         // +checklocks:mu; pushEarly started
+	earlyArea   int                          // +checklocks:mu; written before the verdict into a direct offer's area (early.go)
+	earlyKernel atomic.Int32                 // written on the kernel socket by a deferred connection before its pull (early.go); written under mu
+	earlyFin    bool                         // +checklocks:mu; shutdown(SHUT_WR) waits for the early bytes (closeWriteLocked)
+	earlySent   struct{ bytes, msgs uint64 } // +checklocks:mu; sends taken before the verdict, for the stats
+	group       bool                         // +checklocks:mu; registered as a group listener (deferred acceptance)
+	acc         *acceptedConn                // +checklocks:mu; adopted: the connection to resolve at first use
+	setup       connSetup                    // +checklocks:mu; a connector's setup, judged at close (shortconn.go; SDPSHIM_SHORT_CONN only)
+	names       connNames                    // +checklocks:mu; the connection's addresses as its setup learned them (observe.go)
 }
 
 // connSetup is when a connector's connect() began and when the connection

@@ -26,6 +26,11 @@ import (
 // Before the acceptor accepted, the writer's socket is nonblocking and
 // stops at its first EAGAIN (kernel TCP's buffers and the shim's need
 // not be the same size; each column is checked against its own count).
+//
+// The writer-killed cases run against a pre-fork server too (its listener
+// held by a fork child: the shim defers the connection until a process
+// uses it, shim/deferred.go), where the writer dies before anyone pulled
+// the connection or after.
 func TestDurableSentBytes(t *testing.T) {
 	a := build(t)
 	bin := cbuildShared(t, "testdata/durable.c")
@@ -37,7 +42,7 @@ func TestDurableSentBytes(t *testing.T) {
 					t.Parallel()
 					var ends [2]string
 					for i, shim := range []bool{false, true} {
-						ends[i] = killedWriter(t, a, bin, shim, before, false, size, delay)
+						ends[i] = killedWriter(t, a, bin, shim, writerCase{before: before, size: size, delay: delay})
 					}
 					if ends[0] != ends[1] {
 						t.Errorf("the survivor's end: %s on kernel TCP, %s under the shim", ends[0], ends[1])
@@ -46,12 +51,27 @@ func TestDurableSentBytes(t *testing.T) {
 			}
 		}
 	}
+	for _, before := range []bool{false, true} {
+		for _, size := range []int{1000, 1 << 20} {
+			when := map[bool]string{false: "after-pull", true: "before-pull"}[before]
+			t.Run(fmt.Sprintf("writer-killed/pre-fork-server/%s/%dB", when, size), func(t *testing.T) {
+				t.Parallel()
+				var ends [2]string
+				for i, shim := range []bool{false, true} {
+					ends[i] = killedWriter(t, a, bin, shim, writerCase{before: before, group: true, size: size})
+				}
+				if ends[0] != ends[1] {
+					t.Errorf("the survivor's end: %s on kernel TCP, %s under the shim", ends[0], ends[1])
+				}
+			})
+		}
+	}
 	for _, size := range []int{1000, 1 << 20} {
 		t.Run(fmt.Sprintf("writer-killed/acceptor-writes/%dB", size), func(t *testing.T) {
 			t.Parallel()
 			var ends [2]string
 			for i, shim := range []bool{false, true} {
-				ends[i] = killedWriter(t, a, bin, shim, false, true, size, 0)
+				ends[i] = killedWriter(t, a, bin, shim, writerCase{acceptorWrites: true, size: size})
 			}
 			if ends[0] != ends[1] {
 				t.Errorf("the survivor's end: %s on kernel TCP, %s under the shim", ends[0], ends[1])
@@ -63,7 +83,7 @@ func TestDurableSentBytes(t *testing.T) {
 			t.Parallel()
 			var ends [2]string
 			for i, shim := range []bool{false, true} {
-				ends[i] = killedWriterUnread(t, a, bin, shim, false, false, true, size, 0)
+				ends[i] = killedWriter(t, a, bin, shim, writerCase{unread: true, size: size})
 			}
 			if ends[0] != ends[1] {
 				t.Errorf("the survivor's end: %s on kernel TCP, %s under the shim", ends[0], ends[1])
@@ -86,13 +106,15 @@ func TestDurableSentBytes(t *testing.T) {
 }
 
 // durablePair starts the two ends (the server's ACTION, the client's) and
-// connects them; the server has not accepted yet.
-func durablePair(t *testing.T, a artefacts, bin string, shim bool, srvArgs, cliArgs []string) (srv, cli *proc, srvLog, cliLog string) {
+// connects them; the server (a pre-fork one with group) has not accepted
+// yet.
+func durablePair(t *testing.T, a artefacts, bin string, shim, group bool, srvArgs, cliArgs []string) (srv, cli *proc, srvLog, cliLog string) {
 	t.Helper()
 	rd := runDir(t)
 	logs := t.TempDir()
 	srvLog, cliLog = filepath.Join(logs, "server.log"), filepath.Join(logs, "client.log")
-	srv = startPiped(t, a.environ(t, side{shim: shim, log: srvLog}, rd), 60*time.Second, bin, append([]string{"server"}, srvArgs...)...)
+	mode := map[bool]string{false: "server", true: "group-server"}[group]
+	srv = startPiped(t, a.environ(t, side{shim: shim, log: srvLog}, rd), 60*time.Second, bin, append([]string{mode}, srvArgs...)...)
 	var port struct{ Port int }
 	waitJSON(t, srv, "port", &port)
 	cli = startPiped(t, a.environ(t, side{shim: shim, log: cliLog}, rd), 60*time.Second, bin,
@@ -101,22 +123,25 @@ func durablePair(t *testing.T, a artefacts, bin string, shim bool, srvArgs, cliA
 	return srv, cli, srvLog, cliLog
 }
 
-// killedWriter runs one writer-killed case and returns how the survivor's
-// stream ended, after checking that it read exactly what the writer sent.
-func killedWriter(t *testing.T, a artefacts, bin string, shim, before, acceptorWrites bool, size, delay int) string {
-	t.Helper()
-	return killedWriterUnread(t, a, bin, shim, before, acceptorWrites, false, size, delay)
+// writerCase is one writer-killed case.
+type writerCase struct {
+	before         bool // the writer writes and dies before the acceptor accepts
+	acceptorWrites bool // the acceptor is the writer
+	unread         bool // the reader first sends the writer 100 bytes it never reads
+	group          bool // a pre-fork server (the shim defers the connection)
+	size, delay    int  // bytes written; ms from the last send to the SIGKILL
 }
 
-// killedWriterUnread is killedWriter where, with unread, the reader first
-// sends the writer 100 bytes that the writer never reads.
-func killedWriterUnread(t *testing.T, a artefacts, bin string, shim, before, acceptorWrites, unread bool, size, delay int) string {
+// killedWriter runs one writer-killed case and returns how the survivor's
+// stream ended, after checking that it read exactly what the writer sent.
+func killedWriter(t *testing.T, a artefacts, bin string, shim bool, c writerCase) string {
 	t.Helper()
+	before, acceptorWrites, unread := c.before, c.acceptorWrites, c.unread
 	nb := "0"
 	if before {
 		nb = "1"
 	}
-	write := []string{"write", fmt.Sprint(size), fmt.Sprint(delay), nb}
+	write := []string{"write", fmt.Sprint(c.size), fmt.Sprint(c.delay), nb}
 	read := []string{"read"}
 	if unread {
 		write, read = append(write, "unread"), append(read, "100")
@@ -125,7 +150,7 @@ func killedWriterUnread(t *testing.T, a artefacts, bin string, shim, before, acc
 	if acceptorWrites {
 		srvArgs, cliArgs = write, read
 	}
-	srv, cli, srvLog, cliLog := durablePair(t, a, bin, shim, srvArgs, cliArgs)
+	srv, cli, srvLog, cliLog := durablePair(t, a, bin, shim, c.group, srvArgs, cliArgs)
 	writer, reader := cli, srv
 	if acceptorWrites {
 		writer, reader = srv, cli
@@ -168,7 +193,13 @@ func killedWriterUnread(t *testing.T, a artefacts, bin string, shim, before, acc
 		t.Errorf("shim %v: the writer's sends returned %d bytes (sum %s); the survivor read %d (sum %s), then %s\nserver log:\n%s\nclient log:\n%s",
 			shim, sent.Sent, sent.Sum, got.Read, got.Sum, got.End, tail(readLog(t, srvLog), 3000), tail(readLog(t, cliLog), 3000))
 	}
-	if shim && !strings.Contains(readLog(t, srvLog), "accepted accelerated") {
+	switch {
+	case !shim:
+	case c.group && !strings.Contains(readLog(t, cliLog), "deferred"):
+		t.Errorf("the connection to the pre-fork server was not deferred:\n%s", readLog(t, cliLog))
+	case c.group && !before && !strings.Contains(readLog(t, srvLog), "deferred connection claimed: accelerated"):
+		t.Errorf("the deferred connection was not accelerated:\n%s", readLog(t, srvLog))
+	case !c.group && !strings.Contains(readLog(t, srvLog), "accepted accelerated"):
 		t.Errorf("the connection was not accelerated:\n%s", readLog(t, srvLog))
 	}
 	return got.End
@@ -182,7 +213,7 @@ func killedReader(t *testing.T, a artefacts, bin string, shim, serverDies bool) 
 	if !serverDies {
 		srvArgs, cliArgs = cliArgs, srvArgs
 	}
-	srv, cli, srvLog, _ := durablePair(t, a, bin, shim, srvArgs, cliArgs)
+	srv, cli, srvLog, _ := durablePair(t, a, bin, shim, false, srvArgs, cliArgs)
 	victim, survivor := srv, cli
 	if !serverDies {
 		victim, survivor = cli, srv

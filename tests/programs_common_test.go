@@ -38,8 +38,10 @@ const forkAccelerates = true
 const (
 	reasonNotShimmed  = "peer-not-shimmed"
 	reasonForkDecline = "fork-exec-decline"
-	// A deferred connection nobody claimed (shim/deferred.go).
+	// A deferred connection nobody claimed, and one whose acceptor
+	// answered on kernel TCP (shim/deferred.go).
 	reasonDeferredUnclaimed = "deferred-unclaimed"
+	reasonDeferredPlain     = "deferred-acceptor-plain"
 )
 
 // reasonForkFallback are the reasons a connection to a listener shared

@@ -613,29 +613,62 @@ func (c *Conn) PrepareSleep(write bool) *Sleep {
 // connection the peer never claimed (the bytes then go another way). The
 // caller guarantees that the peer does not read the area.
 func (c *Conn) TakeBack(max int) []byte {
-	h := c.hold()
-	if h == nil || max <= 0 {
-		return nil
-	}
-	defer c.done()
-	peer := (*C.struct_sdp_dconn)(C.calloc(1, C.size_t(unsafe.Sizeof(C.struct_sdp_dconn{}))))
-	if peer == nil {
-		return nil
-	}
-	defer C.free(unsafe.Pointer(peer))
-	if C.sdp_dconn_open(peer, unsafe.Pointer(h.a), h.size, 1-h.side) != 0 {
+	if max <= 0 {
 		return nil
 	}
 	buf := make([]byte, max)
 	n := 0
-	for n < max {
-		d := C.go_recv(peer, unsafe.Pointer(&buf[n]), C.size_t(max-n), C.SDP_D_NONBLOCK)
-		if d.r <= 0 {
-			break
+	c.asPeer(func(peer *C.struct_sdp_dconn) {
+		for n < max {
+			d := C.go_recv(peer, unsafe.Pointer(&buf[n]), C.size_t(max-n), C.SDP_D_NONBLOCK)
+			if d.r <= 0 {
+				break
+			}
+			n += int(d.r)
 		}
-		n += int(d.r)
-	}
+	})
 	return buf[:n]
+}
+
+// PublishAsPeer publishes b, as the peer would send it, for this side to
+// receive before anything the peer sends later: bytes the peer wrote
+// elsewhere first (a deferred connection's writes onto the kernel socket,
+// which its puller moves in before its verdict lets the peer send here).
+// It returns how many went, without waiting: fewer than len(b) when the
+// blocks or this side's receive window are full. The caller guarantees
+// that the peer does not send meanwhile.
+func (c *Conn) PublishAsPeer(b []byte) int {
+	n := 0
+	c.asPeer(func(peer *C.struct_sdp_dconn) {
+		for n < len(b) {
+			d := C.go_send(peer, unsafe.Pointer(&b[n]), C.size_t(len(b)-n), C.SDP_D_NONBLOCK)
+			if d.r <= 0 {
+				break
+			}
+			n += int(d.r)
+		}
+	})
+	runtime.KeepAlive(b)
+	return n
+}
+
+// asPeer runs f on a handle of the other side of this handle's area,
+// opened for the call (its cursors are the area's; it rings nobody).
+func (c *Conn) asPeer(f func(peer *C.struct_sdp_dconn)) {
+	h := c.hold()
+	if h == nil {
+		return
+	}
+	defer c.done()
+	peer := (*C.struct_sdp_dconn)(C.calloc(1, C.size_t(unsafe.Sizeof(C.struct_sdp_dconn{}))))
+	if peer == nil {
+		return
+	}
+	defer C.free(unsafe.Pointer(peer))
+	if C.sdp_dconn_open(peer, unsafe.Pointer(h.a), h.size, 1-h.side) != 0 {
+		return
+	}
+	f(peer)
 }
 
 // MarkSwitched records in the area that this side went to kernel TCP

@@ -285,3 +285,43 @@ func TestArmHeld(t *testing.T) {
 		t.Fatal("room's arm held after the release spent it")
 	}
 }
+
+// TestPublishAsPeer: bytes the receiving side publishes as its peer come
+// before what the peer sends after, the peer's counts include them (its
+// unread bytes, the window), and what does not fit is left to the caller;
+// TakeBack reads a side's unread bytes back as its peer would.
+func TestPublishAsPeer(t *testing.T) {
+	a, b := pair(t, 4, 256)
+	first := bytes.Repeat([]byte("early-"), 50) // 300 bytes: two blocks
+	if n := b.PublishAsPeer(first); n != len(first) {
+		t.Fatalf("published %d of %d", n, len(first))
+	}
+	if a.Outq() != len(first) || b.Inq() != len(first) {
+		t.Fatalf("after the publish: outq %d inq %d", a.Outq(), b.Inq())
+	}
+	if n, _, err := a.Send([]byte("then the peer"), false); n != 13 || err != nil {
+		t.Fatalf("peer send: %d %v", n, err)
+	}
+	got := make([]byte, 1024)
+	n := 0
+	for n < len(first)+13 {
+		m, _, err := b.Recv(got[n:], false, false)
+		if err != nil {
+			t.Fatalf("recv after %d: %v", n, err)
+		}
+		n += m
+	}
+	if want := append(append([]byte{}, first...), "then the peer"...); !bytes.Equal(got[:n], want) {
+		t.Fatalf("read %q", got[:n])
+	}
+	big := bytes.Repeat([]byte{7}, 4*(256-HeaderSize)+100)
+	if n := b.PublishAsPeer(big); n != 4*(256-HeaderSize) {
+		t.Fatalf("published %d into 4 free blocks of %d", n, 256-HeaderSize)
+	}
+	if back := a.TakeBack(2000); len(back) != 4*(256-HeaderSize) || !bytes.Equal(back, big[:len(back)]) {
+		t.Fatalf("took back %d bytes", len(back))
+	}
+	if b.Inq() != 0 {
+		t.Fatalf("inq %d after the take-back", b.Inq())
+	}
+}

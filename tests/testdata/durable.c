@@ -5,6 +5,11 @@
  *   durable server ACTION...      listens on 127.0.0.1:0, prints
  *                                 {"port":N}, waits for a line on stdin,
  *                                 accepts, prints {"accepted":1}, acts
+ *   durable group-server ACTION...
+ *                                 the same, with a fork child that holds
+ *                                 the listener until the server exits (a
+ *                                 pre-fork server's listener: the shim
+ *                                 defers its connections)
  *   durable client PORT ACTION... connects, prints {"connected":1}, waits
  *                                 for a line on stdin, acts
  *
@@ -41,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -228,13 +234,26 @@ static void act(int fd, int argc, char **argv)
 int main(int argc, char **argv)
 {
 	signal(SIGPIPE, SIG_IGN);
-	if (argc >= 3 && !strcmp(argv[1], "server")) {
+	int group = argc >= 3 && !strcmp(argv[1], "group-server");
+	if (argc >= 3 && (group || !strcmp(argv[1], "server"))) {
 		int l = socket(AF_INET, SOCK_STREAM, 0);
 		struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 		socklen_t al = sizeof a;
 		if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 16) ||
 		    getsockname(l, (struct sockaddr *)&a, &al))
 			die("listen");
+		if (group) {
+			pid_t parent = getpid(), child = fork();
+			if (child < 0)
+				die("fork");
+			if (child == 0) {
+				prctl(PR_SET_PDEATHSIG, SIGKILL);
+				if (getppid() != parent)
+					_exit(0);
+				for (;;)
+					pause();
+			}
+		}
 		say("{\"port\":%d}", ntohs(a.sin_port));
 		waitline();
 		int c = accept(l, NULL, NULL);

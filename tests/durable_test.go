@@ -164,6 +164,12 @@ func killedWriter(t *testing.T, a artefacts, bin string, shim bool, c writerCase
 	} else {
 		tell(t, srv)
 		waitJSON(t, srv, "accepted", nil)
+		if shim && c.group {
+			// The acceptor's read is the connection's first use: the
+			// writer is told to write once the pull made it accelerated
+			// (else it may die before anyone pulled: the before-pull case).
+			waitLogLine(t, srvLog, "deferred connection claimed: accelerated")
+		}
 		tell(t, cli)
 	}
 	var sent struct {
@@ -273,5 +279,16 @@ func waitJSON(t *testing.T, p *proc, key string, v any) string {
 		if time.Now().After(deadline) {
 			t.Fatalf("no %q line after 30 s:\n%s\n%s", key, p.out.String(), p.errb.String())
 		}
+	}
+}
+
+// waitLogLine waits (up to 20 s) until the log at path holds line.
+func waitLogLine(t *testing.T, path, line string) {
+	t.Helper()
+	for end := time.Now().Add(20 * time.Second); !strings.Contains(readLog(t, path), line); {
+		if time.Now().After(end) {
+			t.Fatalf("%q never came:\n%s", line, tail(readLog(t, path), 3000))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sdpshim/sdpshim/core/rendezvous"
-	"github.com/sdpshim/sdpshim/shim/config"
 )
 
 // Deferred acceptance, the accepting side ("the first user claims"; the
@@ -41,10 +40,7 @@ type acceptedConn struct {
 	rec *rendezvous.Record
 }
 
-var (
-	errNoPrepared  = errors.New("pulled offer without a prepared stream")
-	errKernelBytes = errors.New("bytes arrived on kernel TCP before the first use")
-)
+var errNoPrepared = errors.New("pulled offer without a prepared stream")
 
 // childCoreHost is implemented by a host whose fork children run a core
 // of their own (preload/c loads a fresh one in the child). Only then may
@@ -196,15 +192,6 @@ func (s *Socket) resolve() {
 		plain(r, nil)
 		return
 	}
-	if n, err := unix.IoctlGetInt(fd, unix.SIOCINQ); err == nil && n > 0 && p.cfg.Channel != config.ChannelDirect {
-		// Bytes on kernel TCP: the connector side fell back already (or a
-		// process sharing its socket wrote plainly); no PULL can help. On
-		// the direct path they are the connector's early writes, which
-		// its offer counts (takeKernelEarly), or it fell back and refuses
-		// the PULL.
-		plain(rendezvous.ReasonNotShimmed, errKernelBytes)
-		return
-	}
 	node, err := p.rendezvousNode()
 	if err != nil {
 		plain(rendezvous.ReasonOf(err), err)
@@ -233,6 +220,13 @@ func (s *Socket) resolve() {
 	if pr == nil {
 		plain(rendezvous.ReasonProtocol, errNoPrepared)
 		return
+	}
+	if err := discardKernel(fd, pr.kernelEarly); err != nil {
+		// Peeked a moment ago and read by nobody since (this lock): not
+		// expected. The claim is made; the stream goes on, the connection
+		// reset rather than a stream with bytes twice.
+		p.log.WithError(err).Warn("deferred connection's early bytes: not taken off the kernel socket")
+		pr.data().Abort()
 	}
 	s.acc = nil
 	s.names = connNames{local: acc.local, peer: acc.remote}
@@ -277,14 +271,15 @@ var (
 	errEarlyNoRoom    = errors.New("the offer's early bytes do not fit in its area")
 )
 
-// takeKernelEarly moves the e bytes that the connector of the pulled
+// publishKernelEarly copies the e bytes that the connector of the pulled
 // connection fd wrote on the kernel socket before its offer
-// (offerMsg.early) into ds's area, as the connector's first bytes. It
-// runs before the verdict, which is what lets the connector send on the
-// area, so they come before anything it sends there. They leave the
-// kernel socket only once they are in the area: on any error they are
-// still there for the connection's plain use.
-func takeKernelEarly(fd int, ds *directStream, e int) error {
+// (offerMsg.early) into ds's area, as the connector's first bytes, and
+// checks that the socket holds nothing more (e may be 0: nothing at all).
+// It runs before the verdict, which is what lets the connector send on
+// the area, so they come before anything it sends there. The bytes stay
+// on the kernel socket until the claim is made (discardKernel): a pull
+// that fails after this leaves the connection plain with every byte.
+func publishKernelEarly(fd int, ds *directStream, e int) error {
 	deadline := time.Now().Add(earlyWait)
 	for {
 		n, err := unix.IoctlGetInt(fd, unix.SIOCINQ)
@@ -301,6 +296,9 @@ func takeKernelEarly(fd int, ds *directStream, e int) error {
 		}
 		break
 	}
+	if e == 0 {
+		return nil
+	}
 	buf := make([]byte, e)
 	if n, _, err := unix.Recvfrom(fd, buf, unix.MSG_PEEK|unix.MSG_DONTWAIT); err != nil || n != e {
 		return errEarlyMissing
@@ -308,15 +306,23 @@ func takeKernelEarly(fd int, ds *directStream, e int) error {
 	if ds.conn.PublishAsPeer(buf) != e {
 		return errEarlyNoRoom
 	}
-	for got := 0; got < e; {
-		n, _, err := unix.Recvfrom(fd, buf[got:], unix.MSG_DONTWAIT)
-		if n > 0 {
-			got += n
-			continue
-		}
-		if err != unix.EINTR {
-			// Peeked a moment ago: nobody else reads this socket now.
-			return fmt.Errorf("early bytes: read back: %v", err)
+	return nil
+}
+
+// discardKernel takes the n bytes publishKernelEarly left on the kernel
+// socket fd off it, once the claim is made.
+func discardKernel(fd, n int) error {
+	var buf [4096]byte
+	for n > 0 {
+		k, _, err := unix.Recvfrom(fd, buf[:min(n, len(buf))], unix.MSG_DONTWAIT)
+		switch {
+		case k > 0:
+			n -= k
+		case err == unix.EINTR:
+		case err == nil:
+			return fmt.Errorf("early bytes: end of stream with %d left", n)
+		default:
+			return fmt.Errorf("early bytes: %w", err)
 		}
 	}
 	return nil

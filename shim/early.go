@@ -69,7 +69,7 @@ func (s *Socket) sendEarlyLocked(bufs [][]byte) (n int64, ok bool) {
 	if s.shutWR.Load() || s.pendShut.Load()&2 != 0 {
 		return negErrno(unix.EPIPE), true
 	}
-	if d := s.pend.def; d != nil && s.pend.answer == nil && d.state == defWaiting && s.p.cfg.Channel == config.ChannelDirect {
+	if s.earlyOnKernelLocked() {
 		return s.sendEarlyKernelLocked(bufs)
 	}
 	if ds := s.pend.direct; ds != nil && s.pend.answer != nil && len(s.early) == 0 && s.earlyKernel.Load() == 0 {
@@ -141,6 +141,13 @@ func (s *Socket) sendEarlyKernelLocked(bufs [][]byte) (n int64, ok bool) {
 		}
 		return 0, true // nothing to write, as the kernel's send of nothing
 	}
+	if s.earlyKernel.Load() == 0 {
+		// Nagle and a cork would hold them in this socket, where the
+		// puller waits for them (takeKernelEarly); the program's settings
+		// are kept as for a direct connection (tcpopts.go), and go back
+		// on the socket if it falls back.
+		s.tcpOpts.hold(s.fds[0])
+	}
 	m, err := unix.SendmsgBuffers(s.fds[0], iov, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
 	switch {
 	case m > 0:
@@ -154,12 +161,31 @@ func (s *Socket) sendEarlyKernelLocked(bufs [][]byte) (n int64, ok bool) {
 	return 0, false
 }
 
-// earlyWritable reports whether a write while the verdict is pending is
-// taken now (poll's POLLOUT): on the kernel socket before a deferred
-// connection's pull, in the early buffer after.
-func (s *Socket) earlyWritable() bool {
+// earlyWritableLocked reports whether a write while the verdict is
+// pending is taken now (poll's POLLOUT): on the kernel socket before a
+// deferred connection's pull, in the early buffer after. kernelFull: it
+// would be, but that socket is full (the fd to wait on for POLLOUT).
+//
+// +checklocks:s.mu
+func (s *Socket) earlyWritableLocked() (ok, kernelFull bool) {
 	k := int(s.earlyKernel.Load())
-	return int(s.earlyN.Load())+k < earlyMax && (k == 0 || k < s.p.earlyKernelMax())
+	if s.earlyOnKernelLocked() {
+		if k >= s.p.earlyKernelMax() {
+			return false, false
+		}
+		ok = kernelPoll(s.fds[0], unix.POLLOUT)&unix.POLLOUT != 0
+		return ok, !ok
+	}
+	return int(s.earlyN.Load())+k < earlyMax, false
+}
+
+// earlyOnKernelLocked reports whether writes go onto the kernel socket
+// now: a deferred connection on the direct path that nobody pulled yet.
+//
+// +checklocks:s.mu
+func (s *Socket) earlyOnKernelLocked() bool {
+	d := s.pend.def
+	return d != nil && s.pend.answer == nil && d.state == defWaiting && s.p.cfg.Channel == config.ChannelDirect
 }
 
 // earlyKernelMax is how many bytes a deferred connection writes on the

@@ -9,12 +9,13 @@ import (
 	"github.com/sdpshim/sdpshim/core/direct"
 )
 
-// TestTakeKernelEarly: a pulled connection's early bytes leave the kernel
-// socket only once they are in the area, ahead of what the connector
-// sends there next; an offer whose count does not match what the socket
-// holds, or whose bytes do not fit, leaves them all where they were (the
-// caller then abandons the area, whatever it holds).
-func TestTakeKernelEarly(t *testing.T) {
+// TestKernelEarly: a pulled connection's early bytes go into the area,
+// ahead of what the connector sends there next, and leave the kernel
+// socket only when the claim takes them off (discardKernel); an offer
+// whose count does not match what the socket holds (none included), or
+// whose bytes do not fit, leaves them all where they were (the caller
+// then abandons the area, whatever it holds).
+func TestKernelEarly(t *testing.T) {
 	const blocks, size = 4, 256
 	capacity := blocks * (size - direct.HeaderSize)
 	for _, tc := range []struct {
@@ -24,6 +25,8 @@ func TestTakeKernelEarly(t *testing.T) {
 		inAreaWant int // -1: whatever fitted (the area is abandoned)
 	}{
 		{"exact", 700, 700, nil, 700},
+		{"none", 0, 0, nil, 0},
+		{"bytes where the offer says none", 10, 0, errEarlyExtra, 0},
 		{"more queued than offered", 700, 600, errEarlyExtra, 0},
 		{"fewer queued than offered", 500, 600, errEarlyMissing, 0},
 		{"more than the area holds", capacity + 1, capacity + 1, errEarlyNoRoom, -1},
@@ -51,19 +54,24 @@ func TestTakeKernelEarly(t *testing.T) {
 			if n, err := unix.Write(sp[0], early); n != len(early) || err != nil {
 				t.Fatalf("write: %d %v", n, err)
 			}
-			err = takeKernelEarly(sp[1], &directStream{conn: conn}, tc.e)
+			err = publishKernelEarly(sp[1], &directStream{conn: conn}, tc.e)
 			if err != tc.want {
-				t.Fatalf("takeKernelEarly: %v, want %v", err, tc.want)
+				t.Fatalf("publishKernelEarly: %v, want %v", err, tc.want)
 			}
 			if got := conn.Inq(); tc.inAreaWant >= 0 && got != tc.inAreaWant {
 				t.Fatalf("area holds %d bytes, want %d", got, tc.inAreaWant)
 			}
-			left, _ := unix.IoctlGetInt(sp[1], unix.SIOCINQ)
-			if want := tc.queued - max(tc.inAreaWant, 0); left != want {
-				t.Fatalf("kernel socket holds %d bytes, want %d", left, want)
+			if left, _ := unix.IoctlGetInt(sp[1], unix.SIOCINQ); left != tc.queued {
+				t.Fatalf("kernel socket holds %d bytes, want all %d until the claim", left, tc.queued)
 			}
 			if tc.want != nil {
 				return
+			}
+			if err := discardKernel(sp[1], tc.e); err != nil {
+				t.Fatal(err)
+			}
+			if left, _ := unix.IoctlGetInt(sp[1], unix.SIOCINQ); left != 0 {
+				t.Fatalf("kernel socket holds %d bytes after the claim took them", left)
 			}
 			if n, _, err := connector.Send([]byte("after"), false); n != 5 || err != nil {
 				t.Fatalf("connector's send: %d %v", n, err)

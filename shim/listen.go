@@ -162,6 +162,9 @@ type prepared struct {
 	end    *channelEnd
 	stream *mux.Stream
 	direct *directStream // the direct path: this side of the area (end, stream nil)
+	// kernelEarly: a pulled connection's early bytes, in the area now and
+	// still on the kernel socket, which the claim takes off it (resolve).
+	kernelEarly int
 }
 
 // data returns the stream that carries the connection.
@@ -205,21 +208,28 @@ func (p *Process) handleOffer(req rendezvous.Request) (rendezvous.Payload, any, 
 	if r, ok := p.shmAllowed(); !ok {
 		return rendezvous.Payload{}, nil, &rendezvous.FallbackError{Reason: r, Err: errors.New("shared memory not allowed here")}
 	}
+	// A pulled connection: what its kernel socket holds must be what the
+	// connector says it wrote there before the pull (deferred_accept.go).
+	pulledFD, pulled := p.pullingFD(req.Tuple)
+	if o.early > 0 && (!pulled || !o.direct) {
+		return rendezvous.Payload{}, nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonProtocol, Err: errEarlyNotPulled}
+	}
+	if pulled && !o.direct {
+		if n, err := unix.IoctlGetInt(pulledFD, unix.SIOCINQ); err != nil || n > 0 {
+			return rendezvous.Payload{}, nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonProtocol, Err: errEarlyExtra}
+		}
+	}
 	if o.direct {
 		ds, ans, answerFiles, err := p.acceptDirect(o, files)
 		if err != nil {
 			p.log.WithError(err).Debug("direct area refused")
 			return rendezvous.Payload{}, nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: err}
 		}
-		if o.early > 0 {
-			// A pulled connection whose connector wrote on the kernel
-			// socket first: those bytes go into the area now, before the
-			// verdict lets it send there (deferred_accept.go).
-			err := errEarlyNotPulled
-			if fd, ok := p.pullingFD(req.Tuple); ok {
-				err = takeKernelEarly(fd, ds, int(o.early))
-			}
-			if err != nil {
+		if pulled {
+			// The connector's writes before the pull go into the area
+			// now, before the verdict lets it send there; they leave the
+			// kernel socket once the claim is made (resolve).
+			if err := publishKernelEarly(pulledFD, ds, int(o.early)); err != nil {
 				ds.abandon() // the bells noted as given: the next offer's held mask heals that
 				p.log.WithError(err).Warn("deferred connection's early bytes: offer refused")
 				return rendezvous.Payload{}, nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonProtocol, Err: err}
@@ -227,7 +237,7 @@ func (p *Process) handleOffer(req rendezvous.Request) (rendezvous.Payload, any, 
 		}
 		// The accepted socket's buffer, before the connector can write.
 		ds.SetRcvBuf(p.listenerRcvBuf(req.Tuple.Server))
-		return rendezvous.Payload{Data: ans.encode(), Files: answerFiles}, &prepared{direct: ds}, nil
+		return rendezvous.Payload{Data: ans.encode(), Files: answerFiles}, &prepared{direct: ds, kernelEarly: int(o.early)}, nil
 	}
 	var e *channelEnd
 	if o.newChannel {

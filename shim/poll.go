@@ -63,15 +63,23 @@ func (s *Socket) pollEventsAt(fd int, events int16, pumped bool) (revents int16,
 		s.mu.Lock()
 		r := s.settleLocked()
 		connected := r.stream == nil && s.pend != nil && s.pend.kernelDone
+		writable, kernelFull := false, false
+		if connected && events&pollOut != 0 {
+			writable, kernelFull = s.earlyWritableLocked()
+		}
 		s.mu.Unlock()
 		switch {
 		case r.fallback:
 			return kernelPoll(fd, events), fd, events
-		case connected && events&pollOut != 0 && s.earlyWritable():
+		case writable:
 			// The kernel connect completed, the acceptor has not claimed
 			// the connection yet: writable, as the kernel's socket is,
 			// while early writes have room (early.go).
 			return events & pollOut, -1, 0
+		case kernelFull && events&pollIn == 0:
+			// Early writes go onto the kernel socket, which is full:
+			// writable again when it is (or the puller took them).
+			return 0, fd, unix.POLLOUT
 		case r.stream == nil:
 			return 0, r.waitFD, r.waitEvents
 		}

@@ -73,7 +73,7 @@ func (h *harness) column(name string, shim bool) *column {
 		return col
 	}
 	env := h.environ(shim, rd)
-	srv, err := startServer(h.prog, env, port, stall)
+	srv, err := startServer(h.prog, env, port, stall, h.prefork)
 	if err != nil {
 		col.err = err
 		return col

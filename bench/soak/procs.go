@@ -88,8 +88,12 @@ type server struct {
 
 // startServer starts `soak server port stall` with environ and waits
 // until it listens.
-func startServer(prog string, environ []string, port int, stall time.Duration) (*server, error) {
-	s := &server{cmd: exec.Command(prog, "server", fmt.Sprint(port), fmt.Sprint(stall.Seconds())),
+func startServer(prog string, environ []string, port int, stall time.Duration, prefork bool) (*server, error) {
+	args := []string{"server", fmt.Sprint(port), fmt.Sprint(stall.Seconds())}
+	if prefork {
+		args = append(args, "prefork")
+	}
+	s := &server{cmd: exec.Command(prog, args...),
 		ready: make(chan struct{}), done: make(chan error, 1), stall: stall}
 	s.cmd.Env = environ
 	s.cmd.Stderr = &lockedWriter{mu: &s.mu, w: &s.errb}

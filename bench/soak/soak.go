@@ -54,6 +54,10 @@ type Config struct {
 	Duration time.Duration
 	// Quick shortens the default duration (a smoke run).
 	Quick bool
+	// PreFork runs the server as a pre-fork server does its listener:
+	// shared with a fork child (which only holds it), so that the shim
+	// defers every connection until the server uses it (shim/deferred.go).
+	PreFork bool
 	// Out receives the table; Log progress lines (may be io.Discard).
 	Out, Log io.Writer
 	// Rec records the figures; nil records nothing.
@@ -81,9 +85,12 @@ func Run(cfg Config) error {
 	if err != nil {
 		return err
 	}
-	h := &harness{prog: prog, lib: cfg.Lib, tmp: tmp, d: d, log: cfg.Log}
+	h := &harness{prog: prog, lib: cfg.Lib, tmp: tmp, d: d, log: cfg.Log, prefork: cfg.PreFork}
 	h.split(cfg.Environ)
 	cols := []*column{h.column("kernel TCP", false), h.column("sdpshim", true)}
+	if cfg.PreFork {
+		fmt.Fprintln(cfg.Out, "soak: a pre-fork server (its listener shared with a fork child): the shim defers every connection")
+	}
 	writeTable(cfg.Out, d, cols)
 	record(cfg.Rec, d, cols)
 	var errs []error
@@ -105,6 +112,7 @@ type harness struct {
 	settings       []string // the SDPSHIM_* settings given, for the shim's column
 	d              time.Duration
 	log            io.Writer
+	prefork        bool // Config.PreFork
 }
 
 // interval is the sampling interval of a run of d: a hundredth of it,

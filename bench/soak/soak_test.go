@@ -161,7 +161,7 @@ func TestProgramDetects(t *testing.T) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	srv, err := startServer(prog, []string{}, port, time.Second)
+	srv, err := startServer(prog, []string{}, port, time.Second, false)
 	if err != nil {
 		t.Fatal(err)
 	}

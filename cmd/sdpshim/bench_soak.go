@@ -9,8 +9,12 @@ import (
 	"github.com/sdpshim/sdpshim/bench/soak"
 )
 
-// soakDuration is the soak section's --duration.
-var soakDuration time.Duration
+// soakDuration and soakPreFork are the soak section's --duration and
+// --prefork.
+var (
+	soakDuration time.Duration
+	soakPreFork  bool
+)
 
 // The soak section: a checksummed soak of one long-running server and
 // client processes that come and go (csrc/soak.c in bench/soak), over
@@ -24,6 +28,7 @@ func init() {
 		Summary:   "checksummed soak (--duration, default 1m per column): mismatches, hangs, fallbacks, server RSS and fds; kernel TCP vs sdpshim",
 		Flags: func(fs *flag.FlagSet) {
 			fs.DurationVar(&soakDuration, "duration", 0, "soak: how long each column runs (default 1m; 10s with --quick)")
+			fs.BoolVar(&soakPreFork, "prefork", false, "soak: the server's listener shared with a fork child, as a pre-fork server's (the shim defers every connection)")
 		},
 		Run: func(env *Env, out io.Writer, quick bool, rec *results.Recorder) error {
 			lib, err := preloadPath("")
@@ -31,7 +36,7 @@ func init() {
 				return err
 			}
 			return soak.Run(soak.Config{Lib: lib, Environ: env.Environ, Duration: soakDuration, Quick: quick,
-				Out: out, Log: benchProgress(env), Rec: rec})
+				PreFork: soakPreFork, Out: out, Log: benchProgress(env), Rec: rec})
 		},
 		Plots: soak.Plots,
 	})

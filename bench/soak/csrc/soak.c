@@ -4,10 +4,13 @@
  * every byte each end receives compared with what the other end was to
  * send.
  *
- *   soak server PORT STALL
+ *   soak server PORT STALL [prefork]
  *       Listens on 127.0.0.1:PORT, prints "ready" and serves each
  *       connection on a thread of its own until its standard input ends;
- *       then prints its report and exits.
+ *       then prints its report and exits. prefork: a fork child holds the
+ *       listener until the server exits, as a pre-fork server's workers
+ *       do (a listener shared with fork children, whose connections a
+ *       shim cannot give to any process in advance).
  *   soak client PORT SEED SECONDS CONNS PARALLEL STALL
  *       Runs connections, PARALLEL at a time, until CONNS have run (0: no
  *       limit) or SECONDS have passed; then prints its report and exits.
@@ -60,6 +63,7 @@
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -682,7 +686,7 @@ static int nodelay(int fd)
 	return fd;
 }
 
-static int server(int port)
+static int server(int port, int prefork)
 {
 	who = "server";
 	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
@@ -690,6 +694,18 @@ static int server(int port)
 	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
 	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 128))
 		die("listen");
+	if (prefork) {
+		pid_t parent = getpid(), child = fork();
+		if (child < 0)
+			die("fork");
+		if (child == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			if (getppid() != parent)
+				_exit(0);
+			for (;;)
+				pause();
+		}
+	}
 	pthread_t t;
 	if (pthread_create(&t, NULL, watchdog, NULL) || pthread_create(&t, NULL, untilstdin, NULL))
 		die("pthread_create");
@@ -791,15 +807,15 @@ static int client(uint64_t seed, double secs, uint64_t conns, int parallel)
 int main(int argc, char **argv)
 {
 	signal(SIGPIPE, SIG_IGN);
-	if (argc == 4 && strcmp(argv[1], "server") == 0) {
+	if ((argc == 4 || (argc == 5 && strcmp(argv[4], "prefork") == 0)) && strcmp(argv[1], "server") == 0) {
 		stall_ns = (int64_t)(atof(argv[3]) * 1e9);
-		return server(atoi(argv[2]));
+		return server(atoi(argv[2]), argc == 5);
 	}
 	if (argc == 8 && strcmp(argv[1], "client") == 0) {
 		port = atoi(argv[2]);
 		stall_ns = (int64_t)(atof(argv[7]) * 1e9);
 		return client(strtoull(argv[3], NULL, 0), atof(argv[4]), strtoull(argv[5], NULL, 0), atoi(argv[6]));
 	}
-	fprintf(stderr, "usage: soak server PORT STALL | soak client PORT SEED SECONDS CONNS PARALLEL STALL\n");
+	fprintf(stderr, "usage: soak server PORT STALL [prefork] | soak client PORT SEED SECONDS CONNS PARALLEL STALL\n");
 	return 2;
 }

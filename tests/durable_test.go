@@ -53,17 +53,19 @@ func TestDurableSentBytes(t *testing.T) {
 	}
 	for _, before := range []bool{false, true} {
 		for _, size := range []int{1000, 1 << 20} {
-			when := map[bool]string{false: "after-pull", true: "before-pull"}[before]
-			t.Run(fmt.Sprintf("writer-killed/pre-fork-server/%s/%dB", when, size), func(t *testing.T) {
-				t.Parallel()
-				var ends [2]string
-				for i, shim := range []bool{false, true} {
-					ends[i] = killedWriter(t, a, bin, shim, writerCase{before: before, group: true, size: size})
-				}
-				if ends[0] != ends[1] {
-					t.Errorf("the survivor's end: %s on kernel TCP, %s under the shim", ends[0], ends[1])
-				}
-			})
+			for _, delay := range []int{0, 5, 100} {
+				when := map[bool]string{false: "after-pull", true: "before-pull"}[before]
+				t.Run(fmt.Sprintf("writer-killed/pre-fork-server/%s/%dB/%dms", when, size, delay), func(t *testing.T) {
+					t.Parallel()
+					var ends [2]string
+					for i, shim := range []bool{false, true} {
+						ends[i] = killedWriter(t, a, bin, shim, writerCase{before: before, group: true, size: size, delay: delay})
+					}
+					if ends[0] != ends[1] {
+						t.Errorf("the survivor's end: %s on kernel TCP, %s under the shim", ends[0], ends[1])
+					}
+				})
+			}
 		}
 	}
 	for _, size := range []int{1000, 1 << 20} {

@@ -264,7 +264,7 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 		s.mu.Unlock()
 		return &rendezvous.FallbackError{Reason: rendezvous.ReasonDeferredPlain, Err: errDeferPlain}
 	}
-	pc.def.state = defPulling // from here writes wait in the early buffer (early.go)
+	pc.def.state = defPulling // from here writes wait for the verdict (early.go)
 	early := uint32(s.earlyKernel.Load())
 	s.mu.Unlock()
 

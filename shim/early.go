@@ -30,12 +30,13 @@ import (
 // (sendEarlyKernelLocked), as kernel TCP's would, so that they outlive
 // this process there too. Its pull's offer says how many went
 // (offerMsg.early), and the puller moves them from its kernel socket into
-// the area before its verdict (takeKernelEarly), ahead of anything this
-// side sends on the area; a connection that falls back finds them on the
-// kernel socket already. Writes after the pull and before the verdict wait
-// in the socket's buffer.
+// the area before its verdict (publishKernelEarly), ahead of anything
+// this side sends on the area; a connection that falls back finds them on
+// the kernel socket already. A write after the pull started and before
+// the verdict waits for the verdict (earlyWaitsLocked), about a round
+// trip, rather than return for bytes in this process's memory.
 //
-// Otherwise (the channel modes, and those writes) they wait in a small
+// Otherwise (the channel modes) they wait in a small
 // buffer of the socket (s.early) and go first on the stream once the
 // connection is accelerated (flushEarly, before any later write), or onto
 // the kernel socket, before anything else, when it falls back.
@@ -71,6 +72,9 @@ func (s *Socket) sendEarlyLocked(bufs [][]byte) (n int64, ok bool) {
 	}
 	if s.earlyOnKernelLocked() {
 		return s.sendEarlyKernelLocked(bufs)
+	}
+	if s.earlyWaitsLocked() {
+		return 0, false // the caller waits for the verdict, as for a full send buffer
 	}
 	if ds := s.pend.direct; ds != nil && s.pend.answer != nil && len(s.early) == 0 && s.earlyKernel.Load() == 0 {
 		if n, ok := s.sendEarlyDirectLocked(ds, bufs); ok {
@@ -143,7 +147,7 @@ func (s *Socket) sendEarlyKernelLocked(bufs [][]byte) (n int64, ok bool) {
 	}
 	if s.earlyKernel.Load() == 0 {
 		// Nagle and a cork would hold them in this socket, where the
-		// puller waits for them (takeKernelEarly); the program's settings
+		// puller waits for them (publishKernelEarly); the program's settings
 		// are kept as for a direct connection (tcpopts.go), and go back
 		// on the socket if it falls back.
 		s.tcpOpts.hold(s.fds[0])
@@ -169,14 +173,31 @@ func (s *Socket) sendEarlyKernelLocked(bufs [][]byte) (n int64, ok bool) {
 // +checklocks:s.mu
 func (s *Socket) earlyWritableLocked() (ok, kernelFull bool) {
 	k := int(s.earlyKernel.Load())
-	if s.earlyOnKernelLocked() {
+	switch {
+	case s.earlyOnKernelLocked():
 		if k >= s.p.earlyKernelMax() {
 			return false, false
 		}
 		ok = kernelPoll(s.fds[0], unix.POLLOUT)&unix.POLLOUT != 0
 		return ok, !ok
+	case s.earlyWaitsLocked():
+		return false, false
 	}
 	return int(s.earlyN.Load())+k < earlyMax, false
+}
+
+// earlyWaitsLocked reports whether a write waits for the verdict: a
+// deferred connection on the direct path whose pull is being answered,
+// or whose early bytes went onto the kernel socket (the puller moves them
+// into the area before its verdict, and the connector may send there
+// only after it). Taking such a write into the socket's buffer would
+// return for bytes in this process's memory only; it waits about a round
+// trip instead, as for a full send buffer.
+//
+// +checklocks:s.mu
+func (s *Socket) earlyWaitsLocked() bool {
+	d := s.pend.def
+	return d != nil && s.p.cfg.Channel == config.ChannelDirect && (s.pend.answer == nil || s.earlyKernel.Load() > 0)
 }
 
 // earlyOnKernelLocked reports whether writes go onto the kernel socket

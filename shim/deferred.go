@@ -265,7 +265,7 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 		return &rendezvous.FallbackError{Reason: rendezvous.ReasonDeferredPlain, Err: errDeferPlain}
 	}
 	pc.def.state = defPulling // from here writes wait for the verdict (early.go)
-	early := uint32(s.earlyKernel.Load())
+	early := uint32(s.earlyKernel)
 	s.mu.Unlock()
 
 	var offered *pendingConnect
@@ -273,19 +273,10 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 	if p.cfg.Channel == config.ChannelDirect {
 		// On the PULL's own connection: the puller claims it there, and
 		// neither side dials the other's server for it.
-		offered, oerr = p.offerDirectTo(node, req.From, t, early, func(ds *directStream, pl rendezvous.Payload) (*rendezvous.Answer, error) {
-			if early == 0 { // else the puller moves those in first, and the buffer is empty
-				s.mu.Lock()
-				s.earlyIntoAreaLocked(ds)
-				s.mu.Unlock()
-			}
-			a, err := req.OfferHere(t, pl)
-			if err != nil {
-				s.mu.Lock()
-				s.takeBackEarlyLocked(ds)
-				s.mu.Unlock()
-			}
-			return a, err
+		// Its writes so far are on the kernel socket (early), where the
+		// puller takes them from; none went into the area.
+		offered, oerr = p.offerDirectTo(node, req.From, t, early, func(_ *directStream, pl rendezvous.Payload) (*rendezvous.Answer, error) {
+			return req.OfferHere(t, pl)
 		})
 	} else {
 		offered, oerr = p.offer(node, req.From, t, true)

@@ -271,15 +271,11 @@ var (
 	errEarlyNoRoom    = errors.New("the offer's early bytes do not fit in its area")
 )
 
-// publishKernelEarly copies the e bytes that the connector of the pulled
-// connection fd wrote on the kernel socket before its offer
-// (offerMsg.early) into ds's area, as the connector's first bytes, and
-// checks that the socket holds nothing more (e may be 0: nothing at all).
-// It runs before the verdict, which is what lets the connector send on
-// the area, so they come before anything it sends there. The bytes stay
-// on the kernel socket until the claim is made (discardKernel): a pull
-// that fails after this leaves the connection plain with every byte.
-func publishKernelEarly(fd int, ds *directStream, e int) error {
+// kernelHolds checks that the kernel socket fd of a pulled connection
+// holds exactly the e bytes its connector's offer says it wrote there
+// (offerMsg.early; 0 for an offer of the channel modes), waiting up to
+// earlyWait for bytes still in flight.
+func kernelHolds(fd, e int) error {
 	deadline := time.Now().Add(earlyWait)
 	for {
 		n, err := unix.IoctlGetInt(fd, unix.SIOCINQ)
@@ -288,16 +284,26 @@ func publishKernelEarly(fd int, ds *directStream, e int) error {
 			return err
 		case n > e:
 			return errEarlyExtra
-		case n < e && time.Now().After(deadline):
+		case n == e:
+			return nil
+		case time.Now().After(deadline):
 			return errEarlyMissing
-		case n < e:
-			time.Sleep(50 * time.Microsecond)
-			continue
 		}
-		break
+		time.Sleep(50 * time.Microsecond)
 	}
-	if e == 0 {
-		return nil
+}
+
+// publishKernelEarly copies the e bytes that the connector of the pulled
+// connection fd wrote on the kernel socket before its offer
+// (offerMsg.early) into ds's area, as the connector's first bytes, once
+// the socket holds them and nothing more (kernelHolds; e may be 0). It
+// runs before the verdict, which is what lets the connector send on the
+// area, so they come before anything it sends there. The bytes stay on
+// the kernel socket until the claim is made (discardKernel): a pull that
+// fails after this leaves the connection plain with every byte.
+func publishKernelEarly(fd int, ds *directStream, e int) error {
+	if err := kernelHolds(fd, e); err != nil || e == 0 {
+		return err
 	}
 	buf := make([]byte, e)
 	if n, _, err := unix.Recvfrom(fd, buf, unix.MSG_PEEK|unix.MSG_DONTWAIT); err != nil || n != e {

@@ -76,12 +76,12 @@ func (s *Socket) sendEarlyLocked(bufs [][]byte) (n int64, ok bool) {
 	if s.earlyWaitsLocked() {
 		return 0, false // the caller waits for the verdict, as for a full send buffer
 	}
-	if ds := s.pend.direct; ds != nil && s.pend.answer != nil && len(s.early) == 0 && s.earlyKernel.Load() == 0 {
+	if ds := s.pend.direct; ds != nil && s.pend.answer != nil && len(s.early) == 0 {
 		if n, ok := s.sendEarlyDirectLocked(ds, bufs); ok {
 			return n, true
 		}
 	}
-	room := earlyMax - s.earlyArea - len(s.early) - int(s.earlyKernel.Load())
+	room := earlyMax - s.earlyArea - len(s.early)
 	if room <= 0 {
 		return 0, false
 	}
@@ -130,7 +130,7 @@ func (s *Socket) startPushLocked() {
 //
 // +checklocks:s.mu
 func (s *Socket) sendEarlyKernelLocked(bufs [][]byte) (n int64, ok bool) {
-	room := s.p.earlyKernelMax() - int(s.earlyKernel.Load())
+	room := s.p.earlyKernelMax() - s.earlyKernel
 	var iov [][]byte
 	total := 0
 	for _, b := range bufs {
@@ -145,7 +145,7 @@ func (s *Socket) sendEarlyKernelLocked(bufs [][]byte) (n int64, ok bool) {
 		}
 		return 0, true // nothing to write, as the kernel's send of nothing
 	}
-	if s.earlyKernel.Load() == 0 {
+	if s.earlyKernel == 0 {
 		// Nagle and a cork would hold them in this socket, where the
 		// puller waits for them (publishKernelEarly); the program's settings
 		// are kept as for a direct connection (tcpopts.go), and go back
@@ -155,7 +155,7 @@ func (s *Socket) sendEarlyKernelLocked(bufs [][]byte) (n int64, ok bool) {
 	m, err := unix.SendmsgBuffers(s.fds[0], iov, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
 	switch {
 	case m > 0:
-		s.earlyKernel.Add(int32(m))
+		s.earlyKernel += m
 		return int64(m), true
 	case err == unix.EAGAIN || err == unix.EINTR:
 		return 0, false
@@ -172,10 +172,9 @@ func (s *Socket) sendEarlyKernelLocked(bufs [][]byte) (n int64, ok bool) {
 //
 // +checklocks:s.mu
 func (s *Socket) earlyWritableLocked() (ok, kernelFull bool) {
-	k := int(s.earlyKernel.Load())
 	switch {
 	case s.earlyOnKernelLocked():
-		if k >= s.p.earlyKernelMax() {
+		if s.earlyKernel >= s.p.earlyKernelMax() {
 			return false, false
 		}
 		ok = kernelPoll(s.fds[0], unix.POLLOUT)&unix.POLLOUT != 0
@@ -183,7 +182,7 @@ func (s *Socket) earlyWritableLocked() (ok, kernelFull bool) {
 	case s.earlyWaitsLocked():
 		return false, false
 	}
-	return int(s.earlyN.Load())+k < earlyMax, false
+	return s.earlyN.Load() < earlyMax, false
 }
 
 // earlyWaitsLocked reports whether a write waits for the verdict: a
@@ -197,7 +196,7 @@ func (s *Socket) earlyWritableLocked() (ok, kernelFull bool) {
 // +checklocks:s.mu
 func (s *Socket) earlyWaitsLocked() bool {
 	d := s.pend.def
-	return d != nil && s.p.cfg.Channel == config.ChannelDirect && (s.pend.answer == nil || s.earlyKernel.Load() > 0)
+	return d != nil && s.p.cfg.Channel == config.ChannelDirect && (s.pend.answer == nil || s.earlyKernel > 0)
 }
 
 // earlyOnKernelLocked reports whether writes go onto the kernel socket
@@ -247,32 +246,9 @@ func (s *Socket) sendEarlyDirectLocked(ds *directStream, bufs [][]byte) (n int64
 	return int64(total), true
 }
 
-// earlyIntoAreaLocked moves the early bytes a deferred connection held in
-// its buffer (no area existed when they were written) into ds's area, the
-// one its pull's offer is about to carry, as sendEarlyDirectLocked takes
-// writes: the puller reads them right after its claim, instead of after a
-// goroutine woke on the verdict and flushed them (a wake on each side,
-// and the puller's first read asleep until then). What does not fit
-// stays in the buffer for pushEarly. Should the offer not go, the caller
-// takes them back (takeBackEarlyLocked).
-//
-// +checklocks:s.mu
-func (s *Socket) earlyIntoAreaLocked(ds *directStream) {
-	if len(s.early) == 0 {
-		return
-	}
-	n, ok := s.sendEarlyDirectLocked(ds, [][]byte{s.early})
-	if !ok {
-		return
-	}
-	s.early = append(s.early[:0], s.early[n:]...)
-	s.earlyN.Store(int32(len(s.early)))
-}
-
 // takeBackEarlyLocked moves the bytes that sendEarlyDirectLocked put into
-// ds's area (nil: none), a connection the acceptor did not claim or an
-// offer that did not go, to the front of the early buffer, for the kernel
-// socket (fallBackLocked).
+// ds's area (nil: none), a connection the acceptor did not claim, to the
+// front of the early buffer, for the kernel socket (fallBackLocked).
 //
 // +checklocks:s.mu
 func (s *Socket) takeBackEarlyLocked(ds *directStream) {

@@ -215,8 +215,8 @@ func (p *Process) handleOffer(req rendezvous.Request) (rendezvous.Payload, any, 
 		return rendezvous.Payload{}, nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonProtocol, Err: errEarlyNotPulled}
 	}
 	if pulled && !o.direct {
-		if n, err := unix.IoctlGetInt(pulledFD, unix.SIOCINQ); err != nil || n > 0 {
-			return rendezvous.Payload{}, nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonProtocol, Err: errEarlyExtra}
+		if err := kernelHolds(pulledFD, 0); err != nil {
+			return rendezvous.Payload{}, nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonProtocol, Err: err}
 		}
 	}
 	if o.direct {

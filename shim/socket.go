@@ -86,7 +86,7 @@ type Socket struct {
 	earlyN      atomic.Int32                 // len(early), read without the lock
 	earlyPush   bool                         // +checklocks:mu; pushEarly started
 	earlyArea   int                          // +checklocks:mu; written before the verdict into a direct offer's area (early.go)
-	earlyKernel atomic.Int32                 // written on the kernel socket by a deferred connection before its pull (early.go); written under mu
+	earlyKernel int                          // +checklocks:mu; written on the kernel socket by a deferred connection before its pull (early.go)
 	earlyFin    bool                         // +checklocks:mu; shutdown(SHUT_WR) waits for the early bytes (closeWriteLocked)
 	earlySent   struct{ bytes, msgs uint64 } // +checklocks:mu; sends taken before the verdict, for the stats
 	group       bool                         // +checklocks:mu; registered as a group listener (deferred acceptance)

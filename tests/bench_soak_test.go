@@ -28,11 +28,13 @@ func TestBenchSoak(t *testing.T) {
 		t.Skip("runs the soak (about 50 s)")
 	}
 	need(t, "gcc")
-	t.Run("own-listener", func(t *testing.T) { testBenchSoak(t, "--duration", "12s") })
-	t.Run("pre-fork", func(t *testing.T) { testBenchSoak(t, "--duration", "8s", "--prefork") })
+	t.Run("own-listener", func(t *testing.T) { testBenchSoak(t, false, "--duration", "12s") })
+	t.Run("pre-fork", func(t *testing.T) { testBenchSoak(t, true, "--duration", "8s", "--prefork") })
 }
 
-func testBenchSoak(t *testing.T, args ...string) {
+// testBenchSoak runs the soak with args; prefork: every connection the
+// server's shim accelerated must have been deferred and pulled.
+func testBenchSoak(t *testing.T, prefork bool, args ...string) {
 	cmd := exec.Command(sdpshimCLI(t), append([]string{"bench", "--json", "soak"}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -71,6 +73,9 @@ func testBenchSoak(t *testing.T, args ...string) {
 	}
 	if n := value("fallbacks", true); n != 0 {
 		t.Errorf("sdpshim: %g connections fell back", n)
+	}
+	if acc, pulled := value("server connections accelerated", true), value("server connections pulled (deferred)", true); prefork && (acc == 0 || pulled != acc) {
+		t.Errorf("sdpshim, pre-fork server: %g of %g accelerated connections deferred and pulled", pulled, acc)
 	}
 	start, end := value("server fds at the start", true), value("server fds at the end", true)
 	if end-start > soakFDSlack {

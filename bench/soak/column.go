@@ -26,6 +26,7 @@ type column struct {
 	procFails   int // client processes that failed otherwise
 	fallbacks   int // connections the server's shim did not accelerate; -1 unknown
 	accelerated int // connections the server's shim accelerated
+	pulled      int // of them, deferred and pulled at their first use (a pre-fork server)
 	reasons     []string
 	start       usage // after the warm-up client
 	end         usage // after the last client, settled
@@ -192,6 +193,7 @@ func (c *column) readStats(rd string, pid int) {
 		return
 	}
 	c.accelerated = int(s.Totals.Accelerated)
+	c.pulled = int(s.Events["accept.pulled"])
 	c.fallbacks = int(s.Totals.Fallbacks)
 	for _, r := range s.Fallbacks {
 		c.reasons = append(c.reasons, fmt.Sprintf("%s %d", r.Name, r.Count))

@@ -206,6 +206,8 @@ func record(rec *results.Recorder, d time.Duration, cols []*column) {
 		return
 	}
 	rec.Add(results.Figure{Name: "fallbacks", Unit: "", Shim: results.One(float64(shim.fallbacks))})
+	rec.Add(results.Figure{Name: "server connections accelerated", Unit: "", Higher: true, Shim: results.One(float64(shim.accelerated))})
+	rec.Add(results.Figure{Name: "server connections pulled (deferred)", Unit: "", Higher: true, Shim: results.One(float64(shim.pulled))})
 	target := func(text string, met bool) {
 		rec.Add(results.Figure{Name: "target: " + text, Target: &results.Target{Text: text, Met: met}})
 	}

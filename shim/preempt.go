@@ -25,7 +25,7 @@ import (
 //   - a blocking send of a block's payload or more first passes the
 //     scheduling point, which pauses while another sender's small
 //     messages starved lately (of this process, or of the user's others
-//     by the board's mark), eight times the copy since the last point.
+//     by the board's mark), sixteen times the copy since the last point.
 //
 // SDPSHIM_PREEMPT=0 turns it off with the channel's scheduler.
 

@@ -54,7 +54,7 @@ func (p *Preempt) id() C.uintptr_t { return C.uintptr_t(uintptr(unsafe.Pointer(p
 // Point is the scheduling point before a blocking bulk write: it pauses
 // while a small message of another sender of this process, or of
 // another process of the user (the mark on the tenant board boardFD, -1:
-// none), starved lately, for eight times the copy timed since the last
+// none), starved lately, for sixteen times the copy timed since the last
 // point (at most 2 ms). It reports whether the write's copy is to be
 // timed and given to Copied. The pointers passed hold no Go pointer and
 // are not kept.

@@ -633,9 +633,10 @@ static void spread(struct sdp_dconn *c)
  *     copy (at most PREEMPT_PAUSE_MAX_NS): a scheduling point between
  *     sub-writes (a send returns after what fitted) where the small
  *     messages that wait go first, and the bulk stream keeps about a
- *     ninth of the time while they starve (a fifth, with 4, left 32 x
- *     16 B batches beside a 1 MiB stream 0.72-0.75x of their rate
- *     alone, against 0.81-0.85x with 8: three alternated pairs). The copy is timed only while
+ *     seventeenth of the time while they starve (with 8, a ninth, 32 x
+ *     16 B batches beside a 1 MiB stream kept 0.73-0.74x of their rate
+ *     alone in `sdpshim bench seed003`, against 0.83-0.84x with 16, and
+ *     the stream beside them 3.7-3.8 GB/s against 2.4). The copy is timed only while
  *     the process is starved (an unstarved send costs nothing more), on
  *     the wall clock: a copy the scheduler interrupted gave the CPU away
  *     already, and counting only its CPU time left the bulk stream twice
@@ -656,7 +657,7 @@ static void spread(struct sdp_dconn *c)
  * stream or to another program, and pauses the bulk streams either way
  * (fewer threads then want the CPU). */
 #define PREEMPT_WINDOW_NS 50000000L
-#define PREEMPT_SHARE 8
+#define PREEMPT_SHARE 16
 #define PREEMPT_PAUSE_MAX_NS 2000000L
 
 static int64_t starved_at;  /* when a small message was last late */

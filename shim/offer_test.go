@@ -46,3 +46,30 @@ func TestOfferRejectsGarbage(t *testing.T) {
 		}
 	}
 }
+
+// FuzzOfferAnswer: the offer and the answer are bytes another process
+// writes. Decoding any bytes never panics, and what it accepts is exactly
+// what encoding the decoded message gives back: every accepted byte is a
+// field, so nothing a peer sends is silently read as something else.
+func FuzzOfferAnswer(f *testing.F) {
+	f.Add(offerMsg{direct: true, from: procID{pid: 9, start: 3}, bells: 1<<1 | 1<<63, held: 1, early: 65536}.encode())
+	f.Add(offerMsg{newChannel: true, dialer: true, token: 1<<63 | 5, from: procID{pid: 4242, start: 99}}.encode())
+	f.Add(answerMsg{id: 77, start: 12345, bells: 1<<2 | 1<<5, held: 1<<1 | 1<<63}.encode())
+	f.Add([]byte("SDPo\x06\xff"))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if o, err := decodeOffer(b); err == nil {
+			if !bytes.Equal(o.encode(), b) {
+				t.Fatalf("offer %x decoded to %+v, which encodes to %x", b, o, o.encode())
+			}
+			if o.from.pid < 0 {
+				t.Fatalf("offer %x: negative pid %d", b, o.from.pid)
+			}
+		}
+		if a, err := decodeAnswer(b); err == nil {
+			if !bytes.Equal(a.encode(), b) || a.id == 0 {
+				t.Fatalf("answer %x decoded to %+v", b, a)
+			}
+		}
+	})
+}

@@ -204,7 +204,7 @@ func (s *Socket) resolve() {
 		plain(rendezvous.ReasonOf(err), err)
 		return
 	}
-	key := pullKeyOf(acc.remote, acc.local)
+	key := rendezvous.Tuple{Client: acc.remote, Server: acc.local}.Canon()
 	p.mu.Lock()
 	p.pulling[key] = fd // for the offer's early bytes (handleOffer)
 	p.mu.Unlock()
@@ -239,23 +239,12 @@ func (s *Socket) resolve() {
 	p.log.WithFields(fields).Debug("deferred connection claimed: accelerated")
 }
 
-// pullKey names a connection being pulled by its connector's address and
-// the puller's own, as the connector's offer names them.
-type pullKey struct{ client, server netip.AddrPort }
-
-func pullKeyOf(client, server netip.AddrPort) pullKey {
-	norm := func(a netip.AddrPort) netip.AddrPort {
-		return netip.AddrPortFrom(a.Addr().Unmap().WithZone(""), a.Port())
-	}
-	return pullKey{client: norm(client), server: norm(server)}
-}
-
 // pullingFD returns the kernel fd of the connection t that this process
 // is pulling, if it is.
 func (p *Process) pullingFD(t rendezvous.Tuple) (int, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	fd, ok := p.pulling[pullKeyOf(t.Client, t.Server)]
+	fd, ok := p.pulling[t.Canon()]
 	return fd, ok
 }
 

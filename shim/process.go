@@ -51,17 +51,17 @@ type Process struct {
 	pollWait *wait.Waiter // the spin of poll hooks; shared, safe for concurrent use
 
 	mu        sync.Mutex
-	node      *rendezvous.Node       // +checklocks:mu; nil until first needed
-	nodeErr   error                  // +checklocks:mu; why there is none
-	listeners map[*Socket]struct{}   // +checklocks:mu; registered listeners
-	deferred  map[deferKey]*Socket   // +checklocks:mu; connecting, deferred (deferred.go)
-	pulling   map[pullKey]int        // +checklocks:mu; kernel fds of the deferred connections being pulled (deferred_accept.go)
-	live      map[*Socket]struct{}   // +checklocks:mu; accelerated sockets
-	ungrouped int                    // +checklocks:mu; registered listeners that are not group listeners (fork.go)
-	draining  []dataStream           // +checklocks:mu; closed, maybe not all sent yet (Exit)
-	epolls    map[*epollSet]struct{} // +checklocks:mu
-	kept      map[*keptFork]struct{} // +checklocks:mu; forks whose child may hold kept connections (forkkeep.go)
-	logFile   *os.File               // +checklocks:mu
+	node      *rendezvous.Node         // +checklocks:mu; nil until first needed
+	nodeErr   error                    // +checklocks:mu; why there is none
+	listeners map[*Socket]struct{}     // +checklocks:mu; registered listeners
+	deferred  map[deferKey]*Socket     // +checklocks:mu; connecting, deferred (deferred.go)
+	pulling   map[rendezvous.Tuple]int // +checklocks:mu; kernel fds of the deferred connections being pulled, by Tuple.Canon (deferred_accept.go)
+	live      map[*Socket]struct{}     // +checklocks:mu; accelerated sockets
+	ungrouped int                      // +checklocks:mu; registered listeners that are not group listeners (fork.go)
+	draining  []dataStream             // +checklocks:mu; closed, maybe not all sent yet (Exit)
+	epolls    map[*epollSet]struct{}   // +checklocks:mu
+	kept      map[*keptFork]struct{}   // +checklocks:mu; forks whose child may hold kept connections (forkkeep.go)
+	logFile   *os.File                 // +checklocks:mu
 
 	stats     *stats.Registry // every counter of the process (observe.go)
 	stopStats func()          // stops the stats socket; nil when none
@@ -94,7 +94,7 @@ func Init(host Host, environ []string) (*Process, int) {
 	}
 	p := &Process{
 		host: host, cfg: rt.Config, log: rt.Log,
-		listeners: map[*Socket]struct{}{}, live: map[*Socket]struct{}{}, deferred: map[deferKey]*Socket{}, pulling: map[pullKey]int{},
+		listeners: map[*Socket]struct{}{}, live: map[*Socket]struct{}{}, deferred: map[deferKey]*Socket{}, pulling: map[rendezvous.Tuple]int{},
 		epolls:    map[*epollSet]struct{}{},
 		logFile:   rt.LogFile,
 		deadlines: newReaper(deferDeadline, 0, nil),

@@ -31,6 +31,10 @@ func (t Tuple) canon() Tuple {
 	return Tuple{Client: canon(t.Client), Server: canon(t.Server)}
 }
 
+// Canon returns t in the form its comparisons use (canon): a map key for
+// the same connection whichever way its addresses were written.
+func (t Tuple) Canon() Tuple { return t.canon() }
+
 // withAnyClient returns t with the client address replaced by the
 // wildcard, the key a connector that bound a wildcard address files under.
 func (t Tuple) withAnyClient() Tuple {

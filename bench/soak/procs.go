@@ -16,14 +16,21 @@ import (
 	"time"
 
 	"github.com/sdpshim/sdpshim/bench/internal/cbuild"
+	"github.com/sdpshim/sdpshim/bench/programs"
 )
 
 //go:embed csrc/soak.c
 var soakC []byte
 
-// build compiles soak.c in dir and returns the program.
+// build compiles soak.c in dir and returns the program. The source goes
+// where it lies in the repository, the header it includes by path beside
+// it (programs.ForkHold).
 func build(dir string) (string, error) {
-	return cbuild.Build(dir, "soak.c", map[string][]byte{"soak.c": soakC}, "-pthread")
+	const src = "bench/soak/csrc/soak.c"
+	return cbuild.Build(dir, src, map[string][]byte{
+		src:                              soakC,
+		"bench/programs/csrc/forkhold.h": programs.ForkHold, // as its #include finds it
+	}, "-pthread")
 }
 
 // report is what a soak process prints when it ends (csrc/soak.c).

@@ -46,10 +46,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "../../bench/programs/csrc/forkhold.h"
 
 static void say(const char *fmt, ...)
 {
@@ -242,18 +243,8 @@ int main(int argc, char **argv)
 		if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 16) ||
 		    getsockname(l, (struct sockaddr *)&a, &al))
 			die("listen");
-		if (group) {
-			pid_t parent = getpid(), child = fork();
-			if (child < 0)
-				die("fork");
-			if (child == 0) {
-				prctl(PR_SET_PDEATHSIG, SIGKILL);
-				if (getppid() != parent)
-					_exit(0);
-				for (;;)
-					pause();
-			}
-		}
+		if (group && hold_in_child())
+			die("fork");
 		say("{\"port\":%d}", ntohs(a.sin_port));
 		waitline();
 		int c = accept(l, NULL, NULL);

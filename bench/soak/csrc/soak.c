@@ -63,11 +63,12 @@
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "../../programs/csrc/forkhold.h"
 
 #define MAXROUNDS 16
 #define BIG_MIN (1u << 20)
@@ -694,18 +695,8 @@ static int server(int port, int prefork)
 	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
 	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 128))
 		die("listen");
-	if (prefork) {
-		pid_t parent = getpid(), child = fork();
-		if (child < 0)
-			die("fork");
-		if (child == 0) {
-			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			if (getppid() != parent)
-				_exit(0);
-			for (;;)
-				pause();
-		}
-	}
+	if (prefork && hold_in_child())
+		die("fork");
 	pthread_t t;
 	if (pthread_create(&t, NULL, watchdog, NULL) || pthread_create(&t, NULL, untilstdin, NULL))
 		die("pthread_create");

@@ -80,10 +80,17 @@ type peerSlab struct {
 const (
 	// slabSlots is how many areas one slab holds, slabsPerPeer how many
 	// slabs a process makes for one peer process, peerSlabsMax how many
-	// peers' slabs it keeps mapped.
+	// peers' slabs it keeps mapped. An area comes back only after its
+	// close's grace (directGrace) and the reaper's lateness, about 60 ms:
+	// a process that opens and closes connections one after another at
+	// 5,000 a second holds 300 areas in their grace. 8 slabs (128 areas)
+	// ran out there, and more than half of the setup benchmark's
+	// connections made an area of their own (docs/direct.md, "Area
+	// reuse"). Slabs are made only as connections need them and go when
+	// the process is idle.
 	slabSlots    = 16
-	slabsPerPeer = 8
-	peerSlabsMax = 64
+	slabsPerPeer = 32
+	peerSlabsMax = 256
 	// reuseMoved: the pages of an area that carried more bytes than this
 	// (both ways) go back when both sides let it go.
 	reuseMoved = 256 << 10

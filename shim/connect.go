@@ -130,12 +130,13 @@ func (p *Process) Connect(fd int, raw []byte) int64 {
 		// Another pod: a specific source address names this side of the
 		// 4-tuple, since ports repeat across namespaces (crossns.go).
 		local, err = bindSource(fd, s.family, dst)
-	case entry.Group || p.cfg.Channel != config.ChannelDirect:
+	case p.cfg.Channel != config.ChannelDirect && !entry.Group:
 		local, err = bindEphemeral(fd, s.family)
 	default:
-		// A committed direct offer leaves the port to the kernel's
-		// connect(), as on kernel TCP, and names it after (an unbound
-		// offer: core/rendezvous/unbound.go), unless the program bound.
+		// A committed direct offer, and a deferral's record, leave the
+		// port to the kernel's connect(), as on kernel TCP, and name it
+		// after (an unbound offer or record: core/rendezvous/unbound.go,
+		// unboundrec.go), unless the program bound.
 		local, err = sockName(fd)
 	}
 	if err != nil {

@@ -18,7 +18,9 @@ import (
 // has the protocol). A connect() to a group listener (its fd shared with
 // fork children: pre-fork servers) makes no offer: nobody knows yet
 // which process will use the connection. The connector writes a record
-// (Node.Defer), makes the real connect and waits, deferred: writes go
+// (Node.Defer; under a pending name until the connect() picked the port,
+// then under the 4-tuple: core/rendezvous/unboundrec.go), makes the real
+// connect and waits, deferred: writes go
 // onto the kernel socket on the direct path, into the early buffer in the
 // channel modes (early.go), reads wait or get EAGAIN, poll and epoll
 // see a connecting socket (its wake word and its sleepers' kicks ring when it moves
@@ -90,12 +92,12 @@ var (
 	errPullNonce      = errors.New("pull: wrong nonce or address")
 )
 
-// connectDeferredLocked connects fd to a group listener (t: its bound
-// local address and the destination) with the deferral set up first; nat:
-// to a service address, the record filed by the source alone (crossns.go).
-// It
-// returns what Connect returns: 0, -EINPROGRESS, or the kernel's -errno
-// (the socket then plain); Pass when the record cannot be written.
+// connectDeferredLocked connects fd to a group listener (t: its local
+// address, port 0 when the kernel's connect() is to pick it, and the
+// destination) with the deferral set up first; nat: to a service address,
+// the record filed by the source alone (crossns.go). It returns what
+// Connect returns: 0, -EINPROGRESS, or the kernel's -errno (the socket
+// then plain); Pass when the record cannot be written.
 //
 // +checklocks:s.mu
 func (s *Socket) connectDeferredLocked(fd int, node *rendezvous.Node, t rendezvous.Tuple, raw []byte, fields logrus.Fields, nat bool) int64 {
@@ -111,9 +113,9 @@ func (s *Socket) connectDeferredLocked(fd int, node *rendezvous.Node, t rendezvo
 		return Pass
 	}
 	def := &deferral{rec: rec, key: key, done: make(chan struct{})}
-	p.mu.Lock()
-	p.deferred[def.key] = s
-	p.mu.Unlock()
+	if !rec.Pending() {
+		p.fileDeferral(def, s)
+	}
 	_, _, errno := unix.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&raw[0])), uintptr(len(raw)))
 	pc := &pendingConnect{dst: t.Server, def: def, kernelDone: errno == 0}
 	if errno != 0 && errno != unix.EINPROGRESS {
@@ -131,6 +133,20 @@ func (s *Socket) connectDeferredLocked(fd int, node *rendezvous.Node, t rendezvo
 		p.host.SetFDState(f, FDManaged)
 	}
 	p.count("connect.deferred")
+	if def.rec.Pending() {
+		// The kernel picked the port: the record is named by it now,
+		// before the program can write (unboundrec.go).
+		local, err := sockName(fd)
+		if err == nil {
+			def.key = deferKeyOf(local, t.Server)
+			p.fileDeferral(def, s)
+			err = node.BindDeferred(&def.rec, local)
+		}
+		if err != nil {
+			s.deferFallbackLocked(rendezvous.ReasonOf(err), err)
+			return negErrno(errno) // the connect was made: plain from here
+		}
+	}
 	if !p.swatch.watchDeferred(p, s, fd) {
 		s.deferFallbackLocked(rendezvous.ReasonDeferredUnclaimed, errNoDeferWatch)
 		return negErrno(errno) // the connect was made: plain from here
@@ -138,6 +154,13 @@ func (s *Socket) connectDeferredLocked(fd int, node *rendezvous.Node, t rendezvo
 	p.deadlines.after(func() { s.deferFallback(pc, rendezvous.ReasonDeferredUnclaimed, errDeferUnclaimed) })
 	p.log.WithFields(fields).Debug("connecting to a group listener: deferred")
 	return negErrno(errno)
+}
+
+// fileDeferral makes def's socket s the one a PULL of def.key finds.
+func (p *Process) fileDeferral(def *deferral, s *Socket) {
+	p.mu.Lock()
+	p.deferred[def.key] = s
+	p.mu.Unlock()
 }
 
 // deferredEvent answers an event of a deferred connection's kernel

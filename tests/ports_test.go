@@ -16,7 +16,9 @@ import (
 // every accelerated socket before its connect(), to name the 4-tuple in
 // its offer, and a bound port is one no other socket may hold, TIME_WAIT
 // included: such a client ran out of ports under the shim alone. Now its
-// offer leaves the port to connect() (core/rendezvous/unbound.go).
+// offer leaves the port to connect() (core/rendezvous/unbound.go), and so
+// does a deferral's record, for a pre-fork server
+// (core/rendezvous/unboundrec.go).
 //
 // In a network namespace of its own whose ephemeral range is 64 ports,
 // four churn servers (tests/testdata/churn.c; their listeners take four
@@ -24,7 +26,9 @@ import (
 // client of their own, four clients at once: 200 connections, each
 // closed by its client first (TIME_WAIT on the client's side), and at
 // most 60 ports. Kernel TCP and the shim must both serve them all, and
-// under the shim every connection must be accelerated.
+// under the shim every connection must be accelerated. Then the same with
+// pre-fork servers (a fork child of each accepts on its listener too), whose
+// connections are deferred and pulled.
 const (
 	portsRange   = "40000 40063"
 	portsServers = 4
@@ -38,7 +42,7 @@ ip link set lo up
 echo "` + portsRange + `" > /proc/sys/net/ipv4/ip_local_port_range
 servers=""
 for i in $(seq $SERVERS); do
-	LD_PRELOAD="$CHURN_PRELOAD" "$CHURN" server > "$DIR/server$i" 2>&1 &
+	LD_PRELOAD="$CHURN_PRELOAD" "$CHURN" server $SHAPE > "$DIR/server$i" 2>&1 &
 	servers="$servers $!"
 done
 ports=""
@@ -62,29 +66,41 @@ func TestEphemeralPortsShared(t *testing.T) {
 	needPods(t)
 	a := build(t)
 	bin := cbuildShared(t, "testdata/churn.c")
-	for _, shim := range []bool{false, true} {
-		dir := t.TempDir()
-		log := filepath.Join(dir, "shim.log")
-		var env []string
-		for _, kv := range a.environ(t, side{shim: shim, log: log}, runDir(t)) {
-			if v, ok := strings.CutPrefix(kv, "LD_PRELOAD="); ok {
-				kv = "CHURN_PRELOAD=" + v
-			}
-			env = append(env, kv)
+	for _, shape := range []string{"", "prefork"} {
+		for _, shim := range []bool{false, true} {
+			portsRun(t, a, bin, shape, shim)
 		}
-		env = append(env, "CHURN="+bin, "DIR="+dir, fmt.Sprintf("SERVERS=%d", portsServers), fmt.Sprintf("CONNS=%d", portsConns))
-		p := start(t, env, 2*time.Minute, "unshare", "--net", "--", "sh", "-c", portsScript)
-		err := p.wait()
-		out := p.out.String()
-		if err != nil || strings.Count(out, fmt.Sprintf(`{"ok":%d}`, portsConns)) != portsServers {
-			t.Fatalf("shim %v: %v\n%s\n%s", shim, err, out, p.errb.String())
+	}
+}
+
+// portsRun is one column of TestEphemeralPortsShared: servers of the shape
+// given ("" or "prefork"), shimmed or not.
+func portsRun(t *testing.T, a artefacts, bin, shape string, shim bool) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "shim.log")
+	var env []string
+	for _, kv := range a.environ(t, side{shim: shim, log: log}, runDir(t)) {
+		if v, ok := strings.CutPrefix(kv, "LD_PRELOAD="); ok {
+			kv = "CHURN_PRELOAD=" + v
 		}
-		if !shim {
-			continue
-		}
-		b, _ := os.ReadFile(log)
-		if n := strings.Count(string(b), "accepted accelerated"); n != portsServers*portsConns {
-			t.Fatalf("%d of %d connections accelerated:\n%s", n, portsServers*portsConns, tail(string(b), 3000))
-		}
+		env = append(env, kv)
+	}
+	env = append(env, "CHURN="+bin, "DIR="+dir, "SHAPE="+shape, fmt.Sprintf("SERVERS=%d", portsServers), fmt.Sprintf("CONNS=%d", portsConns))
+	p := start(t, env, 2*time.Minute, "unshare", "--net", "--", "sh", "-c", portsScript)
+	err := p.wait()
+	out := p.out.String()
+	if err != nil || strings.Count(out, fmt.Sprintf(`{"ok":%d}`, portsConns)) != portsServers {
+		t.Fatalf("%q, shim %v: %v\n%s\n%s", shape, shim, err, out, p.errb.String())
+	}
+	if !shim {
+		return
+	}
+	b, _ := os.ReadFile(log)
+	claimed := "accepted accelerated"
+	if shape == "prefork" {
+		claimed = "deferred connection claimed: accelerated"
+	}
+	if n := strings.Count(string(b), claimed); n != portsServers*portsConns {
+		t.Fatalf("%q: %d of %d connections accelerated:\n%s", shape, n, portsServers*portsConns, tail(string(b), 3000))
 	}
 }

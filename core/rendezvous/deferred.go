@@ -19,7 +19,9 @@ import (
 // postmaster accepts, its fork child serves). So the connector defers:
 //
 //  1. It calls Defer before its connect(): its rendezvous server runs
-//     (Serve) and a record file named by the 4-tuple says who it is.
+//     (Serve) and a record file named by the 4-tuple says who it is; a
+//     socket whose port the connect() picks has its record filed under
+//     a pending name until then (BindDeferred, unboundrec.go).
 //  2. The process that first uses the accepted fd finds the record
 //     (FindDeferred) and calls Pull: a PULL message to the connector's
 //     server asks it to offer the connection to the puller, exactly as
@@ -78,9 +80,13 @@ type Deferral struct {
 	Nonce [16]byte
 	// NAT: filed by the client alone (DeferNAT); the puller's tuple names
 	// a destination the connector did not dial.
-	NAT  bool
-	name string
+	NAT     bool
+	name    string
+	pending bool // filed under a pending name until BindDeferred (unboundrec.go)
 }
+
+// Pending reports whether d's record waits for BindDeferred.
+func (d Deferral) Pending() bool { return d.pending }
 
 const recordHeader = "sdpshim-deferred 1"
 
@@ -170,10 +176,18 @@ func parseRecordFile(rundir, name string, b []byte) (recordFile, error) {
 // Defer publishes that this process is about to connect on t (its socket
 // bound, t.Client maybe the wildcard) to a group listener and will wait
 // for a PULL: it starts the rendezvous server if none runs and writes the
-// record file. Call Undefer once the connection is resolved (pulled,
+// record file. A socket not bound yet (t.Client's port 0) gets a pending
+// record, which BindDeferred names once the connect() picked the port
+// (unboundrec.go). Call Undefer once the connection is resolved (pulled,
 // fallen back, closed). Errors are *FallbackError (ReasonRunDir,
 // ReasonProtocol).
 func (n *Node) Defer(t Tuple) (Deferral, error) {
+	if t.unbound() {
+		if !t.validOffer(true) {
+			return Deferral{}, &FallbackError{ReasonProtocol, fmt.Errorf("defer %s: invalid tuple", t)}
+		}
+		return n.deferAs(Deferral{Tuple: t, name: pendingRecordName(t.Server, n.pid, random32()), pending: true})
+	}
 	if !t.valid() {
 		return Deferral{}, &FallbackError{ReasonProtocol, fmt.Errorf("defer %s: invalid tuple", t)}
 	}
@@ -230,31 +244,18 @@ func (n *Node) Undefer(d Deferral) {
 // FindDeferred returns the record of the connection an accepted socket
 // has (local: its getsockname, remote: its getpeername), filed under the
 // exact 4-tuple, under the connector's port alone, or (DeferNAT) under
-// the connector's address and port alone. No record, a garbage
-// one (removed) or one of a dead process (removed) is a *FallbackError
-// with ReasonNotShimmed, ReasonProtocol or ReasonPeerGone.
+// the connector's address and port alone; while records of connections
+// to local are pending, it waits a little for theirs (awaitBound). No
+// record, a garbage one (removed) or one of a dead process (removed) is a
+// *FallbackError with ReasonNotShimmed, ReasonProtocol or ReasonPeerGone.
 func (n *Node) FindDeferred(local, remote netip.AddrPort) (Record, error) {
 	key := Tuple{Client: remote, Server: local}.canon()
 	var rec Record
-	var ferr error = &FallbackError{ReasonNotShimmed, fmt.Errorf("deferred %s: %w", key, ErrNoEntry)}
+	var ferr error
 	err := n.withRecordDir(false, func(dirfd int) error {
-		for i, name := range []string{recordName(key), recordName(key.withAnyClient()), natRecordName(key.Client)} {
-			if i == 2 && key.Client.Addr().IsUnspecified() {
-				break
-			}
-			r, err := n.checkRecord(dirfd, name)
-			if err == nil {
-				t := key
-				if i == 1 {
-					t = key.withAnyClient()
-				}
-				rec = Record{Tuple: t, PID: r.pid, Start: r.start, UID: r.uid, Socket: r.socket, Nonce: r.nonce, pidns: r.pidns}
-				ferr = nil
-				return nil
-			}
-			if ReasonOf(err) != ReasonNotShimmed {
-				ferr = err
-			}
+		rec, ferr = n.findRecord(dirfd, key)
+		if ReasonOf(ferr) == ReasonNotShimmed {
+			rec, ferr = n.awaitBound(dirfd, key)
 		}
 		return nil
 	})
@@ -265,6 +266,29 @@ func (n *Node) FindDeferred(local, remote netip.AddrPort) (Record, error) {
 		n.stats.fallback(ferr)
 	}
 	return rec, ferr
+}
+
+// findRecord is one look for key's record (FindDeferred) in the record
+// directory dirfd.
+func (n *Node) findRecord(dirfd int, key Tuple) (Record, error) {
+	var ferr error = &FallbackError{ReasonNotShimmed, fmt.Errorf("deferred %s: %w", key, ErrNoEntry)}
+	for i, name := range []string{recordName(key), recordName(key.withAnyClient()), natRecordName(key.Client)} {
+		if i == 2 && key.Client.Addr().IsUnspecified() {
+			break
+		}
+		r, err := n.checkRecord(dirfd, name)
+		if err == nil {
+			t := key
+			if i == 1 {
+				t = key.withAnyClient()
+			}
+			return Record{Tuple: t, PID: r.pid, Start: r.start, UID: r.uid, Socket: r.socket, Nonce: r.nonce, pidns: r.pidns}, nil
+		}
+		if ReasonOf(err) != ReasonNotShimmed {
+			ferr = err
+		}
+	}
+	return Record{}, ferr
 }
 
 // checkRecord reads and checks the record file name, removing it when it

@@ -410,7 +410,9 @@ func (n *Node) sweep(dirfd int) {
 	defer unix.Close(rfd)
 	names, _ = readDirNames(rfd)
 	for _, name := range names {
-		if _, ok := parseRecordName(name); ok {
+		_, rec := parseRecordName(name)
+		_, pending := parsePendingRecordName(name)
+		if rec || pending {
 			n.checkRecord(rfd, name)
 		} else if staleTemp(rfd, name) {
 			n.remove(rfd, name)

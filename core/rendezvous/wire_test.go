@@ -114,14 +114,21 @@ func TestReasonsDocumented(t *testing.T) {
 // directory, and its name too. Whatever they hold, parsing gives an error
 // or a value that survives its own encoding: a record accepted, written
 // again and read again, is the same record; a name accepted names a tuple
-// whose name reads back as that tuple.
+// whose name reads back as that tuple, and a pending record's name
+// (unboundrec.go) is exactly the name of the server it reads as.
 func FuzzParseRecord(f *testing.F) {
 	tu := Tuple{Client: ap("127.0.0.1:40000"), Server: ap("127.0.0.1:80")}
 	good := recordFile{owner: owner{pid: 12, start: 34, uid: 1000, pidns: "pid:[1]", netns: "net:[2]",
 		socket: "/rd/" + sockName(12, 5)}, nonce: [16]byte{1, 2, 3}}
 	f.Add(string(good.encode()), recordName(tu))
 	f.Add("sdpshim-deferred 1\npid 12\n", natRecordName(tu.Client))
+	f.Add(string(good.encode()), pendingRecordName(tu.Server, 12, 0xbeef))
 	f.Fuzz(func(t *testing.T, body, name string) {
+		if srv, ok := parsePendingRecordName(name); ok {
+			if _, rec := parseRecordName(name); rec || srv != canon(srv) || srv.Port() == 0 {
+				t.Fatalf("pending name %q read as server %v (also a record's name: %v)", name, srv, rec)
+			}
+		}
 		if tu, ok := parseRecordName(name); ok {
 			again := natRecordName(tu.Client)
 			if tu.Server.IsValid() {

@@ -1,8 +1,12 @@
 /* Connection lifetime: a long-running echo server and short-lived clients.
  *
- *   churn server          an epoll echo server on 127.0.0.1:0 that prints
+ *   churn server [prefork]
+ *                         an epoll echo server on 127.0.0.1:0 that prints
  *                         {"port":N} and runs until killed; a connection
- *                         that ends or fails is closed, the server goes on
+ *                         that ends or fails is closed, the server goes on;
+ *                         prefork: a fork child accepts on the same
+ *                         listener too (a pre-fork server), and dies with
+ *                         its parent
  *   churn client PORT N SIZE END
  *                         N connections one after another: each sends
  *                         SIZE bytes, reads the echo back and checks it;
@@ -24,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -33,7 +38,7 @@ static void die(const char *what)
 	exit(2);
 }
 
-static _Noreturn void serve(void)
+static _Noreturn void serve(int prefork)
 {
 	int l = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -41,12 +46,20 @@ static _Noreturn void serve(void)
 	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 128) ||
 	    getsockname(l, (struct sockaddr *)&a, &al))
 		die("listen");
+	printf("{\"port\":%d}\n", ntohs(a.sin_port));
+	fflush(stdout);
+	pid_t parent = getpid();
+	if (prefork) {
+		pid_t child = fork();
+		if (child < 0)
+			die("fork");
+		if (child == 0 && (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent))
+			exit(0);
+	}
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 	struct epoll_event ev = {.events = EPOLLIN, .data.fd = l};
 	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev))
 		die("epoll");
-	printf("{\"port\":%d}\n", ntohs(a.sin_port));
-	fflush(stdout);
 	static char buf[65536];
 	for (;;) {
 		struct epoll_event evs[64];
@@ -157,10 +170,10 @@ static void echo_once(int c, size_t size, unsigned seed)
 int main(int argc, char **argv)
 {
 	signal(SIGPIPE, SIG_IGN);
-	if (argc == 2 && !strcmp(argv[1], "server"))
-		serve();
+	if ((argc == 2 || argc == 3) && !strcmp(argv[1], "server"))
+		serve(argc == 3 && !strcmp(argv[2], "prefork"));
 	if (argc != 6 || strcmp(argv[1], "client")) {
-		fprintf(stderr, "usage: churn server | churn client PORT N SIZE exit|kill|exec\n");
+		fprintf(stderr, "usage: churn server [prefork] | churn client PORT N SIZE exit|kill|exec\n");
 		return 2;
 	}
 	int port = atoi(argv[2]), n = atoi(argv[3]);

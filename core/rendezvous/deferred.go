@@ -254,8 +254,14 @@ func (n *Node) FindDeferred(local, remote netip.AddrPort) (Record, error) {
 	var ferr error
 	err := n.withRecordDir(false, func(dirfd int) error {
 		rec, ferr = n.findRecord(dirfd, key)
-		if ReasonOf(ferr) == ReasonNotShimmed {
-			rec, ferr = n.awaitBound(dirfd, key)
+		var st unix.Stat_t
+		if ReasonOf(ferr) == ReasonNotShimmed && unix.Fstat(dirfd, &st) == nil && changedWithin(st, unboundFresh) &&
+			!n.pending.none(st, key.Server) {
+			// A pending record is written into the directory, which
+			// changes its modification time: none is fresh in a
+			// directory unchanged for unboundFresh, nor new in one as
+			// awaitBound last listed it.
+			rec, ferr = n.awaitBound(dirfd, st, key)
 		}
 		return nil
 	})

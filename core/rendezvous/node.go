@@ -77,6 +77,7 @@ type Node struct {
 	pend    pendingTable
 	lookups lookupCache  // Lookup's answers (lookupcache.go)
 	quiet   quietCache   // Quiet's last listing (quiet.go)
+	pending pendingSeen  // awaitBound's last listing (unboundrec.go)
 	answers atomic.Int32 // Answers not closed yet: each holds an fd (fdshare.go)
 	runDir  dirCache     // the run directory, kept open (dircache.go)
 	recDir  dirCache     // its record directory, the same

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -99,18 +100,35 @@ func (n *Node) BindDeferred(d *Deferral, client netip.AddrPort) error {
 	return nil
 }
 
-// awaitBound looks for key's record (canonical) again while records of
-// connections to key.Server are pending and fresh, after pauses doubling
-// from 20 us to 1 ms, for at most unboundWait. It returns what the last
-// look found (ReasonNotShimmed: nothing).
-func (n *Node) awaitBound(dirfd int, key Tuple) (Record, error) {
+// awaitBound waits for key's record (canonical) while records of
+// connections to key.Server are pending and fresh: it lists the record
+// directory (st: its state before), reads key's record once the listing
+// names it, and otherwise pauses (doubling from 20 us to 1 ms) and lists
+// again, for at most unboundWait. It returns what it found
+// (ReasonNotShimmed: nothing). A listing is made while the directory
+// cannot change (one getdents for a directory this small, under its
+// lock), so a record renamed meanwhile shows under one name or the other.
+func (n *Node) awaitBound(dirfd int, st unix.Stat_t, key Tuple) (Record, error) {
 	deadline := time.Now().Add(unboundWait)
 	pause := 20 * time.Microsecond
+	names := map[string]bool{recordName(key): true, recordName(key.withAnyClient()): true, natRecordName(key.Client): true}
 	for {
-		if !n.pendingTo(dirfd, key.Server) || time.Now().After(deadline) {
-			// The last look, after the listing: a record renamed before
-			// the listing (no longer pending there) is found here.
-			return n.findRecord(dirfd, key)
+		listed, err := readDirNames(dirfd)
+		if err != nil {
+			break
+		}
+		pending := map[netip.AddrPort]bool{}
+		for _, name := range listed {
+			if names[name] {
+				return n.findRecord(dirfd, key)
+			}
+			if s, ok := n.freshPending(dirfd, name); ok {
+				pending[s] = true
+			}
+		}
+		n.pending.saw(dirfd, st, pending, n.pid)
+		if !pending[key.Server] || time.Now().After(deadline) {
+			break
 		}
 		// The connector's thread is between its connect() and its
 		// rename: a pause, not a wake, since nothing rings when a file
@@ -119,30 +137,119 @@ func (n *Node) awaitBound(dirfd int, key Tuple) (Record, error) {
 		ts := unix.NsecToTimespec(int64(pause))
 		unix.Nanosleep(&ts, nil)
 		pause = min(2*pause, time.Millisecond)
-		if rec, err := n.findRecord(dirfd, key); ReasonOf(err) != ReasonNotShimmed {
-			return rec, err
+		if unix.Fstat(dirfd, &st) != nil {
+			break
 		}
 	}
+	return Record{}, &FallbackError{ReasonNotShimmed, fmt.Errorf("deferred %s: %w", key, ErrNoEntry)}
 }
 
-// pendingTo reports whether the record directory dirfd holds a pending
-// record of a connection to server (canonical) written less than
-// unboundFresh ago: one older belongs to a connect() the kernel has not
-// completed (a lost SYN, a full backlog), not to the connection accepted.
-func (n *Node) pendingTo(dirfd int, server netip.AddrPort) bool {
-	names, err := readDirNames(dirfd)
+// freshPending returns the server of name, in the record directory dirfd,
+// if it is a pending record written less than unboundFresh ago (one older
+// belongs to a connect() the kernel has not completed: a lost SYN, a full
+// backlog, not a connection accepted now), or one that is gone since the
+// listing: renamed to its 4-tuple's name, which the next listing shows.
+func (n *Node) freshPending(dirfd int, name string) (netip.AddrPort, bool) {
+	s, ok := parsePendingRecordName(name)
+	if !ok {
+		return s, false
+	}
+	var st unix.Stat_t
+	err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	return s, err == unix.ENOENT || err == nil && changedWithin(st, unboundFresh)
+}
+
+// changedWithin reports whether st was modified less than d ago.
+func changedWithin(st unix.Stat_t, d time.Duration) bool {
+	return time.Since(time.Unix(st.Mtim.Sec, st.Mtim.Nsec)) < d
+}
+
+// pendingSeen is what awaitBound's last listing found: the servers with a
+// fresh pending record, as of a state of the record directory. While the
+// directory stays in that state, a connection to another server has no
+// pending record to wait for, and FindDeferred lists nothing: a pre-fork
+// server's plain connections, accepted while shimmed clients' deferrals
+// come and go, would otherwise list the directory at every accept.
+//
+// A state is the directory's identity, modification time and size. A
+// change within one timestamp tick of the one before may keep the time on
+// kernels before 6.13, which stamp files with the clock of the last tick;
+// since, a change after a stat always moves it (fine-grained timestamps).
+// On such a file system (fineStamps), or on tmpfs, where a directory's
+// size counts its entries, a listing is kept at once; elsewhere only when
+// the directory had not changed for timestampTick before it, so that any
+// later change has a later time.
+type pendingSeen struct {
+	mu      sync.Mutex
+	stamp   dirStamp                // +checklocks:mu; the state listed
+	size    int64                   // +checklocks:mu
+	servers map[netip.AddrPort]bool // +checklocks:mu; servers with a fresh pending record then
+	exact   map[[2]uint64]bool      // +checklocks:mu; per record directory (device, inode): its states tell every change
+}
+
+// timestampTick bounds a file system's timestamp tick (a jiffy: 10 ms at
+// HZ=100, the coarsest kernel setting).
+const timestampTick = 10 * time.Millisecond
+
+// stampOf is st's state.
+func stampOf(st unix.Stat_t) dirStamp {
+	return dirStamp{dev: st.Dev, ino: st.Ino, uid: st.Uid, mode: st.Mode, mtime: st.Mtim, ok: true}
+}
+
+// none reports whether the record directory, in state st, is as last
+// listed and held no fresh pending record to server then.
+func (p *pendingSeen) none(st unix.Stat_t, server netip.AddrPort) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stamp.ok && p.stamp == stampOf(st) && p.size == st.Size && !p.servers[server]
+}
+
+// saw keeps a listing of the record directory dirfd, whose state was st
+// before it, when its state tells any later change.
+func (p *pendingSeen) saw(dirfd int, st unix.Stat_t, servers map[netip.AddrPort]bool, pid int) {
+	id := [2]uint64{st.Dev, st.Ino}
+	p.mu.Lock()
+	exact, known := p.exact[id]
+	p.mu.Unlock()
+	if !known {
+		var fs unix.Statfs_t
+		exact = unix.Fstatfs(dirfd, &fs) == nil && fs.Type == unix.TMPFS_MAGIC || fineStamps(dirfd, pid)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.exact == nil || len(p.exact) > 16 {
+		p.exact = map[[2]uint64]bool{}
+	}
+	p.exact[id] = exact
+	if !exact && changedWithin(st, timestampTick) {
+		p.stamp = dirStamp{}
+		return
+	}
+	p.stamp, p.size, p.servers = stampOf(st), st.Size, servers
+}
+
+// fineStamps reports whether the file system of the directory dirfd gives
+// a change made right after a stat a later modification time: three
+// writes to a temporary file, each between two stats, all move it. With
+// timestamps of the last tick, three in a row that each cross a tick are
+// about one in (tick / write)^3, 10^8 here. The temporary file goes at
+// once (and by the sweep, staleTemp, should this process die first).
+func fineStamps(dirfd, pid int) bool {
+	name := tempName(pid, random32())
+	fd, err := unix.Openat(dirfd, name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return false
 	}
-	for _, name := range names {
-		if s, ok := parsePendingRecordName(name); !ok || s != server {
-			continue
+	defer unix.Unlinkat(dirfd, name, 0)
+	defer unix.Close(fd)
+	for range 3 {
+		var before, after unix.Stat_t
+		if unix.Fstat(fd, &before) != nil {
+			return false
 		}
-		var st unix.Stat_t
-		if unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil &&
-			time.Since(time.Unix(st.Mtim.Sec, st.Mtim.Nsec)) < unboundFresh {
-			return true
+		if _, err := unix.Write(fd, []byte{0}); err != nil || unix.Fstat(fd, &after) != nil || after.Mtim == before.Mtim {
+			return false
 		}
 	}
-	return false
+	return true
 }

@@ -1,6 +1,7 @@
 package rendezvous
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -192,4 +193,48 @@ func deadPid(t *testing.T) int {
 		t.Skip("the exited process's pid is in use again")
 	}
 	return p.Pid
+}
+
+// A listing is kept for the state of the record directory it was made in:
+// a record written since changes the state, and the next miss lists
+// again.
+func TestPendingSeenState(t *testing.T) {
+	n := newNode(t, Config{RunDir: runDir(t)})
+	err := n.withRecordDir(true, func(dirfd int) error {
+		var st unix.Stat_t
+		if err := unix.Fstat(dirfd, &st); err != nil {
+			return err
+		}
+		var p pendingSeen
+		if p.none(st, ap("127.0.0.1:80")) {
+			t.Error("nothing listed yet, and none pending")
+		}
+		p.saw(dirfd, st, map[netip.AddrPort]bool{ap("127.0.0.1:81"): true}, n.pid)
+		if !p.stamp.ok {
+			// A file system without fine timestamps: kept only once the
+			// directory is a tick old.
+			time.Sleep(timestampTick)
+			if err := unix.Fstat(dirfd, &st); err != nil {
+				return err
+			}
+			p.saw(dirfd, st, map[netip.AddrPort]bool{ap("127.0.0.1:81"): true}, n.pid)
+		}
+		if !p.none(st, ap("127.0.0.1:80")) || p.none(st, ap("127.0.0.1:81")) {
+			t.Errorf("listed: none pending to :80 %v, to :81 %v", p.none(st, ap("127.0.0.1:80")), p.none(st, ap("127.0.0.1:81")))
+		}
+		if err := writeFileAt(dirfd, pendingRecordName(ap("127.0.0.1:80"), n.pid, 1), []byte("x"), n.pid); err != nil {
+			return err
+		}
+		var now unix.Stat_t
+		if err := unix.Fstat(dirfd, &now); err != nil {
+			return err
+		}
+		if p.none(now, ap("127.0.0.1:80")) {
+			t.Error("a record written since the listing: still taken as none pending")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -97,19 +97,39 @@ static void sdp_es_put(struct sdpshim_eset *t) { __atomic_fetch_sub(&t->users, 1
 static void sdp_es_unpark(struct sdpshim_eset *t, uint32_t i);
 static void sdp_es_changed(struct sdpshim_eset *t);
 
+/* Where sdp_epoll_update last found each fd's entry, direct-mapped by fd:
+ * a hint, checked against the table before use. An fd is in a set at most
+ * once and a table's entries never move, so an entry of the fd at the
+ * hinted index is the one; a hint of another set, another table or a
+ * colliding fd only costs the search it would have saved. Without it an
+ * update searched the whole table: a set of many connections paid for all
+ * of them at every EPOLL_CTL_MOD. */
+#define SDP_ES_HINTS 16384
+static uint32_t sdp_es_hint[SDP_ES_HINTS];
+
+/* The index of fd's entry in t's first n, or n when it has none. */
+static uint32_t sdp_es_find(const struct sdpshim_eset *t, uint32_t n, int fd)
+{
+	uint32_t *hint = &sdp_es_hint[(unsigned)fd % SDP_ES_HINTS];
+	uint32_t i = __atomic_load_n(hint, __ATOMIC_RELAXED);
+	if (i < n && t->ent[i].fd == fd)
+		return i;
+	for (i = 0; i < n; i++)
+		if (t->ent[i].fd == fd) {
+			__atomic_store_n(hint, i, __ATOMIC_RELAXED);
+			return i;
+		}
+	return n;
+}
+
 int sdp_epoll_update(int epfd, int fd, uint32_t events, uint64_t data)
 {
 	struct sdpshim_eset *t = sdp_es_get(epfd);
 	if (t == NULL)
 		return 0;
-	struct sdpshim_eset_entry *e = NULL;
-	uint32_t i;
 	uint32_t n = __atomic_load_n(&t->n, __ATOMIC_SEQ_CST);
-	for (i = 0; i < n; i++)
-		if (t->ent[i].fd == fd) {
-			e = &t->ent[i];
-			break;
-		}
+	uint32_t i = sdp_es_find(t, n, fd);
+	struct sdpshim_eset_entry *e = i < n ? &t->ent[i] : NULL;
 	if (e == NULL || e->data != data) {
 		sdp_es_put(t);
 		return 0;

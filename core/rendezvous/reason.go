@@ -62,6 +62,12 @@ const (
 	// fd for a connection in a listener's backlog; past the share new
 	// connections stay on kernel TCP, so the program keeps its fds.
 	ReasonFDLimit
+	// ReasonLateRecord: the accepting process waited the whole of its
+	// wait (20 ms) for the 4-tuple's record of a connection to a group
+	// listener while records of connections to its address were still
+	// pending: the connector's thread had not come back from connect()
+	// to name its port (unboundrec.go).
+	ReasonLateRecord
 
 	numReasons // keep last
 )
@@ -83,6 +89,7 @@ var reasonNames = [numReasons]string{
 	ReasonDeferredPlain:     "deferred-acceptor-plain",
 	ReasonShortLived:        "short-lived",
 	ReasonFDLimit:           "fd-limit",
+	ReasonLateRecord:        "deferred-record-late",
 }
 
 // String returns the reason's stable short name, as used in stats output.

@@ -105,7 +105,8 @@ func (n *Node) BindDeferred(d *Deferral, client netip.AddrPort) error {
 // directory (st: its state before), reads key's record once the listing
 // names it, and otherwise pauses (doubling from 20 us to 1 ms) and lists
 // again, for at most unboundWait. It returns what it found
-// (ReasonNotShimmed: nothing). A listing is made while the directory
+// (ReasonNotShimmed: nothing; ReasonLateRecord: records to the address
+// still pending at the end). A listing is made while the directory
 // cannot change (one getdents for a directory this small, under its
 // lock), so a record renamed meanwhile shows under one name or the other.
 func (n *Node) awaitBound(dirfd int, st unix.Stat_t, key Tuple) (Record, error) {
@@ -127,8 +128,11 @@ func (n *Node) awaitBound(dirfd int, st unix.Stat_t, key Tuple) (Record, error) 
 			}
 		}
 		n.pending.saw(dirfd, st, pending, n.pid)
-		if !pending[key.Server] || time.Now().After(deadline) {
+		if !pending[key.Server] {
 			break
+		}
+		if time.Now().After(deadline) {
+			return Record{}, &FallbackError{ReasonLateRecord, fmt.Errorf("deferred %s: records to %s still pending after %v", key, key.Server, unboundWait)}
 		}
 		// The connector's thread is between its connect() and its
 		// rename: a pause, not a wake, since nothing rings when a file

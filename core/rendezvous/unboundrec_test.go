@@ -92,9 +92,10 @@ func TestUnboundRecordOtherConnection(t *testing.T) {
 	}
 }
 
-// A pending record that is never named is waited for up to unboundWait,
-// and not at all once it is older than unboundFresh (a connect() the
-// kernel never completed); the sweep removes one whose process is gone.
+// A pending record that is never named is waited for up to unboundWait
+// (the reason then deferred-record-late), and not at all once it is older
+// than unboundFresh (a connect() the kernel never completed); the sweep
+// removes one whose process is gone.
 func TestUnboundRecordStale(t *testing.T) {
 	conn, puller, _ := deferPair(t, nil)
 	d, err := conn.Defer(Tuple{Client: ap("0.0.0.0:0"), Server: ap("127.0.0.1:8080")})
@@ -104,8 +105,11 @@ func TestUnboundRecordStale(t *testing.T) {
 	defer conn.Undefer(d)
 	began := time.Now()
 	_, err = puller.FindDeferred(ap("127.0.0.1:8080"), ap("127.0.0.1:41006"))
-	if took := time.Since(began); ReasonOf(err) != ReasonNotShimmed || took < unboundWait {
+	if took := time.Since(began); ReasonOf(err) != ReasonLateRecord || took < unboundWait {
 		t.Fatalf("unnamed pending record: %v after %v", err, took)
+	}
+	if st := puller.Stats(); st.Fallback(ReasonLateRecord) != 1 {
+		t.Fatalf("%d fallbacks counted deferred-record-late, want 1", st.Fallback(ReasonLateRecord))
 	}
 	defer func(w time.Duration) { unboundWait = w }(unboundWait)
 	unboundWait = 10 * time.Second // not waited for: the record is too old

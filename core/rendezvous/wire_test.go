@@ -98,7 +98,7 @@ func TestReasonsDocumented(t *testing.T) {
 	}
 	consts := []string{"", "ReasonNotShimmed", "ReasonRefused", "ReasonTimeout", "ReasonProtocol", "ReasonRunDir",
 		"ReasonExcluded", "ReasonNoDevice", "ReasonUnsupportedOption", "ReasonForkDecline", "ReasonBadSetting", "ReasonPeerGone",
-		"ReasonDeferredUnclaimed", "ReasonDeferredPlain", "ReasonShortLived", "ReasonFDLimit"}
+		"ReasonDeferredUnclaimed", "ReasonDeferredPlain", "ReasonShortLived", "ReasonFDLimit", "ReasonLateRecord"}
 	if len(consts) != int(numReasons) {
 		t.Fatalf("test lists %d constants, package has %d", len(consts), numReasons)
 	}

@@ -255,7 +255,7 @@ func (n *Node) FindDeferred(local, remote netip.AddrPort) (Record, error) {
 	err := n.withRecordDir(false, func(dirfd int) error {
 		rec, ferr = n.findRecord(dirfd, key)
 		var st unix.Stat_t
-		if ReasonOf(ferr) == ReasonNotShimmed && unix.Fstat(dirfd, &st) == nil && changedWithin(st, unboundFresh) &&
+		if ReasonOf(ferr) == ReasonNotShimmed && unix.Fstat(dirfd, &st) == nil && statAge(st) < unboundFresh &&
 			!n.pending.none(st, key.Server) {
 			// A pending record is written into the directory, which
 			// changes its modification time: none is fresh in a

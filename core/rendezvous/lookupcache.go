@@ -55,6 +55,11 @@ func stampRunDir(dir string) dirStamp {
 	if unix.Fstatat(unix.AT_FDCWD, dir, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
 		return dirStamp{}
 	}
+	return stampOf(st)
+}
+
+// stampOf is the state of the directory st describes.
+func stampOf(st unix.Stat_t) dirStamp {
 	return dirStamp{dev: st.Dev, ino: st.Ino, uid: st.Uid, mode: st.Mode, mtime: st.Mtim, ok: true}
 }
 

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestLookupCache: a lookup in a run directory that has not changed for a
@@ -108,4 +110,26 @@ func TestLookupCache(t *testing.T) {
 	}
 	_, err = cli.Lookup(ap("127.0.0.1:4000"))
 	wantReason(t, err, ReasonNotShimmed)
+}
+
+// An answer read from a directory changed less than stableAfter before
+// the lookup began is not kept (a later change may keep its time); one
+// from a directory unchanged for longer is.
+func TestLookupCacheRecentChange(t *testing.T) {
+	now := time.Now()
+	for _, ago := range []time.Duration{0, 10 * time.Millisecond, stableAfter / 2, stableAfter - time.Millisecond} {
+		m := now.Add(-ago)
+		st := dirStamp{dev: 1, ino: 2, mtime: unix.NsecToTimespec(m.UnixNano()), ok: true}
+		var c lookupCache
+		c.put(st, st, now, ap("127.0.0.1:80"), nil)
+		if _, ok := c.get(st, ap("127.0.0.1:80")); ok {
+			t.Errorf("an answer from a directory changed %v before the lookup was kept", ago)
+		}
+	}
+	st := dirStamp{dev: 1, ino: 2, mtime: unix.NsecToTimespec(now.Add(-2 * stableAfter).UnixNano()), ok: true}
+	var c lookupCache
+	c.put(st, st, now, ap("127.0.0.1:80"), nil)
+	if _, ok := c.get(st, ap("127.0.0.1:80")); !ok {
+		t.Error("an answer from a directory unchanged for twice stableAfter was not kept")
+	}
 }

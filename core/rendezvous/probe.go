@@ -66,5 +66,8 @@ func fileAge(dirfd int, name string) time.Duration {
 	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return 0
 	}
-	return time.Since(time.Unix(st.Mtim.Unix()))
+	return statAge(st)
 }
+
+// statAge returns how long ago the file st describes was last modified.
+func statAge(st unix.Stat_t) time.Duration { return time.Since(time.Unix(st.Mtim.Unix())) }

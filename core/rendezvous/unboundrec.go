@@ -151,21 +151,12 @@ func (n *Node) awaitBound(dirfd int, st unix.Stat_t, key Tuple) (Record, error) 
 // freshPending returns the server of name, in the record directory dirfd,
 // if it is a pending record written less than unboundFresh ago (one older
 // belongs to a connect() the kernel has not completed: a lost SYN, a full
-// backlog, not a connection accepted now), or one that is gone since the
-// listing: renamed to its 4-tuple's name, which the next listing shows.
+// backlog, not a connection accepted now), or one gone since the listing
+// (fileAge 0): renamed to its 4-tuple's name, which the next listing
+// shows.
 func (n *Node) freshPending(dirfd int, name string) (netip.AddrPort, bool) {
 	s, ok := parsePendingRecordName(name)
-	if !ok {
-		return s, false
-	}
-	var st unix.Stat_t
-	err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-	return s, err == unix.ENOENT || err == nil && changedWithin(st, unboundFresh)
-}
-
-// changedWithin reports whether st was modified less than d ago.
-func changedWithin(st unix.Stat_t, d time.Duration) bool {
-	return time.Since(time.Unix(st.Mtim.Sec, st.Mtim.Nsec)) < d
+	return s, ok && fileAge(dirfd, name) < unboundFresh
 }
 
 // pendingSeen is what awaitBound's last listing found: the servers with a
@@ -188,17 +179,13 @@ type pendingSeen struct {
 	stamp   dirStamp                // +checklocks:mu; the state listed
 	size    int64                   // +checklocks:mu
 	servers map[netip.AddrPort]bool // +checklocks:mu; servers with a fresh pending record then
-	exact   map[[2]uint64]bool      // +checklocks:mu; per record directory (device, inode): its states tell every change
+	dir     [2]uint64               // +checklocks:mu; the record directory (device, inode) exact is of
+	exact   bool                    // +checklocks:mu; its states tell every change (tmpfs, fineStamps)
 }
 
 // timestampTick bounds a file system's timestamp tick (a jiffy: 10 ms at
 // HZ=100, the coarsest kernel setting).
 const timestampTick = 10 * time.Millisecond
-
-// stampOf is st's state.
-func stampOf(st unix.Stat_t) dirStamp {
-	return dirStamp{dev: st.Dev, ino: st.Ino, uid: st.Uid, mode: st.Mode, mtime: st.Mtim, ok: true}
-}
 
 // none reports whether the record directory, in state st, is as last
 // listed and held no fresh pending record to server then.
@@ -213,19 +200,16 @@ func (p *pendingSeen) none(st unix.Stat_t, server netip.AddrPort) bool {
 func (p *pendingSeen) saw(dirfd int, st unix.Stat_t, servers map[netip.AddrPort]bool, pid int) {
 	id := [2]uint64{st.Dev, st.Ino}
 	p.mu.Lock()
-	exact, known := p.exact[id]
+	exact, known := p.exact, p.dir == id
 	p.mu.Unlock()
-	if !known {
+	if !known { // the first listing, or the run directory was replaced
 		var fs unix.Statfs_t
 		exact = unix.Fstatfs(dirfd, &fs) == nil && fs.Type == unix.TMPFS_MAGIC || fineStamps(dirfd, pid)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.exact == nil || len(p.exact) > 16 {
-		p.exact = map[[2]uint64]bool{}
-	}
-	p.exact[id] = exact
-	if !exact && changedWithin(st, timestampTick) {
+	p.dir, p.exact = id, exact
+	if !exact && statAge(st) < timestampTick {
 		p.stamp = dirStamp{}
 		return
 	}

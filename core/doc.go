@@ -5,6 +5,8 @@
 //	layer 0  sharedmem    atomic access to memory another process writes
 //	         fdhook       reporting the descriptors the core holds
 //	         direct       the direct data path's handle over the C protocol
+//	         sockdiag     which socket holds a local TCP connection's
+//	                      other end (the kernel's socket diagnostics)
 //	layer 1  verbs        the provider contract: regions, queue pairs,
 //	                      completion queues, work requests, its errors
 //	         wait         waiting: Doorbell and WaitPolicy contracts, the

@@ -160,7 +160,7 @@ func (p *Process) Connect(fd int, raw []byte) int64 {
 		go s.connectAsync(node, entries[0], tuple, offering, append([]byte(nil), raw...), fields)
 		return negErrno(unix.EINPROGRESS)
 	}
-	pc, err := p.offer(node, entries[0], tuple, true)
+	pc, err := p.offer(node, entries[0], tuple, fd)
 	if err != nil {
 		return plain(rendezvous.ReasonOf(err), err)
 	}
@@ -238,7 +238,7 @@ func (s *Socket) connectOfferedLocked(fd int, pc *pendingConnect, dst netip.Addr
 // when the offer failed. A socket closed meanwhile only gives the offer up.
 func (s *Socket) connectAsync(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, offering *pendingConnect, raw []byte, fields logrus.Fields) {
 	p := s.p
-	pc, err := p.offer(node, e, t, false)
+	pc, err := p.offer(node, e, t, -1)
 	s.mu.Lock()
 	if s.getState() != sockConnecting || s.pend != offering || len(s.fds) == 0 {
 		s.mu.Unlock()
@@ -288,15 +288,15 @@ func bindEphemeral(fd, family int) (netip.AddrPort, error) {
 // offer runs the rendezvous with the listener process e: over the
 // channel to it when one exists, else with a new channel set up over a
 // socketpair whose other end travels in the offer. A direct offer is
-// committed when the caller connects right after it (committed: see
-// offerDirectTo).
-func (p *Process) offer(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, committed bool) (*pendingConnect, error) {
+// committed when the caller connects the socket fd right after it (see
+// offerDirectTo); fd -1: the offer waits for its answer.
+func (p *Process) offer(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, fd int) (*pendingConnect, error) {
 	peer := procID{pid: e.PID, start: e.Start}
 	if p.cfg.Channel == config.ChannelDirect {
 		var send func(*directStream, rendezvous.Payload) (*rendezvous.Answer, error)
-		if committed {
+		if fd >= 0 {
 			send = func(_ *directStream, pl rendezvous.Payload) (*rendezvous.Answer, error) {
-				return node.OfferCommitted(e, t, pl)
+				return node.OfferCommitted(e, t, pl, fd)
 			}
 		}
 		return p.offerDirectTo(node, e, t, 0, send)

@@ -102,11 +102,15 @@ var (
 // +checklocks:s.mu
 func (s *Socket) connectDeferredLocked(fd int, node *rendezvous.Node, t rendezvous.Tuple, raw []byte, fields logrus.Fields, nat bool) int64 {
 	p := s.p
-	deferAs, key := node.Defer, deferKeyOf(t.Client, t.Server)
+	key := deferKeyOf(t.Client, t.Server)
+	var rec rendezvous.Deferral
+	var err error
 	if nat {
-		deferAs, key = node.DeferNAT, deferKey{port: t.Client.Port()} // crossns.go
+		key = deferKey{port: t.Client.Port()} // crossns.go
+		rec, err = node.DeferNAT(t)
+	} else {
+		rec, err = node.Defer(t, fd)
 	}
-	rec, err := deferAs(t)
 	if err != nil {
 		p.fallback(rendezvous.ReasonOf(err), fd, fields, err)
 		s.fallBackLocked()
@@ -302,7 +306,7 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 			return req.OfferHere(t, pl)
 		})
 	} else {
-		offered, oerr = p.offer(node, req.From, t, true)
+		offered, oerr = p.offer(node, req.From, t, fd)
 	}
 
 	s.mu.Lock()

@@ -290,15 +290,15 @@ func (p *Process) Accept(lfd, fd int, peer netip.AddrPort, flags int) FDState {
 	if node == nil || err != nil {
 		return FDUnmanaged
 	}
-	m, ok := node.Claim(local, peer)
-	if !ok && (group || node.HasNATRecord(peer)) {
+	m, why := node.Claim(local, peer)
+	if why != rendezvous.ReasonNone && (group || node.HasNATRecord(peer)) {
 		// Shared with fork children, or a connector behind a NAT
 		// (crossns.go): the first process to use the connection
 		// claims it (deferred_accept.go).
 		return p.acceptDeferred(node, ls, fd, local, peer, flags)
 	}
-	if !ok {
-		p.fallback(rendezvous.ReasonNotShimmed, fd, logrus.Fields{"local": local, "remote": peer}, nil)
+	if why != rendezvous.ReasonNone {
+		p.fallback(why, fd, logrus.Fields{"local": local, "remote": peer}, nil)
 		p.notOffered(node)
 		return FDUnmanaged
 	}

@@ -33,6 +33,7 @@ var coreLayers = map[string]int{
 	"sharedmem":     0, // atomic access to memory another process writes
 	"fdhook":        0, // reporting the descriptors the core holds
 	"direct":        0, // the direct path's handle over the C protocol
+	"sockdiag":      0, // a local TCP connection's other end
 	"verbs":         1, // the provider contract
 	"wait":          1, // Doorbell, WaitPolicy, Waiter, ParkFD
 	"wire":          2, // block header, control records, Transport, FlowController

@@ -147,6 +147,11 @@ func (h *harness) environ(shim bool, rd string) []string {
 			// (shim/shortconn.go) keeps some on kernel TCP by design.
 			out = append(out, "SDPSHIM_SHORT_CONN=0")
 		}
+		if _, set := config.Getenv(h.settings, "SDPSHIM_LOG_LEVEL"); !set {
+			// Each fallback's reason and error, from the server and
+			// the clients alike, on stderr: the column's notes.
+			out = append(out, "SDPSHIM_LOG_LEVEL=warn")
+		}
 		out = append(out, "LD_PRELOAD="+h.lib, "SDPSHIM_RUNDIR="+rd)
 	}
 	return out

@@ -128,7 +128,7 @@ func TestEnviron(t *testing.T) {
 	if got := strings.Join(h.environ(false, ""), " "); got != "PATH=/bin" {
 		t.Errorf("kernel TCP's environment: %s", got)
 	}
-	if got := strings.Join(h.environ(true, "/rd"), " "); got != "PATH=/bin SDPSHIM_POLL=event SDPSHIM_SHORT_CONN=0 LD_PRELOAD=/lib/libsdpshim.so SDPSHIM_RUNDIR=/rd" {
+	if got := strings.Join(h.environ(true, "/rd"), " "); got != "PATH=/bin SDPSHIM_POLL=event SDPSHIM_SHORT_CONN=0 SDPSHIM_LOG_LEVEL=warn LD_PRELOAD=/lib/libsdpshim.so SDPSHIM_RUNDIR=/rd" {
 		t.Errorf("sdpshim's environment: %s", got)
 	}
 }

@@ -13,7 +13,7 @@ import (
 // (closed at the test's end).
 func (p *pair) committed(t *testing.T, tu Tuple, data string) *Answer {
 	t.Helper()
-	a, err := p.c.OfferCommitted(p.entry, tu, Payload{Data: []byte(data)})
+	a, err := p.c.OfferCommitted(p.entry, tu, Payload{Data: []byte(data)}, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestCommittedOfferClaimedAtOnce(t *testing.T) {
 	p := newPair(t, Config{})
 	for i := range 500 {
 		tu := p.tuple(uint16(42000 + i))
-		a, err := p.c.OfferCommitted(p.entry, tu, Payload{Data: []byte("n")})
+		a, err := p.c.OfferCommitted(p.entry, tu, Payload{Data: []byte("n")}, -1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +161,7 @@ func TestCommittedOfferHostileListener(t *testing.T) {
 		nil,                                                                // closes without a word
 	} {
 		tu := Tuple{Client: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(41100+i)), Server: ap("127.0.0.1:5000")}
-		a, err := n.OfferCommitted(e, tu, Payload{Data: []byte("h")})
+		a, err := n.OfferCommitted(e, tu, Payload{Data: []byte("h")}, -1)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -178,15 +178,17 @@ func parseRecordFile(rundir, name string, b []byte) (recordFile, error) {
 // for a PULL: it starts the rendezvous server if none runs and writes the
 // record file. A socket not bound yet (t.Client's port 0) gets a pending
 // record, which BindDeferred names once the connect() picked the port
-// (unboundrec.go). Call Undefer once the connection is resolved (pulled,
-// fallen back, closed). Errors are *FallbackError (ReasonRunDir,
+// (unboundrec.go); sock is then that socket, whose identity the name
+// carries. Call Undefer once the connection is resolved (pulled, fallen
+// back, closed). Errors are *FallbackError (ReasonRunDir,
 // ReasonProtocol).
-func (n *Node) Defer(t Tuple) (Deferral, error) {
+func (n *Node) Defer(t Tuple, sock int) (Deferral, error) {
 	if t.unbound() {
-		if !t.validOffer(true) {
-			return Deferral{}, &FallbackError{ReasonProtocol, fmt.Errorf("defer %s: invalid tuple", t)}
+		ino := socketID(t, sock)
+		if !t.validOffer(true) || ino == 0 {
+			return Deferral{}, &FallbackError{ReasonProtocol, fmt.Errorf("defer %s: invalid tuple, or fd %d not a socket", t, sock)}
 		}
-		return n.deferAs(Deferral{Tuple: t, name: pendingRecordName(t.Server, n.pid, random32()), pending: true})
+		return n.deferAs(Deferral{Tuple: t, name: pendingRecordName(t.Server, n.pid, ino), pending: true})
 	}
 	if !t.valid() {
 		return Deferral{}, &FallbackError{ReasonProtocol, fmt.Errorf("defer %s: invalid tuple", t)}

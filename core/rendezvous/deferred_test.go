@@ -70,7 +70,7 @@ func pullAccepted(t *testing.T, puller *Node, rec Record, local, remote netip.Ad
 func TestDeferredPullClaims(t *testing.T) {
 	conn, puller, answers := deferPair(t, nil)
 	tuple := Tuple{Client: ap("0.0.0.0:41001"), Server: ap("127.0.0.1:8080")}
-	d, err := conn.Defer(tuple)
+	d, err := conn.Defer(tuple, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestDeferredBadRecords(t *testing.T) {
 	if _, err := n.Serve(); err != nil {
 		t.Fatal(err)
 	}
-	good, err := n.Defer(Tuple{Client: ap("127.0.0.1:42000"), Server: ap("127.0.0.1:8080")})
+	good, err := n.Defer(Tuple{Client: ap("127.0.0.1:42000"), Server: ap("127.0.0.1:8080")}, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestGroupEntry(t *testing.T) {
 // the deferral and the record puller finds for it.
 func deferFound(t *testing.T, conn, puller *Node, tuple Tuple) (Deferral, Record) {
 	t.Helper()
-	d, err := conn.Defer(tuple)
+	d, err := conn.Defer(tuple, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +354,7 @@ func TestDeferredPullOfferHereThenAbort(t *testing.T) {
 func TestDeferredCloseRemovesRecords(t *testing.T) {
 	dir := runDir(t)
 	n := newNode(t, Config{RunDir: dir, Handler: echoHandler})
-	if _, err := n.Defer(Tuple{Client: ap("127.0.0.1:42001"), Server: ap("127.0.0.1:8080")}); err != nil {
+	if _, err := n.Defer(Tuple{Client: ap("127.0.0.1:42001"), Server: ap("127.0.0.1:8080")}, -1); err != nil {
 		t.Fatal(err)
 	}
 	recs := filepath.Join(dir, recordDir)

@@ -110,7 +110,7 @@ func helperAcceptor() error {
 		}
 		lsa, _ := unix.Getsockname(cfd)
 		line := "plain\n"
-		if m, ok := n.Claim(sockaddrAP(lsa), sockaddrAP(rsa)); ok {
+		if m, why := n.Claim(sockaddrAP(lsa), sockaddrAP(rsa)); why == ReasonNone {
 			p := m.Prepared.(*prep)
 			unix.Close(p.answerFile)
 			if m.Request.Tuple.Client != sockaddrAP(rsa) || p.pid != m.Request.PID {

@@ -67,7 +67,7 @@ func TestLookupCache(t *testing.T) {
 	// directory, the run directory, and so the cached answer, stays as it
 	// was.
 	deferOnce := func(port string) {
-		d, err := cli.Defer(Tuple{Client: ap("127.0.0.1:" + port), Server: ap("127.0.0.1:4000")})
+		d, err := cli.Defer(Tuple{Client: ap("127.0.0.1:" + port), Server: ap("127.0.0.1:4000")}, -1)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,7 +24,7 @@ import (
 // reason of the Handler's refusal; files that arrived are closed.
 func (n *Node) Offer(ctx context.Context, e Entry, t Tuple, offer Payload) (*Answer, error) {
 	n.stats.offers.Add(1)
-	a, err := n.offer(ctx, e, t, offer, false)
+	a, err := n.offer(ctx, e, t, offer, false, 0)
 	if err != nil {
 		n.stats.fallback(err)
 		return nil, err
@@ -44,9 +44,12 @@ func (n *Node) Offer(ctx context.Context, e Entry, t Tuple, offer Payload) (*Ans
 //
 // t.Client's port may be 0 (an unbound offer, unbound.go): the socket is
 // left for connect() to bind, and Answer.Bound sends the port after it.
-func (n *Node) OfferCommitted(e Entry, t Tuple, offer Payload) (*Answer, error) {
+// sock is then the connector's TCP socket (or -1), whose identity the
+// offer carries: by it the listener knows the offer of a connection it
+// accepted before the port came.
+func (n *Node) OfferCommitted(e Entry, t Tuple, offer Payload, sock int) (*Answer, error) {
 	n.stats.offers.Add(1)
-	a, err := n.offer(context.Background(), e, t, offer, true)
+	a, err := n.offer(context.Background(), e, t, offer, true, socketID(t, sock))
 	if err != nil {
 		n.stats.fallback(err)
 		return nil, err
@@ -54,7 +57,7 @@ func (n *Node) OfferCommitted(e Entry, t Tuple, offer Payload) (*Answer, error) 
 	return a, nil
 }
 
-func (n *Node) offer(ctx context.Context, e Entry, t Tuple, offer Payload, committed bool) (*Answer, error) {
+func (n *Node) offer(ctx context.Context, e Entry, t Tuple, offer Payload, committed bool, sock uint32) (*Answer, error) {
 	if len(e.Socket) > maxSockPath {
 		return nil, &FallbackError{ReasonProtocol, fmt.Errorf("offer %s: invalid entry", t)}
 	}
@@ -70,7 +73,7 @@ func (n *Node) offer(ctx context.Context, e Entry, t Tuple, offer Payload, commi
 	if committed {
 		// Nothing to wait for: the frame fits the empty socket's buffer.
 		if err = n.dial(fd, e); err == nil {
-			err = n.send(fd, kindOfferCommitted, t, offer, time.Now().Add(n.cfg.OfferTimeout))
+			err = n.send(fd, kindOfferCommitted, t, sock, offer, time.Now().Add(n.cfg.OfferTimeout))
 		}
 		if err == nil {
 			return n.oneWayAnswer(g, t), nil
@@ -131,7 +134,7 @@ func (n *Node) exchange(fd int, e Entry, t Tuple, offer Payload, deadline time.T
 	if err := n.dial(fd, e); err != nil {
 		return nil, err
 	}
-	if err := n.send(fd, kindOffer, t, offer, deadline); err != nil {
+	if err := n.send(fd, kindOffer, t, 0, offer, deadline); err != nil {
 		return nil, err
 	}
 	body, files, err := recvFrame(fd, nil, deadline)
@@ -181,8 +184,8 @@ func (n *Node) dial(fd int, e Entry) error {
 }
 
 // send sends an offer of kind k (offer or committed offer).
-func (n *Node) send(fd int, k kind, t Tuple, offer Payload, deadline time.Time) error {
-	m := message{kind: k, nfiles: len(offer.Files), tuple: t, pid: uint32(n.pid), data: offer.Data}
+func (n *Node) send(fd int, k kind, t Tuple, sock uint32, offer Payload, deadline time.Time) error {
+	m := message{kind: k, nfiles: len(offer.Files), tuple: t, pid: uint32(n.pid), sock: sock, data: offer.Data}
 	if err := sendFrame(fd, m.encode(), offer.Files, deadline); err != nil {
 		if r := refusalQueued(fd); r != nil {
 			return r // refused before it read the offer (our uid)

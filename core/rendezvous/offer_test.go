@@ -125,8 +125,14 @@ type pair struct {
 
 func newPair(t *testing.T, lcfg Config) *pair {
 	t.Helper()
+	return newPairAt(t, lcfg, ap("127.0.0.1:5000"))
+}
+
+// newPairAt is newPair with the listener registered at dst.
+func newPairAt(t *testing.T, lcfg Config, dst netip.AddrPort) *pair {
+	t.Helper()
 	dir := runDir(t)
-	p := &pair{drops: newDrops(), dst: ap("127.0.0.1:5000")}
+	p := &pair{drops: newDrops(), dst: dst}
 	lcfg.RunDir = dir
 	if lcfg.Handler == nil {
 		lcfg.Handler = echoHandler
@@ -160,7 +166,10 @@ func (p *pair) offer(t *testing.T, tu Tuple, data string) *Answer {
 	return a
 }
 
-func (p *pair) claim(tu Tuple) (Match, bool) { return p.l.Claim(tu.Server, tu.Client) }
+func (p *pair) claim(tu Tuple) (Match, bool) {
+	m, why := p.l.Claim(tu.Server, tu.Client)
+	return m, why == ReasonNone
+}
 
 func TestClaimAfterCommit(t *testing.T) {
 	checkNoLeak(t)
@@ -174,8 +183,8 @@ func TestClaimAfterCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	// accept() sees v4-mapped addresses on a v6 socket.
-	m, ok := p.l.Claim(ap("[::ffff:127.0.0.1]:5000"), ap("[::ffff:127.0.0.1]:40000"))
-	if !ok {
+	m, why := p.l.Claim(ap("[::ffff:127.0.0.1]:5000"), ap("[::ffff:127.0.0.1]:40000"))
+	if why != ReasonNone {
 		t.Fatal("not claimed")
 	}
 	m.Prepared.(*prepared).release()

@@ -316,28 +316,33 @@ func (p *pendingTable) dropAll(cause DropCause, change func(*pendingTable)) int 
 // Claim is called by accept() with the accepted connection's local and
 // remote addresses. It takes the pending offer for that 4-tuple (filed by
 // the connector's exact address, or by its port alone when it bound a
-// wildcard) and returns it when the connector committed: the connection
-// is then accelerated, and the connector hears "accepted". Otherwise
-// (no offer: a plain client; or an offer the connector gave up on) it
-// reports false and the connection stays plain TCP; a given-up offer is
-// dropped (OnDrop with DropAborted). Claim never blocks on the network; it
-// may wait for an answer still being written (bounded by ReadTimeout),
-// and for the ports of unbound offers to its address (unboundWait).
-func (n *Node) Claim(local, remote netip.AddrPort) (Match, bool) {
+// wildcard) and returns it with ReasonNone when the connector committed:
+// the connection is then accelerated, and the connector hears
+// "accepted". Otherwise the connection stays plain TCP, and the reason
+// says why: ReasonNotShimmed, no offer (a plain client, or one that fell
+// back for a reason of its own); ReasonConnectorLate, the offer's port
+// did not come in time (unbound.go); ReasonTimeout, the offer expired
+// before this accept; ReasonPeerGone, the connector gave the connection
+// up, and its offer is dropped (OnDrop with DropAborted). Claim never
+// blocks on the network; it may wait for an answer still being written
+// (bounded by ReadTimeout), and for the ports of unbound offers to its
+// address (unbound.go).
+func (n *Node) Claim(local, remote netip.AddrPort) (Match, Reason) {
 	key := Tuple{Client: remote, Server: local}.canon()
 	e := n.pend.takeFor(key)
+	why := ReasonNone
 	if e == nil {
-		e = n.find(key)
+		e, why = n.find(key)
 	}
 	if e == nil {
 		n.stats.claimMisses.Add(1)
-		return Match{}, false
+		return Match{}, why
 	}
 	e.mu.Lock()
 	if e.done {
 		e.mu.Unlock()
 		n.stats.claimMisses.Add(1)
-		return Match{}, false
+		return Match{}, ReasonTimeout
 	}
 	// The connector writes the commit byte before its connect(), so when
 	// accept() returns the connection the byte is already queued: absent
@@ -351,10 +356,10 @@ func (n *Node) Claim(local, remote netip.AddrPort) (Match, bool) {
 		e.finishLocked(verdictAccepted, 0)
 		e.mu.Unlock()
 		n.stats.claims.Add(1)
-		return e.match, true
+		return e.match, ReasonNone
 	}
 	e.finishLocked(verdictDeclined, DropAborted)
 	e.mu.Unlock()
 	n.pend.dropped(e.match, DropAborted)
-	return Match{}, false
+	return Match{}, ReasonPeerGone
 }

@@ -68,7 +68,7 @@ func (r PullRequest) OfferHere(t Tuple, offer Payload) (*Answer, error) {
 	n.stats.offers.Add(1)
 	err := n.offerable(t, offer, true)
 	if err == nil {
-		err = n.send(h.fd, kindOfferCommitted, t, offer, time.Now().Add(n.cfg.OfferTimeout))
+		err = n.send(h.fd, kindOfferCommitted, t, 0, offer, time.Now().Add(n.cfg.OfferTimeout))
 	}
 	if err != nil {
 		n.stats.fallback(err)
@@ -208,9 +208,9 @@ func (n *Node) pull(rec Record, local, remote netip.AddrPort, deadline time.Time
 	}
 	// The connector committed its offer before answering: the entry is in
 	// the table and its commit byte queued.
-	m, ok := n.Claim(local, remote)
-	if !ok {
-		return Match{}, &FallbackError{ReasonProtocol, fmt.Errorf("pull %s: answered, but no committed offer", key)}
+	m, why := n.Claim(local, remote)
+	if why != ReasonNone {
+		return Match{}, &FallbackError{ReasonProtocol, fmt.Errorf("pull %s: answered, but no committed offer (%v)", key, why)}
 	}
 	return m, nil
 }
@@ -230,9 +230,9 @@ func (n *Node) claimHere(fd int, m message, files []int, cred *unix.Ucred, key T
 	}
 	req.Cred = *cred
 	n.server().serveOffer(fd, req) // pull served first: the server exists from then on
-	match, ok := n.Claim(local, remote)
-	if !ok {
-		return Match{}, &FallbackError{ReasonProtocol, fmt.Errorf("pull %s: offered on the pull, but not filed", key)}
+	match, why := n.Claim(local, remote)
+	if why != ReasonNone {
+		return Match{}, &FallbackError{ReasonProtocol, fmt.Errorf("pull %s: offered on the pull, but not filed (%v)", key, why)}
 	}
 	return match, nil
 }

@@ -51,7 +51,7 @@ func TestQuiet(t *testing.T) {
 
 	// A deferral record (written as Defer does) moves the state; once
 	// still again, the record keeps it from being quiet.
-	d, err := n.Defer(Tuple{Client: ap("127.0.0.1:5555"), Server: ap("127.0.0.1:4000")})
+	d, err := n.Defer(Tuple{Client: ap("127.0.0.1:5555"), Server: ap("127.0.0.1:4000")}, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,8 +130,8 @@ func TestOnPending(t *testing.T) {
 	if len(told) == 0 || slices.Contains(told, 0) {
 		t.Fatalf("told %v before the claim: want some, none 0", told)
 	}
-	m, ok := srv.Claim(tu.Server, tu.Client)
-	if !ok {
+	m, why := srv.Claim(tu.Server, tu.Client)
+	if why != ReasonNone {
 		t.Fatal("claim failed")
 	}
 	m.Prepared.(*prepared).release()

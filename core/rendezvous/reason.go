@@ -62,12 +62,13 @@ const (
 	// fd for a connection in a listener's backlog; past the share new
 	// connections stay on kernel TCP, so the program keeps its fds.
 	ReasonFDLimit
-	// ReasonLateRecord: the accepting process waited the whole of its
-	// wait (20 ms) for the 4-tuple's record of a connection to a group
-	// listener while records of connections to its address were still
-	// pending: the connector's thread had not come back from connect()
-	// to name its port (unboundrec.go).
-	ReasonLateRecord
+	// ReasonConnectorLate: the accepting process waited the whole of its
+	// wait for the connector to name the port its connect() took (an
+	// unbound offer's frame, unbound.go; a deferral record's rename,
+	// unboundrec.go): the connector's thread had not come back from
+	// connect(), or, where the kernel could not say which connector's
+	// the connection is, another connector to the same address had not.
+	ReasonConnectorLate
 
 	numReasons // keep last
 )
@@ -89,7 +90,7 @@ var reasonNames = [numReasons]string{
 	ReasonDeferredPlain:     "deferred-acceptor-plain",
 	ReasonShortLived:        "short-lived",
 	ReasonFDLimit:           "fd-limit",
-	ReasonLateRecord:        "deferred-record-late",
+	ReasonConnectorLate:     "connector-late",
 }
 
 // String returns the reason's stable short name, as used in stats output.

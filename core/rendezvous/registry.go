@@ -411,7 +411,7 @@ func (n *Node) sweep(dirfd int) {
 	names, _ = readDirNames(rfd)
 	for _, name := range names {
 		_, rec := parseRecordName(name)
-		_, pending := parsePendingRecordName(name)
+		_, _, pending := parsePendingRecordName(name)
 		if rec || pending {
 			n.checkRecord(rfd, name)
 		} else if staleTemp(rfd, name) {

@@ -29,7 +29,8 @@ type Request struct {
 	// every case (it keeps or closes them, also when it returns an error).
 	Payload Payload
 
-	committed bool // a committed offer (OfferCommitted): answered at the claim
+	committed bool   // a committed offer (OfferCommitted): answered at the claim
+	sock      uint32 // an unbound offer's: the connector's socket inode, 0 unknown
 }
 
 // Handler answers an offer in the listener process. A nil error accepts:

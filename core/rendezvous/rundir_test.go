@@ -93,7 +93,7 @@ func TestMakeRecordDir(t *testing.T) {
 			}
 		}
 		n := newNode(t, Config{RunDir: dir, Handler: echoHandler})
-		d, err := n.Defer(Tuple{Client: ap("127.0.0.1:5555"), Server: ap("127.0.0.1:4000")})
+		d, err := n.Defer(Tuple{Client: ap("127.0.0.1:5555"), Server: ap("127.0.0.1:4000")}, -1)
 		if err != nil {
 			t.Fatalf("shared %v: %v", shared, err)
 		}
@@ -115,6 +115,6 @@ func TestMakeRecordDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := newNode(t, Config{RunDir: dir, Handler: echoHandler})
-	_, err := n.Defer(Tuple{Client: ap("127.0.0.1:5556"), Server: ap("127.0.0.1:4000")})
+	_, err := n.Defer(Tuple{Client: ap("127.0.0.1:5556"), Server: ap("127.0.0.1:4000")}, -1)
 	wantReason(t, err, ReasonRunDir)
 }

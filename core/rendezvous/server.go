@@ -500,7 +500,7 @@ func requestOf(m message, files []int, err error) (Request, error) {
 		closeFiles(files)
 		return Request{}, err
 	}
-	return Request{Tuple: m.tuple, PID: int(m.pid), Payload: Payload{Data: m.data, Files: files}, committed: m.kind == kindOfferCommitted}, nil
+	return Request{Tuple: m.tuple, PID: int(m.pid), Payload: Payload{Data: m.data, Files: files}, committed: m.kind == kindOfferCommitted, sock: m.sock}, nil
 }
 
 // listening reports whether a registered address accepts connections to

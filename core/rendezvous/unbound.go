@@ -1,11 +1,14 @@
 package rendezvous
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core/sockdiag"
 )
 
 // Unbound offers. A connector that binds its socket before connect(), to
@@ -21,52 +24,84 @@ import (
 //
 // The listener keeps such an offer among the unbound ones until its
 // bound frame comes, then files it under its 4-tuple like any other
-// (resolve). The connector's accept() may come first: the kernel
-// completes a loopback connection inside the connector's connect(). A
-// Claim that finds no offer while offers to its address are unbound, and
-// were made recently (unboundFresh), waits for their frames up to
-// unboundWait (find). When it gives up with some still unbound, fresh or
-// not, the connection is plain and its 4-tuple is noted (missed): an
-// offer bound to it later is dropped (DropUnbound), and its connector
-// hears "declined" at once rather than when the offer expires. So both sides always agree. An abort byte instead of the
-// frame withdraws the offer; the connector's end before it drops the
-// offer too, since no byte can have been written on a connection whose
-// connector never got back from connect().
+// (resolve). The listener's accept() may come first: the kernel completes
+// a loopback connection inside the connector's connect(). The offer
+// carries the inode of the connector's socket, and a Claim that finds no
+// offer while offers to its address are unbound asks the kernel's socket
+// diagnostics which socket is at the other end of its connection
+// (sockdiag.Peer): the offer with that socket's inode is its own, whose
+// frame it waits for up to unboundOwnWait; the others are other
+// connections', which it does not wait for at all. Where the kernel
+// cannot say (no inet_diag), it waits for the frames of the offers to its
+// address made recently (unboundFresh), up to unboundWait (find).
+//
+// When a Claim gives up with offers still unbound, the connection is
+// plain and its 4-tuple is noted (missed): an offer bound to it later is
+// dropped (DropUnbound), and its connector hears "declined" at once
+// rather than when the offer expires. So both sides always agree. An
+// abort byte instead of the frame withdraws the offer; the connector's
+// end before it drops the offer too, since no byte can have been written
+// on a connection whose connector never got back from connect().
 
-// unboundWait bounds a Claim's wait for unbound offers' ports. The
-// connector sends its frame right after its connect() returns, so the
-// wait is the connector's way from the kernel back to its code; it is
-// long only when the connector's thread lost its CPU there.
+// unboundWait bounds a Claim's wait for unbound offers' ports when it
+// cannot tell whether one of them is its connection's: the kernel's
+// socket diagnostics are unavailable (sockdiag.ErrUnsupported), or an
+// offer came without its socket's identity. The connector sends its
+// frame right after its connect() returns, so the wait is the
+// connector's way from the kernel back to its code; it is long only when
+// the connector's thread lost its CPU there.
 var unboundWait = 20 * time.Millisecond // a variable for the tests only
 
-// unboundFresh is how old an unbound offer a Claim still waits for: one
-// older belongs to a connect() the kernel has not completed (a lost SYN,
-// a full backlog), not to the connection just accepted.
+// unboundOwnWait bounds a Claim's wait for the frame of the unbound offer
+// that the kernel says is its connection's (its socket's inode, from
+// sockdiag.Peer, is the offer's). That connector is between its connect()
+// and its frame, so the frame comes unless it died (its end ends the wait
+// at once) or is stopped; a starved thread may take tens of
+// milliseconds on a loaded machine, which must not cost the connection
+// its acceleration.
+const unboundOwnWait = time.Second
+
+// unboundFresh is how old an unbound offer a Claim still waits for without
+// knowing it is its connection's: one older belongs to a connect() the
+// kernel has not completed (a lost SYN, a full backlog), not to the
+// connection just accepted.
 const unboundFresh = 200 * time.Millisecond
 
 // find looks for the offer of the connection key (canonical) that Claim
 // did not find filed: in the rendezvous socket's backlog, where a
 // committed offer goes before the connector's connect(), and among the
-// unbound offers, waiting for their ports (above).
-func (n *Node) find(key Tuple) *pendingEntry {
+// unbound offers, waiting for their ports (above). It returns the entry,
+// or why there is none: ReasonNotShimmed (no offer), ReasonConnectorLate
+// (it gave up waiting with offers to the address still unbound).
+func (n *Node) find(key Tuple) (*pendingEntry, Reason) {
 	n.pend.resolveAll() // the usual case: an unbound offer whose port came
 	if e := n.pend.takeFor(key); e != nil {
-		return e
+		return e, ReasonNone
 	}
 	if srv := n.server(); srv != nil {
 		srv.intake()
 	}
 	n.pend.resolveAll()
-	e := n.pend.takeFor(key)
-	deadline := time.Now().Add(unboundWait)
-	for e == nil {
-		fds, some := n.pend.unboundTo(key.Server)
-		left := time.Until(deadline)
+	if e := n.pend.takeFor(key); e != nil {
+		return e, ReasonNone
+	}
+	start := time.Now()
+	var who connector
+	for asked := false; ; {
+		if !asked && n.pend.anyUnboundTo(key.Server) {
+			who, asked = askConnector(key), true
+		}
+		fds, own := n.pend.unboundFor(key.Server, who)
+		wait := unboundWait
+		if own {
+			wait = unboundOwnWait
+		}
+		left := wait - time.Since(start)
 		switch {
-		case !some:
-			return nil
-		case len(fds) == 0 || left <= 0:
-			return n.pend.miss(key)
+		case len(fds) == 0:
+			return n.pend.miss(key, ReasonNotShimmed)
+		case left <= 0:
+			return n.pend.miss(key, ReasonConnectorLate)
 		}
 		pfd := make([]unix.PollFd, len(fds))
 		for i, fd := range fds {
@@ -77,48 +112,103 @@ func (n *Node) find(key Tuple) *pendingEntry {
 		// at the table again.
 		unix.Poll(pfd, int(left/time.Millisecond)+1)
 		n.pend.resolveAll()
-		e = n.pend.takeFor(key)
+		if e := n.pend.takeFor(key); e != nil {
+			return e, ReasonNone
+		}
 	}
-	return e
 }
 
-// unboundTo returns the fds of the fresh unbound offers to server
-// (canonical), and whether any unbound offer to it is left.
-func (p *pendingTable) unboundTo(server netip.AddrPort) (fresh []int, some bool) {
+// connector is what the kernel says of an accepted connection's
+// connecting socket (askConnector): known, its inode (0: closed already,
+// or in another network namespace) and owner.
+type connector struct {
+	known bool
+	ino   uint32
+	uid   uint32
+}
+
+// askConnector asks the kernel's socket diagnostics for the connecting
+// socket of the connection key (canonical), accepted here.
+func askConnector(key Tuple) connector {
+	ino, uid, err := sockdiag.Peer(key.Server, key.Client)
+	switch {
+	case err == nil:
+		return connector{known: true, ino: ino, uid: uid}
+	case errors.Is(err, sockdiag.ErrNotFound):
+		return connector{known: true}
+	}
+	return connector{}
+}
+
+// anyUnboundTo reports whether any unbound offer to server (canonical) is
+// waiting for its port.
+func (p *pendingTable) anyUnboundTo(server netip.AddrPort) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, e := range p.unbound {
+		if canon(e.key.Server) == server {
+			return true
+		}
+	}
+	return false
+}
+
+// unboundFor returns the fds of the unbound offers to server (canonical)
+// that the connection whose connector is who may be waiting for: the one
+// whose socket is who's (own), whatever its age; and those fresh ones
+// that came without their socket's identity, or all the fresh ones when
+// who is not known.
+func (p *pendingTable) unboundFor(server netip.AddrPort, who connector) (fds []int, own bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, e := range p.unbound {
 		if canon(e.key.Server) != server {
 			continue
 		}
-		some = true
-		if time.Since(e.filed) < unboundFresh {
-			fresh = append(fresh, e.fd)
+		r := &e.match.Request
+		switch {
+		case who.known && who.ino != 0 && r.sock == who.ino && r.Cred.Uid == who.uid:
+			fds, own = append(fds, e.fd), true
+		case who.known && r.sock != 0:
+		case time.Since(e.filed) < unboundFresh:
+			fds = append(fds, e.fd)
 		}
 	}
-	return fresh, some
+	return fds, own
 }
 
-// miss notes that a Claim leaves the connection key (canonical) plain
-// while offers to its address are still unbound: an offer bound to key
-// later is dropped. An offer another Claim's resolve filed under key
-// since this one looked is taken and returned instead.
-func (p *pendingTable) miss(key Tuple) *pendingEntry {
+// socketID returns the identity of the socket sock that an unbound
+// offer or deferral (t's client port 0) carries: its inode, or 0 when it
+// is not one or has none to give (sock -1).
+func socketID(t Tuple, sock int) uint32 {
+	if !t.unbound() || sock < 0 {
+		return 0
+	}
+	ino, _ := sockdiag.Inode(sock)
+	return ino
+}
+
+// miss notes that a Claim leaves the connection key (canonical) plain,
+// for the reason why, while offers to its address may still be unbound:
+// an offer bound to key later is dropped. An offer another Claim's
+// resolve filed under key since this one looked is taken and returned
+// instead.
+func (p *pendingTable) miss(key Tuple, why Reason) (*pendingEntry, Reason) {
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if e := p.unfileLocked(key); e != nil {
-		return e
+		return e, ReasonNone
 	}
 	for k, until := range p.missed {
 		if now.After(until) {
 			delete(p.missed, k)
 		}
 	}
-	if len(p.missed) < p.n.cfg.MaxPending {
+	if len(p.unbound) > 0 && len(p.missed) < p.n.cfg.MaxPending {
 		p.missed[key] = now.Add(p.n.cfg.PendingTimeout)
 	}
-	return nil
+	return nil, why
 }
 
 // unlistLocked removes e from the unbound offers, its peer's count

@@ -19,51 +19,59 @@ import (
 // search for a free port) and then ran out of ports, where kernel TCP,
 // which shares a port among destinations, does not. So Defer takes a
 // tuple whose client port is 0: the record is filed under a pending name,
-// u<server>-<pid>-<random>, before the connect() (so a process that
+// u<server>-<pid>-<socket inode>, before the connect() (so a process that
 // accepts sees a record directory that is not quiet, quiet.go), and
 // BindDeferred renames it to its 4-tuple's name right after the connect()
 // returned, before the program can write.
 //
 // The process that accepts may look first: the kernel completes a
-// loopback connection inside the connector's connect(). FindDeferred,
-// finding no record while records of connections to its address are
-// pending and were written recently (unboundFresh), looks again after
-// short pauses, up to unboundWait (awaitBound). When it gives up, the
-// connection is plain there, and nobody pulls it: its connector falls
-// back at its first kernel byte or its deadline (the shim's
-// deferDeadline), so both ends agree, as for any connection nobody
-// pulls.
+// loopback connection inside the connector's connect(). The pending name
+// carries the inode of the connector's socket, and FindDeferred, finding
+// no record while records of connections to its address are pending,
+// asks the kernel which socket is at the other end of its connection, as
+// for unbound offers (unbound.go): it waits for the rename of the pending
+// record with that socket's inode, up to unboundOwnWait, and for no
+// other. Where the kernel cannot say, it waits for the records to its
+// address written recently (unboundFresh), up to unboundWait. Either
+// wait lists the directory again after short pauses (awaitBound). When
+// it gives up, the connection is plain there, and nobody pulls it: its
+// connector falls back at its first kernel byte or its deadline (the
+// shim's deferDeadline), so both ends agree, as for any connection
+// nobody pulls.
 
 // pendingRecordPrefix starts a pending record's name.
 const pendingRecordPrefix = "u"
 
-// pendingRecordName is u<server>-<pid>-<8 hex digits> (server canonical).
-func pendingRecordName(server netip.AddrPort, pid int, random uint32) string {
-	return fmt.Sprintf("%s%s-%d-%08x", pendingRecordPrefix, canon(server), pid, random)
+// pendingRecordName is u<server>-<pid>-<8 hex digits> (server canonical):
+// the digits are the inode of the connector's socket (sockdiag.Inode),
+// by which an acceptor that asked the kernel whose its connection is
+// knows the record before it is renamed.
+func pendingRecordName(server netip.AddrPort, pid int, ino uint32) string {
+	return fmt.Sprintf("%s%s-%d-%08x", pendingRecordPrefix, canon(server), pid, ino)
 }
 
 // parsePendingRecordName returns the server a pending record's name
-// names.
-func parsePendingRecordName(name string) (netip.AddrPort, bool) {
+// names, and its connector's socket inode.
+func parsePendingRecordName(name string) (server netip.AddrPort, ino uint32, ok bool) {
 	rest, found := strings.CutPrefix(name, pendingRecordPrefix)
 	if !found {
-		return netip.AddrPort{}, false
+		return netip.AddrPort{}, 0, false
 	}
 	srv, tail, found := strings.Cut(rest, "-")
 	if !found {
-		return netip.AddrPort{}, false
+		return netip.AddrPort{}, 0, false
 	}
 	pid, hex, found := strings.Cut(tail, "-")
 	s, err := netip.ParseAddrPort(srv)
 	if !found || err != nil || len(hex) != 8 || s.Port() == 0 || s.Addr().IsUnspecified() {
-		return netip.AddrPort{}, false
+		return netip.AddrPort{}, 0, false
 	}
 	id, err1 := strconv.ParseUint(pid, 10, 31)
 	r, err2 := strconv.ParseUint(hex, 16, 32)
 	if err1 != nil || err2 != nil || id == 0 || pendingRecordName(s, int(id), uint32(r)) != name {
-		return netip.AddrPort{}, false
+		return netip.AddrPort{}, 0, false
 	}
-	return s, true
+	return s, uint32(r), true
 }
 
 // BindDeferred names the pending record of d (Defer of a tuple whose
@@ -100,25 +108,32 @@ func (n *Node) BindDeferred(d *Deferral, client netip.AddrPort) error {
 	return nil
 }
 
-// awaitBound waits for key's record (canonical) while records of
-// connections to key.Server are pending and fresh: it lists the record
-// directory (st: its state before), reads key's record once the listing
-// names it, and otherwise pauses (doubling from 20 us to 1 ms) and lists
-// again, for at most unboundWait. It returns what it found
-// (ReasonNotShimmed: nothing; ReasonLateRecord: records to the address
-// still pending at the end). A listing is made while the directory
+// awaitBound waits for key's record (canonical) while a record of its
+// connection, or of a connection to key.Server that may be its, is
+// pending: it lists the record directory (st: its state before), reads
+// key's record once the listing names it, and otherwise pauses (doubling
+// from 20 us to 1 ms) and lists again. Which pending records it waits
+// for, and how long, is as for unbound offers (unbound.go's find): the
+// one whose socket the kernel says is the connection's, up to
+// unboundOwnWait; where the kernel cannot say, the fresh ones to
+// key.Server, up to unboundWait. It returns what it found
+// (ReasonNotShimmed: nothing; ReasonConnectorLate: a record it waited
+// for still pending at the end). A listing is made while the directory
 // cannot change (one getdents for a directory this small, under its
 // lock), so a record renamed meanwhile shows under one name or the other.
 func (n *Node) awaitBound(dirfd int, st unix.Stat_t, key Tuple) (Record, error) {
-	deadline := time.Now().Add(unboundWait)
+	start := time.Now()
 	pause := 20 * time.Microsecond
 	names := map[string]bool{recordName(key): true, recordName(key.withAnyClient()): true, natRecordName(key.Client): true}
+	var who connector
+	asked := false
 	for {
 		listed, err := readDirNames(dirfd)
 		if err != nil {
 			break
 		}
 		pending := map[netip.AddrPort]bool{}
+		var mine []string // pending records to key.Server
 		for _, name := range listed {
 			if names[name] {
 				return n.findRecord(dirfd, key)
@@ -126,13 +141,27 @@ func (n *Node) awaitBound(dirfd int, st unix.Stat_t, key Tuple) (Record, error) 
 			if s, ok := n.freshPending(dirfd, name); ok {
 				pending[s] = true
 			}
+			if s, _, ok := parsePendingRecordName(name); ok && s == key.Server {
+				mine = append(mine, name)
+			}
 		}
 		n.pending.saw(dirfd, st, pending, n.pid)
-		if !pending[key.Server] {
+		if len(mine) > 0 && !asked {
+			who, asked = askConnector(key), true
+		}
+		wait, any := unboundWait, pending[key.Server]
+		if who.known {
+			wait, any = unboundOwnWait, false
+			for _, name := range mine {
+				_, ino, _ := parsePendingRecordName(name)
+				any = any || (who.ino != 0 && ino == who.ino)
+			}
+		}
+		if !any {
 			break
 		}
-		if time.Now().After(deadline) {
-			return Record{}, &FallbackError{ReasonLateRecord, fmt.Errorf("deferred %s: records to %s still pending after %v", key, key.Server, unboundWait)}
+		if time.Since(start) > wait {
+			return Record{}, &FallbackError{ReasonConnectorLate, fmt.Errorf("deferred %s: its record still pending after %v", key, wait)}
 		}
 		// The connector's thread is between its connect() and its
 		// rename: a pause, not a wake, since nothing rings when a file
@@ -155,7 +184,7 @@ func (n *Node) awaitBound(dirfd int, st unix.Stat_t, key Tuple) (Record, error) 
 // (fileAge 0): renamed to its 4-tuple's name, which the next listing
 // shows.
 func (n *Node) freshPending(dirfd int, name string) (netip.AddrPort, bool) {
-	s, ok := parsePendingRecordName(name)
+	s, _, ok := parsePendingRecordName(name)
 	return s, ok && fileAge(dirfd, name) < unboundFresh
 }
 

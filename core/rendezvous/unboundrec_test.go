@@ -17,7 +17,7 @@ func TestUnboundRecordFoundAfterBind(t *testing.T) {
 	defer func(w time.Duration) { unboundWait = w }(unboundWait)
 	unboundWait = 10 * time.Second // the bind below comes well within it, however loaded the machine
 	conn, puller, answers := deferPair(t, nil)
-	d, err := conn.Defer(Tuple{Client: ap("0.0.0.0:0"), Server: ap("127.0.0.1:8080")})
+	d, err := conn.Defer(Tuple{Client: ap("0.0.0.0:0"), Server: ap("127.0.0.1:8080")}, tcpSock(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,8 +28,8 @@ func TestUnboundRecordFoundAfterBind(t *testing.T) {
 	if len(names) != 1 {
 		t.Fatalf("record directory %v, want one pending record", names)
 	}
-	if s, ok := parsePendingRecordName(names[0]); !ok || s != ap("127.0.0.1:8080") {
-		t.Fatalf("pending record %q: server %v, %v", names[0], s, ok)
+	if s, ino, ok := parsePendingRecordName(names[0]); !ok || s != ap("127.0.0.1:8080") || ino == 0 {
+		t.Fatalf("pending record %q: server %v, socket %d, %v", names[0], s, ino, ok)
 	}
 	if _, quiet := puller.Quiet(); quiet {
 		t.Fatal("a pending record leaves the record directory quiet")
@@ -68,7 +68,7 @@ func TestUnboundRecordOtherConnection(t *testing.T) {
 	defer func(w time.Duration) { unboundWait = w }(unboundWait)
 	unboundWait = 10 * time.Second
 	conn, puller, _ := deferPair(t, nil)
-	d, err := conn.Defer(Tuple{Client: ap("0.0.0.0:0"), Server: ap("127.0.0.1:8080")})
+	d, err := conn.Defer(Tuple{Client: ap("0.0.0.0:0"), Server: ap("127.0.0.1:8080")}, tcpSock(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,23 +93,24 @@ func TestUnboundRecordOtherConnection(t *testing.T) {
 }
 
 // A pending record that is never named is waited for up to unboundWait
-// (the reason then deferred-record-late), and not at all once it is older
+// where the kernel cannot say whose the connection is (here: no such
+// connection; the reason then connector-late), and not at all once it is older
 // than unboundFresh (a connect() the kernel never completed); the sweep
 // removes one whose process is gone.
 func TestUnboundRecordStale(t *testing.T) {
 	conn, puller, _ := deferPair(t, nil)
-	d, err := conn.Defer(Tuple{Client: ap("0.0.0.0:0"), Server: ap("127.0.0.1:8080")})
+	d, err := conn.Defer(Tuple{Client: ap("0.0.0.0:0"), Server: ap("127.0.0.1:8080")}, tcpSock(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Undefer(d)
 	began := time.Now()
 	_, err = puller.FindDeferred(ap("127.0.0.1:8080"), ap("127.0.0.1:41006"))
-	if took := time.Since(began); ReasonOf(err) != ReasonLateRecord || took < unboundWait {
+	if took := time.Since(began); ReasonOf(err) != ReasonConnectorLate || took < unboundWait {
 		t.Fatalf("unnamed pending record: %v after %v", err, took)
 	}
-	if st := puller.Stats(); st.Fallback(ReasonLateRecord) != 1 {
-		t.Fatalf("%d fallbacks counted deferred-record-late, want 1", st.Fallback(ReasonLateRecord))
+	if st := puller.Stats(); st.Fallback(ReasonConnectorLate) != 1 {
+		t.Fatalf("%d fallbacks counted connector-late, want 1", st.Fallback(ReasonConnectorLate))
 	}
 	defer func(w time.Duration) { unboundWait = w }(unboundWait)
 	unboundWait = 10 * time.Second // not waited for: the record is too old
@@ -152,7 +153,7 @@ func TestPendingRecordNames(t *testing.T) {
 		pendingRecordName(ap("[::1]:443"), 1, 0),
 		pendingRecordName(ap("[::ffff:10.0.0.1]:8080"), 99999, 1), // canonical: unmapped
 	} {
-		if _, ok := parsePendingRecordName(name); !ok {
+		if _, _, ok := parsePendingRecordName(name); !ok {
 			t.Errorf("%q does not parse", name)
 		}
 	}
@@ -162,7 +163,7 @@ func TestPendingRecordNames(t *testing.T) {
 		"u127.0.0.1:80-12-DEADBEEF", "u::ffff:10.0.0.1:80-12-deadbeef", "d127.0.0.1:80-12-deadbeef",
 		"u127.0.0.1:80-12-deadbeef-",
 	} {
-		if _, ok := parsePendingRecordName(name); ok {
+		if _, _, ok := parsePendingRecordName(name); ok {
 			t.Errorf("%q parses", name)
 		}
 	}

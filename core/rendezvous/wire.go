@@ -25,7 +25,9 @@ import (
 //	26..41  server address
 //	42..43  server port
 //	44..47  sender pid, little endian (informational)
-//	48..    data: the opaque payload (offer, answer) or a short text (refusal)
+//	48..51  the connector's TCP socket's inode, little endian: an unbound
+//	        committed offer's (unbound.go), else 0
+//	52..    data: the opaque payload (offer, answer) or a short text (refusal)
 //
 // After a positive answer the connector writes one byte, commitByte, just
 // before its TCP connect(); after the acceptor's claim or drop the listener
@@ -45,9 +47,9 @@ import (
 // A reader checks magic and version before anything else; a message of
 // another version is refused with ReasonProtocol.
 const (
-	WireVersion = 1
+	WireVersion = 2
 	wireMagic   = "SDPr"
-	headerLen   = 48
+	headerLen   = 52
 
 	// MaxData bounds a payload's bytes, MaxFiles its files.
 	MaxData  = 64 << 10
@@ -82,6 +84,7 @@ type message struct {
 	nfiles int
 	tuple  Tuple
 	pid    uint32
+	sock   uint32 // an unbound committed offer's socket inode
 	data   []byte
 }
 
@@ -99,6 +102,7 @@ func (m message) encode() []byte {
 	putAddrPort(h[8:26], m.tuple.Client)
 	putAddrPort(h[26:44], m.tuple.Server)
 	binary.LittleEndian.PutUint32(h[44:], m.pid)
+	binary.LittleEndian.PutUint32(h[48:], m.sock)
 	copy(h[headerLen:], m.data)
 	return b
 }
@@ -144,6 +148,7 @@ func decodeMessage(body []byte) (message, error) {
 		nfiles: int(body[7]),
 		tuple:  Tuple{Client: getAddrPort(body[8:26]), Server: getAddrPort(body[26:44])},
 		pid:    binary.LittleEndian.Uint32(body[44:]),
+		sock:   binary.LittleEndian.Uint32(body[48:]),
 		data:   body[headerLen:],
 	}
 	switch {
@@ -155,6 +160,8 @@ func decodeMessage(body []byte) (message, error) {
 		return message{}, fmt.Errorf("refusal reason %d, %d files, %d bytes: %w", m.reason, m.nfiles, len(m.data), errMessage)
 	case m.kind != kindRefusal && m.reason != ReasonNone:
 		return message{}, fmt.Errorf("reason %d on kind %d: %w", m.reason, m.kind, errMessage)
+	case m.sock != 0 && (m.kind != kindOfferCommitted || !m.tuple.unbound()):
+		return message{}, fmt.Errorf("socket inode on kind %d for %s: %w", m.kind, m.tuple, errMessage)
 	}
 	return m, nil
 }

@@ -15,6 +15,7 @@ func TestMessageRoundTrip(t *testing.T) {
 		{kind: kindOffer, nfiles: 3, tuple: Tuple{ap("127.0.0.1:40000"), ap("127.0.0.1:80")}, pid: 77, data: []byte("payload")},
 		{kind: kindAnswer, tuple: Tuple{ap("[::1]:1"), ap("[fe80::1]:65535")}, data: []byte{}},
 		{kind: kindRefusal, reason: ReasonTimeout, tuple: Tuple{ap("0.0.0.0:9"), ap("10.0.0.1:9")}, data: []byte("busy")},
+		{kind: kindOfferCommitted, nfiles: 1, tuple: Tuple{ap("127.0.0.1:0"), ap("127.0.0.1:80")}, pid: 9, sock: 123456, data: []byte("o")},
 	} {
 		b := m.encode()
 		got, err := decodeMessage(b[4:])
@@ -22,7 +23,7 @@ func TestMessageRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got.kind != m.kind || got.reason != m.reason || got.nfiles != m.nfiles || got.tuple != m.tuple ||
-			got.pid != m.pid || !bytes.Equal(got.data, m.data) {
+			got.pid != m.pid || got.sock != m.sock || !bytes.Equal(got.data, m.data) {
 			t.Fatalf("round trip: %+v -> %+v", m, got)
 		}
 	}
@@ -32,7 +33,8 @@ func TestMessageRoundTrip(t *testing.T) {
 // re-encodes to the same bytes.
 func FuzzDecodeMessage(f *testing.F) {
 	f.Add(message{kind: kindOffer, tuple: Tuple{ap("127.0.0.1:1"), ap("127.0.0.1:2")}, data: []byte("x")}.encode()[4:])
-	f.Add([]byte("SDPr\x01\x03\x02\x00"))
+	f.Add(message{kind: kindOfferCommitted, tuple: Tuple{ap("127.0.0.1:0"), ap("127.0.0.1:2")}, sock: 77}.encode()[4:])
+	f.Add([]byte("SDPr\x02\x03\x02\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := decodeMessage(b)
 		if err != nil {
@@ -98,7 +100,7 @@ func TestReasonsDocumented(t *testing.T) {
 	}
 	consts := []string{"", "ReasonNotShimmed", "ReasonRefused", "ReasonTimeout", "ReasonProtocol", "ReasonRunDir",
 		"ReasonExcluded", "ReasonNoDevice", "ReasonUnsupportedOption", "ReasonForkDecline", "ReasonBadSetting", "ReasonPeerGone",
-		"ReasonDeferredUnclaimed", "ReasonDeferredPlain", "ReasonShortLived", "ReasonFDLimit", "ReasonLateRecord"}
+		"ReasonDeferredUnclaimed", "ReasonDeferredPlain", "ReasonShortLived", "ReasonFDLimit", "ReasonConnectorLate"}
 	if len(consts) != int(numReasons) {
 		t.Fatalf("test lists %d constants, package has %d", len(consts), numReasons)
 	}
@@ -124,7 +126,7 @@ func FuzzParseRecord(f *testing.F) {
 	f.Add("sdpshim-deferred 1\npid 12\n", natRecordName(tu.Client))
 	f.Add(string(good.encode()), pendingRecordName(tu.Server, 12, 0xbeef))
 	f.Fuzz(func(t *testing.T, body, name string) {
-		if srv, ok := parsePendingRecordName(name); ok {
+		if srv, _, ok := parsePendingRecordName(name); ok {
 			if _, rec := parseRecordName(name); rec || srv != canon(srv) || srv.Port() == 0 {
 				t.Fatalf("pending name %q read as server %v (also a record's name: %v)", name, srv, rec)
 			}

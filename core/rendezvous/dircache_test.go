@@ -3,6 +3,7 @@ package rendezvous
 import (
 	"os"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -72,5 +73,32 @@ func TestRunDirKeptOpen(t *testing.T) {
 	}
 	if _, err := fdOf(); err == nil {
 		t.Fatal("a symlink run directory was used")
+	}
+}
+
+// A run directory renamed away and replaced by another under its path is
+// taken up once dirRecheck has passed since the path was last looked at;
+// the one renamed away is closed.
+func TestRunDirReplacedByRename(t *testing.T) {
+	dir := runDir(t)
+	n := newNode(t, Config{RunDir: dir})
+	ino := func() uint64 {
+		var st unix.Stat_t
+		err := n.withRunDir(true, func(dirfd int) error { return unix.Fstat(dirfd, &st) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
+	}
+	old := ino()
+	if err := os.Rename(dir, dir+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(dirRecheck)
+	if got := ino(); got == old {
+		t.Fatalf("a use %v after the run directory was replaced got the one renamed away", dirRecheck)
 	}
 }

@@ -133,7 +133,7 @@ func (n *Node) awaitBound(dirfd int, st unix.Stat_t, key Tuple) (Record, error) 
 			break
 		}
 		pending := map[netip.AddrPort]bool{}
-		var mine []string // pending records to key.Server
+		var toServer []string // pending records to key.Server
 		for _, name := range listed {
 			if names[name] {
 				return n.findRecord(dirfd, key)
@@ -142,17 +142,17 @@ func (n *Node) awaitBound(dirfd int, st unix.Stat_t, key Tuple) (Record, error) 
 				pending[s] = true
 			}
 			if s, _, ok := parsePendingRecordName(name); ok && s == key.Server {
-				mine = append(mine, name)
+				toServer = append(toServer, name)
 			}
 		}
 		n.pending.saw(dirfd, st, pending, n.pid)
-		if len(mine) > 0 && !asked {
+		if len(toServer) > 0 && !asked {
 			who, asked = askConnector(key), true
 		}
 		wait, any := unboundWait, pending[key.Server]
 		if who.known {
 			wait, any = unboundOwnWait, false
-			for _, name := range mine {
+			for _, name := range toServer {
 				_, ino, _ := parsePendingRecordName(name)
 				any = any || (who.ino != 0 && ino == who.ino)
 			}

@@ -35,7 +35,6 @@ func TestOfferAcrossProcesses(t *testing.T) {
 	}
 
 	fd := tcpSocket(t)
-	defer unix.Close(fd)
 	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +71,6 @@ func TestOfferAcrossProcesses(t *testing.T) {
 	}
 
 	plain := tcpSocket(t)
-	defer unix.Close(plain)
 	if err := unix.Connect(plain, &unix.SockaddrInet4{Port: int(port), Addr: [4]byte{127, 0, 0, 1}}); err != nil {
 		t.Fatal(err)
 	}
@@ -84,12 +82,15 @@ func TestOfferAcrossProcesses(t *testing.T) {
 	wantReason(t, err, ReasonNotShimmed)
 }
 
+// tcpSocket returns a new IPv4 TCP socket whose reads time out after
+// guard, closed at the test's end.
 func tcpSocket(t *testing.T) int {
 	t.Helper()
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { unix.Close(fd) })
 	tv := unix.NsecToTimeval(guard.Nanoseconds())
 	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	return fd

@@ -11,22 +11,11 @@ import (
 	"github.com/sdpshim/sdpshim/core/sockdiag"
 )
 
-// tcpSock returns a new IPv4 TCP socket, closed at the test's end.
-func tcpSock(t *testing.T) int {
-	t.Helper()
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(fd) })
-	return fd
-}
-
 // tcpListener listens on a loopback port of its own and returns its fd
 // and address.
 func tcpListener(t *testing.T) (int, netip.AddrPort) {
 	t.Helper()
-	fd := tcpSock(t)
+	fd := tcpSocket(t)
 	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +75,7 @@ func TestUnboundOfferKnownBySocket(t *testing.T) {
 	checkNoLeak(t)
 	lfd, dst := tcpListener(t)
 	p := newPairAt(t, Config{}, dst)
-	cfd, plain := tcpSock(t), tcpSock(t)
+	cfd, plain := tcpSocket(t), tcpSocket(t)
 	a, err := p.c.OfferCommitted(p.entry, p.unboundTuple(), Payload{Data: []byte("k")}, cfd)
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +118,7 @@ func TestUnboundOfferKnownBySocket(t *testing.T) {
 func TestUnboundRecordKnownBySocket(t *testing.T) {
 	lfd, dst := tcpListener(t)
 	conn, puller, _ := deferPair(t, nil)
-	cfd, plain := tcpSock(t), tcpSock(t)
+	cfd, plain := tcpSocket(t), tcpSocket(t)
 	d, err := conn.Defer(Tuple{Client: ap("0.0.0.0:0"), Server: dst}, cfd)
 	if err != nil {
 		t.Fatal(err)

@@ -88,10 +88,11 @@ func (n *Node) find(key Tuple) (*pendingEntry, Reason) {
 	start := time.Now()
 	var who connector
 	for asked := false; ; {
-		if !asked && n.pend.anyUnboundTo(key.Server) {
+		fds, own, some := n.pend.unboundFor(key.Server, who)
+		if some && !asked {
 			who, asked = askConnector(key), true
+			continue
 		}
-		fds, own := n.pend.unboundFor(key.Server, who)
 		wait := unboundWait
 		if own {
 			wait = unboundOwnWait
@@ -140,41 +141,43 @@ func askConnector(key Tuple) connector {
 	return connector{}
 }
 
-// anyUnboundTo reports whether any unbound offer to server (canonical) is
-// waiting for its port.
-func (p *pendingTable) anyUnboundTo(server netip.AddrPort) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, e := range p.unbound {
-		if canon(e.key.Server) == server {
-			return true
-		}
+// awaits says whether an acceptor of the connection whose connector is
+// who waits for an unbound offer or pending record of the socket ino
+// (0: it came without its socket's identity), sameOwner when its owner is
+// the socket's, fresh when it is younger than unboundFresh; and whether it
+// is the connection's own (waited for up to unboundOwnWait, whatever its
+// age). Where the kernel could not say whose the connection is, every
+// fresh one is waited for (up to unboundWait); where it could, the own
+// one and the fresh ones without an identity.
+func (who connector) awaits(ino uint32, sameOwner, fresh bool) (wait, own bool) {
+	switch {
+	case who.known && who.ino != 0 && ino == who.ino && sameOwner:
+		return true, true
+	case who.known && ino != 0:
+		return false, false
 	}
-	return false
+	return fresh, false
 }
 
 // unboundFor returns the fds of the unbound offers to server (canonical)
-// that the connection whose connector is who may be waiting for: the one
-// whose socket is who's (own), whatever its age; and those fresh ones
-// that came without their socket's identity, or all the fresh ones when
-// who is not known.
-func (p *pendingTable) unboundFor(server netip.AddrPort, who connector) (fds []int, own bool) {
+// that the connection whose connector is who waits for (awaits), whether
+// one of them is its own, and whether any offer to server is unbound.
+func (p *pendingTable) unboundFor(server netip.AddrPort, who connector) (fds []int, own, some bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, e := range p.unbound {
 		if canon(e.key.Server) != server {
 			continue
 		}
+		some = true
 		r := &e.match.Request
-		switch {
-		case who.known && who.ino != 0 && r.sock == who.ino && r.Cred.Uid == who.uid:
-			fds, own = append(fds, e.fd), true
-		case who.known && r.sock != 0:
-		case time.Since(e.filed) < unboundFresh:
+		wait, mine := who.awaits(r.sock, r.Cred.Uid == who.uid, time.Since(e.filed) < unboundFresh)
+		if wait {
 			fds = append(fds, e.fd)
 		}
+		own = own || mine
 	}
-	return fds, own
+	return fds, own, some
 }
 
 // socketID returns the identity of the socket sock that an unbound

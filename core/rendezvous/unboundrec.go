@@ -113,7 +113,7 @@ func (n *Node) BindDeferred(d *Deferral, client netip.AddrPort) error {
 // pending: it lists the record directory (st: its state before), reads
 // key's record once the listing names it, and otherwise pauses (doubling
 // from 20 us to 1 ms) and lists again. Which pending records it waits
-// for, and how long, is as for unbound offers (unbound.go's find): the
+// for, and how long, is the unbound offers' rule (connector.awaits): the
 // one whose socket the kernel says is the connection's, up to
 // unboundOwnWait; where the kernel cannot say, the fresh ones to
 // key.Server, up to unboundWait. It returns what it found
@@ -125,6 +125,10 @@ func (n *Node) awaitBound(dirfd int, st unix.Stat_t, key Tuple) (Record, error) 
 	start := time.Now()
 	pause := 20 * time.Microsecond
 	names := map[string]bool{recordName(key): true, recordName(key.withAnyClient()): true, natRecordName(key.Client): true}
+	type pendingRec struct {
+		ino   uint32
+		fresh bool
+	}
 	var who connector
 	asked := false
 	for {
@@ -133,35 +137,44 @@ func (n *Node) awaitBound(dirfd int, st unix.Stat_t, key Tuple) (Record, error) 
 			break
 		}
 		pending := map[netip.AddrPort]bool{}
-		var toServer []string // pending records to key.Server
+		var toServer []pendingRec
 		for _, name := range listed {
 			if names[name] {
 				return n.findRecord(dirfd, key)
 			}
-			if s, ok := n.freshPending(dirfd, name); ok {
-				pending[s] = true
+			s, ino, ok := parsePendingRecordName(name)
+			if !ok {
+				continue
 			}
-			if s, _, ok := parsePendingRecordName(name); ok && s == key.Server {
-				toServer = append(toServer, name)
+			// Written less than unboundFresh ago (an older one belongs to
+			// a connect() the kernel has not completed: a lost SYN, a full
+			// backlog, not a connection accepted now), or gone since the
+			// listing (fileAge 0): renamed to its 4-tuple's name, which
+			// the next listing shows.
+			fresh := fileAge(dirfd, name) < unboundFresh
+			pending[s] = pending[s] || fresh
+			if s == key.Server {
+				toServer = append(toServer, pendingRec{ino, fresh})
 			}
 		}
 		n.pending.saw(dirfd, st, pending, n.pid)
 		if len(toServer) > 0 && !asked {
 			who, asked = askConnector(key), true
 		}
-		wait, any := unboundWait, pending[key.Server]
-		if who.known {
-			wait, any = unboundOwnWait, false
-			for _, name := range toServer {
-				_, ino, _ := parsePendingRecordName(name)
-				any = any || (who.ino != 0 && ino == who.ino)
-			}
+		wait, own := false, false
+		for _, r := range toServer {
+			w, o := who.awaits(r.ino, true, r.fresh)
+			wait, own = wait || w, own || o
 		}
-		if !any {
+		if !wait {
 			break
 		}
-		if time.Since(start) > wait {
-			return Record{}, &FallbackError{ReasonConnectorLate, fmt.Errorf("deferred %s: its record still pending after %v", key, wait)}
+		limit := unboundWait
+		if own {
+			limit = unboundOwnWait
+		}
+		if time.Since(start) > limit {
+			return Record{}, &FallbackError{ReasonConnectorLate, fmt.Errorf("deferred %s: its record still pending after %v", key, limit)}
 		}
 		// The connector's thread is between its connect() and its
 		// rename: a pause, not a wake, since nothing rings when a file
@@ -175,17 +188,6 @@ func (n *Node) awaitBound(dirfd int, st unix.Stat_t, key Tuple) (Record, error) 
 		}
 	}
 	return Record{}, &FallbackError{ReasonNotShimmed, fmt.Errorf("deferred %s: %w", key, ErrNoEntry)}
-}
-
-// freshPending returns the server of name, in the record directory dirfd,
-// if it is a pending record written less than unboundFresh ago (one older
-// belongs to a connect() the kernel has not completed: a lost SYN, a full
-// backlog, not a connection accepted now), or one gone since the listing
-// (fileAge 0): renamed to its 4-tuple's name, which the next listing
-// shows.
-func (n *Node) freshPending(dirfd int, name string) (netip.AddrPort, bool) {
-	s, _, ok := parsePendingRecordName(name)
-	return s, ok && fileAge(dirfd, name) < unboundFresh
 }
 
 // pendingSeen is what awaitBound's last listing found: the servers with a

@@ -17,7 +17,7 @@ func TestUnboundRecordFoundAfterBind(t *testing.T) {
 	defer func(w time.Duration) { unboundWait = w }(unboundWait)
 	unboundWait = 10 * time.Second // the bind below comes well within it, however loaded the machine
 	conn, puller, answers := deferPair(t, nil)
-	d, err := conn.Defer(Tuple{Client: ap("0.0.0.0:0"), Server: ap("127.0.0.1:8080")}, tcpSock(t))
+	d, err := conn.Defer(Tuple{Client: ap("0.0.0.0:0"), Server: ap("127.0.0.1:8080")}, tcpSocket(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestUnboundRecordOtherConnection(t *testing.T) {
 	defer func(w time.Duration) { unboundWait = w }(unboundWait)
 	unboundWait = 10 * time.Second
 	conn, puller, _ := deferPair(t, nil)
-	d, err := conn.Defer(Tuple{Client: ap("0.0.0.0:0"), Server: ap("127.0.0.1:8080")}, tcpSock(t))
+	d, err := conn.Defer(Tuple{Client: ap("0.0.0.0:0"), Server: ap("127.0.0.1:8080")}, tcpSocket(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestUnboundRecordOtherConnection(t *testing.T) {
 // removes one whose process is gone.
 func TestUnboundRecordStale(t *testing.T) {
 	conn, puller, _ := deferPair(t, nil)
-	d, err := conn.Defer(Tuple{Client: ap("0.0.0.0:0"), Server: ap("127.0.0.1:8080")}, tcpSock(t))
+	d, err := conn.Defer(Tuple{Client: ap("0.0.0.0:0"), Server: ap("127.0.0.1:8080")}, tcpSocket(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@
 //	         direct       the direct data path's handle over the C protocol
 //	         sockdiag     which socket holds a local TCP connection's
 //	                      other end (the kernel's socket diagnostics)
+//	         random       random bytes from the kernel (nonces, tokens)
 //	layer 1  verbs        the provider contract: regions, queue pairs,
 //	                      completion queues, work requests, its errors
 //	         wait         waiting: Doorbell and WaitPolicy contracts, the

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sdpshim/sdpshim/core/direct"
+	"github.com/sdpshim/sdpshim/core/rendezvous"
 )
 
 // Area reuse. Each direct connection has an area of its own (direct.go).
@@ -312,7 +313,7 @@ func (ap *areaPool) putPeer(p *Process, where slabArea, a *direct.Area, noReuse 
 	if !noReuse && big && a.Released(0) {
 		ps.s.Discard(where.i) // the connector let go first (putOwn)
 	} else if big {
-		gone = processStart(ps.from.pid) != ps.from.start
+		gone = rendezvous.StartTime(ps.from.pid) != ps.from.start
 	}
 	ap.mu.Lock()
 	ps.live[where.i] = false

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sdpshim/sdpshim/core/direct"
+	"github.com/sdpshim/sdpshim/core/rendezvous"
 )
 
 // Bells: how a direct connection's peer wakes a sleeper of this process
@@ -312,7 +313,7 @@ func (p *Process) dropIfGone(pb *peerBells) bool {
 	p.bellMu.Lock()
 	id := pb.id // its start is learnt under the lock (startOf)
 	p.bellMu.Unlock()
-	if id.start != 0 && processStart(id.pid) == id.start {
+	if id.start != 0 && rendezvous.StartTime(id.pid) == id.start {
 		return false
 	}
 	p.bellMu.Lock()

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sdpshim/sdpshim/core/direct"
+	"github.com/sdpshim/sdpshim/core/rendezvous"
 )
 
 // unsent gives the watcher's bell (0), the sets' (1..), then the poll
@@ -103,7 +104,7 @@ func TestPeerBellsIdle(t *testing.T) {
 		return unix.Fstat(h.fd, &st) == nil && int(st.Ino) == h.ino
 	}
 
-	self := procID{pid: os.Getpid(), start: processStart(os.Getpid())}
+	self := procID{pid: os.Getpid(), start: rendezvous.StartTime(os.Getpid())}
 	pb := p.peerBellsFor(self)
 	fd := bell(pb)
 	p.gaveBells(pb, 1<<1)
@@ -144,7 +145,7 @@ func TestPeerBellsIdle(t *testing.T) {
 		}
 		kids = append(kids, kid)
 		t.Cleanup(func() { kid.Process.Kill(); kid.Wait() })
-		id := procID{pid: kid.Process.Pid, start: processStart(kid.Process.Pid)}
+		id := procID{pid: kid.Process.Pid, start: rendezvous.StartTime(kid.Process.Pid)}
 		r := p.peerBellsFor(id)
 		fds = append(fds, bell(r))
 		p.unrefBells(r)
@@ -174,7 +175,7 @@ func TestPeerBellsIdle(t *testing.T) {
 // record while this one kept it is given the bells again.
 func TestPeerHoldsHeals(t *testing.T) {
 	p, _ := newProcess(t)
-	pb := p.peerBellsFor(procID{pid: os.Getpid(), start: processStart(os.Getpid())})
+	pb := p.peerBellsFor(procID{pid: os.Getpid(), start: rendezvous.StartTime(os.Getpid())})
 	defer p.unrefBells(pb)
 	_, all := p.bellsToGive(pb, 16)
 	if all == 0 {

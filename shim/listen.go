@@ -1,20 +1,20 @@
 package shim
 
 import (
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
 	"math/bits"
 	"net/netip"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
 	"github.com/sdpshim/sdpshim/core/mux"
+	"github.com/sdpshim/sdpshim/core/random"
 	"github.com/sdpshim/sdpshim/core/rendezvous"
 	"github.com/sdpshim/sdpshim/shim/config"
 )
@@ -336,8 +336,15 @@ func (p *Process) AcceptNoFD() int {
 }
 
 // newToken draws a channel token.
+// tokenSeq numbers the tokens drawn without a random source.
+var tokenSeq atomic.Uint64
+
 func newToken() uint64 {
-	var b [8]byte
-	rand.Read(b[:])
-	return binary.LittleEndian.Uint64(b[:]) | 1
+	v, err := random.Uint64()
+	if err != nil {
+		// Still unique on this host: the acceptor's table holds tokens
+		// of many connectors.
+		v = uint64(unix.Getpid())<<32 | tokenSeq.Add(1)<<1
+	}
+	return v | 1
 }

@@ -103,7 +103,7 @@ func Init(host Host, environ []string) (*Process, int) {
 	p.policy = waitPolicyFactory(rt.Config, rt.Log)
 	p.pollWait = wait.NewWaiter(p.policy())
 	p.initStats()
-	p.self = procID{pid: os.Getpid(), start: processStart(os.Getpid())}
+	p.self = procID{pid: os.Getpid(), start: rendezvous.StartTime(os.Getpid())}
 	p.chans.init()
 	p.short.init(host)
 	if rt.LogFile != nil {

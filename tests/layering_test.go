@@ -34,6 +34,7 @@ var coreLayers = map[string]int{
 	"fdhook":        0, // reporting the descriptors the core holds
 	"direct":        0, // the direct path's handle over the C protocol
 	"sockdiag":      0, // a local TCP connection's other end
+	"random":        0, // random bytes from the kernel
 	"verbs":         1, // the provider contract
 	"wait":          1, // Doorbell, WaitPolicy, Waiter, ParkFD
 	"wire":          2, // block header, control records, Transport, FlowController

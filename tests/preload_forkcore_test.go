@@ -171,6 +171,25 @@ func TestForkCoreSignals(t *testing.T) {
 	noWarnings(t, log)
 }
 
+// A fork from a signal handler: the Go runtime runs the program's
+// handlers on a signal stack it gives the thread, from memory that fork
+// children do not get (preload/entry/forkmem.c), so a handler that forks
+// (a pre-fork server starting a worker from its SIGCHLD handler) must
+// hand that stack on; a child forked elsewhere must not keep a signal
+// stack it lacks. Both children run, and the second one connects
+// accelerated.
+func TestForkCoreHandlerFork(t *testing.T) {
+	out, log := forkCoreRun(t, 2, nil, "handlerfork", fmt.Sprint(1<<20))
+	pids := okPIDs(out)
+	if len(pids) != 2 {
+		t.Fatalf("children reported %v, want 2:\n%s", pids, out)
+	}
+	if acc := accelerated(log); acc[pids[1]] != 1 {
+		t.Errorf("second child connected accelerated %d times, want 1\n%s", acc[pids[1]], log)
+	}
+	noWarnings(t, log)
+}
+
 // SDPSHIM_ENABLE keeps its meaning in a fork child: set to 0 before the
 // child's first socket, the child's connection stays on kernel TCP; with
 // it 0 from the start, no process loads a core.

@@ -2,7 +2,6 @@ package rendezvous
 
 import (
 	"bytes"
-	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"net/netip"
@@ -10,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core/random"
 )
 
 // Deferred acceptance ("the first user claims"). A group listener (Entry
@@ -208,7 +209,9 @@ func (n *Node) DeferNAT(t Tuple) (Deferral, error) {
 }
 
 func (n *Node) deferAs(d Deferral) (Deferral, error) {
-	rand.Read(d.Nonce[:])
+	if err := random.Read(d.Nonce[:]); err != nil {
+		return Deferral{}, &FallbackError{ReasonRunDir, err}
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {

@@ -112,9 +112,21 @@ func recvFrame(fd int, seen []byte, deadline time.Time) (body []byte, files []in
 // (one of it): it closed before sending a byte, as a liveness probe does
 // (probeSocket).
 var (
-	errEOF        = fmt.Errorf("connection closed mid-frame: %w", errMessage)
-	errClosedIdle = fmt.Errorf("closed before a frame: %w", errEOF)
+	errEOF        = &chainErr{"connection closed mid-frame", errMessage}
+	errClosedIdle = &chainErr{"closed before a frame", errEOF}
 )
+
+// chainErr says msg and wraps next, as fmt.Errorf("msg: %w") would. The
+// package's error values are made with it: a fmt call while the package
+// initialises faults fmt's code in, in every process whose core loads,
+// before it has anything to format.
+type chainErr struct {
+	msg  string
+	next error
+}
+
+func (e *chainErr) Error() string { return e.msg + ": " + e.next.Error() }
+func (e *chainErr) Unwrap() error { return e.next }
 
 func recvFull(fd int, p []byte, files []int, deadline time.Time) ([]int, error) {
 	oob := make([]byte, unix.CmsgSpace(4*MaxFiles))

@@ -42,6 +42,17 @@ func processStart(pid int) (procState, uint64) {
 	return procAlive, start
 }
 
+// StartTime returns the start time of pid (field 22 of /proc/PID/stat,
+// clock ticks after boot) while it is alive; 0 when it is dead, a zombie,
+// or its stat unreadable. With the pid it names a process across pid
+// reuse.
+func StartTime(pid int) uint64 {
+	if st, start := processStart(pid); st == procAlive {
+		return start
+	}
+	return 0
+}
+
 // parseStat extracts the state letter and start time from a stat line.
 // The command name may hold spaces and parentheses, so fields are counted
 // after its last ')'.

@@ -1,7 +1,6 @@
 package rendezvous
 
 import (
-	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sdpshim/sdpshim/core/random"
 )
 
 // Register publishes that this process listens on addr (a shimmed
@@ -159,7 +160,7 @@ func writeAll(fd int, b []byte) error {
 
 func random32() uint32 {
 	var b [4]byte
-	rand.Read(b[:])
+	random.Read(b[:]) // names carry the pid too: zeros still name a file
 	return binary.LittleEndian.Uint32(b[:])
 }
 

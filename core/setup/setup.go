@@ -1,7 +1,6 @@
 package setup
 
 import (
-	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sdpshim/sdpshim/core/random"
 	"github.com/sdpshim/sdpshim/core/verbs"
 	"github.com/sdpshim/sdpshim/core/wire"
 )
@@ -129,7 +129,7 @@ func Establish(fd int, p verbs.Provider, cfg SetupConfig, blob []byte, deadline 
 // handshake swaps hellos over fd and connects the queue pairs.
 func (l *Link) handshake(fd int, provider string, cfg SetupConfig, blob []byte, deadline time.Time) ([]byte, error) {
 	var nonce [8]byte
-	if _, err := rand.Read(nonce[:]); err != nil {
+	if err := random.Read(nonce[:]); err != nil {
 		return nil, fmt.Errorf("setup: nonce: %w", err)
 	}
 	var eps [2]verbs.Endpoint

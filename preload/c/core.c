@@ -310,6 +310,54 @@ static void sdp_sig_restore(void)
 	}
 }
 
+/* The page-aligned range [*lo, *hi) of the signal stack ss. */
+static void sdp_altstack_range(const stack_t *ss, uintptr_t *lo, uintptr_t *hi)
+{
+	uintptr_t pg = (uintptr_t)getauxval(AT_PAGESZ);
+	if (pg == 0)
+		pg = 4096;
+	*lo = (uintptr_t)ss->ss_sp & ~(pg - 1);
+	*hi = ((uintptr_t)ss->ss_sp + ss->ss_size + pg - 1) & ~(pg - 1);
+}
+
+void sdp_core_fork_stack(void)
+{
+	int saved = errno;
+	stack_t ss;
+	if (sigaltstack(NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK) && ss.ss_size > 0) {
+		uintptr_t lo, hi;
+		sdp_altstack_range(&ss, &lo, &hi);
+		madvise((void *)lo, hi - lo, MADV_DOFORK);
+	}
+	errno = saved;
+}
+
+/* A fork child's signal stack may be the parent's runtime's: the runtime
+ * gives a program thread that calls into Go a signal stack of its own,
+ * from memory that fork children do not get (preload/entry/forkmem.c). A
+ * signal delivered on it would kill the child, so a stack that is not
+ * mapped here is taken away, leaving the thread as it was before Go gave
+ * it one. Async-signal-safe: in a fork child, before fork() returns. */
+static void sdp_altstack_check(void)
+{
+	int saved = errno;
+	stack_t ss;
+	if (sigaltstack(NULL, &ss) == 0 && !(ss.ss_flags & SS_DISABLE) && ss.ss_size > 0) {
+		uintptr_t lo, hi;
+		sdp_altstack_range(&ss, &lo, &hi);
+		unsigned char vec[64];
+		/* mincore fails with ENOMEM on unmapped memory; the first
+		 * pages tell, a mapping left out of the child is gone whole. */
+		uintptr_t pg = (uintptr_t)getauxval(AT_PAGESZ) ? (uintptr_t)getauxval(AT_PAGESZ) : 4096;
+		size_t len = hi - lo < 64 * pg ? hi - lo : 64 * pg;
+		if (mincore((void *)lo, len, vec) != 0 && errno == ENOMEM) {
+			stack_t off = {.ss_flags = SS_DISABLE};
+			sigaltstack(&off, NULL);
+		}
+	}
+	errno = saved;
+}
+
 /* Marks the signals whose handler lies in the running core's image: once
  * its init returned (the runtime has installed its handlers then). */
 static void sdp_sig_note_go(void)
@@ -961,6 +1009,7 @@ void sdp_core_atfork_child(int keep, int mine)
 		sdp_guard_leave();
 		sdp_sig_restore();
 	}
+	sdp_altstack_check();
 	int next = __atomic_load_n(&sdp_core_next_fd, __ATOMIC_ACQUIRE);
 	int img = __atomic_load_n(&sdp_core_image_fd, __ATOMIC_ACQUIRE);
 	int failed = __atomic_load_n(&sdp_core_next_failed, __ATOMIC_RELAXED);

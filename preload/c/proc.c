@@ -38,6 +38,7 @@ SDP_EXPORT pid_t fork(void)
 		/* After the hook: the copy takes a few ms, which must not delay
 		 * withdrawing the listeners the child shares. */
 		sdp_core_fork_copy();
+		sdp_core_fork_stack();
 		counted = 1;
 		errno = saved;
 	}

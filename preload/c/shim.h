@@ -443,6 +443,13 @@ SDP_HIDDEN void sdp_core_prepare_fork(void);
  * needs a core); then the fork is counted in, and no other thread makes
  * a copy until sdp_core_fork_done. */
 SDP_HIDDEN void sdp_core_fork_copy(void);
+/* Parent, right before fork() once a core was loaded: a thread running a
+ * signal handler on the signal stack the Go runtime gave it (the runtime
+ * adds SA_ONSTACK to the program's handlers; a pre-fork server may fork
+ * from its SIGCHLD handler) forks on memory that fork children do not
+ * get (preload/entry/forkmem.c): that stack's pages are made inheritable
+ * again, for good. Async-signal-safe; errno is kept. */
+SDP_HIDDEN void sdp_core_fork_stack(void);
 /* After fork() in the parent, when sdp_core_fork_copy ran before it. */
 SDP_HIDDEN void sdp_core_fork_done(void);
 /* Sleeps (FUTEX_WAIT_PRIVATE) while *word holds val, until deadline

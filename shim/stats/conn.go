@@ -5,8 +5,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/cpu"
-
 	"github.com/sdpshim/sdpshim/flowcontrol"
 )
 
@@ -50,16 +48,21 @@ type ConnInfo struct {
 	Flow      string // flow controller name (SDPSHIM_FLOW), "" for none
 }
 
+// cacheLine is the pad that keeps a side's counters off its neighbours'
+// lines (x86's 64 bytes; twice that would cover the adjacent-line
+// prefetcher, at twice the padding).
+const cacheLine = 64
+
 // side is one direction's counters, alone on its cache lines so that a
 // sending thread and a receiving thread never share a line.
 type side struct {
-	_           cpu.CacheLinePad
+	_           [cacheLine]byte
 	bytes, msgs atomic.Uint64
 	preemptions atomic.Uint64 // sending side only
 	pauses      atomic.Uint64 // sending side only
 	moves       atomic.Uint64 // sending side only (the connection's, not a direction's)
 	socketRings atomic.Uint64 // sending side only
-	_           cpu.CacheLinePad
+	_           [cacheLine]byte
 }
 
 // Conn is one registered connection. Its update methods (Sent, Received,

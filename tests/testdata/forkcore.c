@@ -35,6 +35,15 @@
  *       unblocked, it runs on the main thread. A fork child then
  *       exchanges with every signal blocked (its copy loads): its mask
  *       must be unchanged too. Connections: 2.
+ *   forkcore PORT handlerfork BYTES
+ *       Installs a SIGUSR2 handler (before the core loads: the Go runtime
+ *       then adds SA_ONSTACK to it and gives this thread a signal stack of
+ *       its own), exchanges, and raises SIGUSR2: the handler forks on that
+ *       signal stack, and the child, still in the handler, must run
+ *       ("child PID ok"). A second child, forked outside any handler,
+ *       raises SIGUSR2 (its handler must run: on the signal stack if it is
+ *       there, else on the thread's stack) and exchanges on a new
+ *       connection ("child PID ok"). Connections: 2.
  *   forkcore PORT noenable BYTES
  *       Exchanges, forks a child that sets SDPSHIM_ENABLE=0 before its
  *       first socket and exchanges ("child PID ok"). Connections: 2.
@@ -482,10 +491,60 @@ static int noenable(void)
 	return reap(pid, "child");
 }
 
+static volatile sig_atomic_t usr2, usr2_forks;
+static volatile pid_t usr2_child = -1;
+
+static void on_usr2(int sig)
+{
+	(void)sig;
+	usr2++;
+	if (!usr2_forks)
+		return;
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* Still in the handler, on its stack. */
+		char line[64];
+		int n = snprintf(line, sizeof line, "child %d ok\n", (int)getpid());
+		write(1, line, (size_t)n);
+		_exit(0);
+	}
+	usr2_child = pid;
+}
+
+static int handlerfork(void)
+{
+	struct sigaction sa = {.sa_handler = on_usr2};
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGUSR2, &sa, NULL) < 0)
+		die("sigaction");
+	one_connection(1);
+	usr2_forks = 1;
+	raise(SIGUSR2);
+	usr2_forks = 0;
+	if (usr2_child < 0)
+		die("fork in the handler");
+	int bad = reap(usr2_child, "child forked in a handler");
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		raise(SIGUSR2);
+		if (usr2 != 2) {
+			fprintf(stderr, "forkcore[%d]: SIGUSR2 handler ran %d times, want 2\n", getpid(), (int)usr2);
+			_exit(2);
+		}
+		one_connection(2);
+		printf("child %d ok\n", getpid());
+		fflush(stdout);
+		_exit(0);
+	}
+	return bad | reap(pid, "child");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 4)
-		die("usage: forkcore PORT gens|seq|signals|noenable ...");
+		die("usage: forkcore PORT gens|seq|signals|handlerfork|noenable ...");
 	port = atoi(argv[1]);
 	const char *mode = argv[2];
 	int r;
@@ -504,6 +563,9 @@ int main(int argc, char **argv)
 	} else if (strcmp(mode, "sigmask") == 0) {
 		nbytes = atol(argv[3]);
 		r = masks();
+	} else if (strcmp(mode, "handlerfork") == 0) {
+		nbytes = atol(argv[3]);
+		r = handlerfork();
 	} else if (strcmp(mode, "noenable") == 0) {
 		nbytes = atol(argv[3]);
 		r = noenable();

@@ -322,6 +322,8 @@ static void sdp_altstack_range(const stack_t *ss, uintptr_t *lo, uintptr_t *hi)
 
 void sdp_core_fork_stack(void)
 {
+	if (sdp_core_img_hi == 0)
+		return; /* no runtime was ever loaded here */
 	int saved = errno;
 	stack_t ss;
 	if (sigaltstack(NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK) && ss.ss_size > 0) {
@@ -338,8 +340,10 @@ void sdp_core_fork_stack(void)
  * signal delivered on it would kill the child, so a stack that is not
  * mapped here is taken away, leaving the thread as it was before Go gave
  * it one. Async-signal-safe: in a fork child, before fork() returns. */
-static void sdp_altstack_check(void)
+void sdp_altstack_check(void)
 {
+	if (sdp_core_img_hi == 0)
+		return; /* no runtime was ever loaded here */
 	int saved = errno;
 	stack_t ss;
 	if (sigaltstack(NULL, &ss) == 0 && !(ss.ss_flags & SS_DISABLE) && ss.ss_size > 0) {

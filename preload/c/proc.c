@@ -26,8 +26,15 @@
 
 SDP_EXPORT pid_t fork(void)
 {
-	if (sdp_passthrough())
-		return sdp_real.fork();
+	if (sdp_passthrough()) {
+		/* Inside a hook (a signal handler that forks) or a vfork child:
+		 * only what keeps the child alive. */
+		sdp_core_fork_stack();
+		pid_t pid = sdp_real.fork();
+		if (pid == 0)
+			sdp_altstack_check();
+		return pid;
+	}
 	int keep = -1, mine = -1; /* the request pair of the connections kept (forkkeep.c) */
 	int counted = 0;          /* sdp_core_fork_copy counted this fork in */
 	if (sdp_core_ready()) {

@@ -450,6 +450,10 @@ SDP_HIDDEN void sdp_core_fork_copy(void);
  * get (preload/entry/forkmem.c): that stack's pages are made inheritable
  * again, for good. Async-signal-safe; errno is kept. */
 SDP_HIDDEN void sdp_core_fork_stack(void);
+/* Fork child, before fork() returns: a signal stack that is not mapped
+ * here (the parent's runtime's) is taken away. Async-signal-safe; errno is
+ * kept. */
+SDP_HIDDEN void sdp_altstack_check(void);
 /* After fork() in the parent, when sdp_core_fork_copy ran before it. */
 SDP_HIDDEN void sdp_core_fork_done(void);
 /* Sleeps (FUTEX_WAIT_PRIVATE) while *word holds val, until deadline

@@ -190,6 +190,24 @@ func TestForkCoreHandlerFork(t *testing.T) {
 	noWarnings(t, log)
 }
 
+// daemon() forks inside libc, where the interposed fork() does not see
+// it, and its child goes on as the process. The interposer's atfork
+// handlers take that fork through the same steps, so the daemon is a fork
+// child like any other: it never enters the parent's runtime (which hung
+// it one time in ten before), and its connection is accelerated through
+// its own copy of the core. The exchange is checked byte for byte.
+func TestForkCoreDaemon(t *testing.T) {
+	out, log := forkCoreRun(t, 2, nil, "daemon", fmt.Sprint(1<<20))
+	pids := okPIDs(out)
+	if len(pids) != 1 {
+		t.Fatalf("the daemon did not report:\n%s", out)
+	}
+	if acc := accelerated(log); acc[pids[0]] != 1 {
+		t.Errorf("the daemon connected accelerated %d times, want 1\n%s", acc[pids[0]], log)
+	}
+	noWarnings(t, log)
+}
+
 // SDPSHIM_ENABLE keeps its meaning in a fork child: set to 0 before the
 // child's first socket, the child's connection stays on kernel TCP; with
 // it 0 from the start, no process loads a core.

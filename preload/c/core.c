@@ -334,12 +334,6 @@ void sdp_core_fork_stack(void)
 	errno = saved;
 }
 
-/* A fork child's signal stack may be the parent's runtime's: the runtime
- * gives a program thread that calls into Go a signal stack of its own,
- * from memory that fork children do not get (preload/entry/forkmem.c). A
- * signal delivered on it would kill the child, so a stack that is not
- * mapped here is taken away, leaving the thread as it was before Go gave
- * it one. Async-signal-safe: in a fork child, before fork() returns. */
 void sdp_altstack_check(void)
 {
 	if (sdp_core_img_hi == 0)
@@ -360,6 +354,17 @@ void sdp_altstack_check(void)
 		}
 	}
 	errno = saved;
+}
+
+/* The core's sdpshim_core_fork_inherit (preload/entry/forkmem.c); NULL
+ * in a core without it. */
+static void (*sdp_core_fork_inherit)(void);
+
+void sdp_core_fork_inherit_all(void)
+{
+	void (*inherit)(void) = __atomic_load_n(&sdp_core_fork_inherit, __ATOMIC_ACQUIRE);
+	if (inherit != NULL)
+		inherit();
 }
 
 /* Marks the signals whose handler lies in the running core's image: once
@@ -829,6 +834,7 @@ static int sdp_core_open(const char *path, int chosen)
 	struct rlimit nofile;
 	int limited = getrlimit(RLIMIT_NOFILE, &nofile) == 0;
 	sdp_fd_table_reserve();
+	sdp_fork_register();
 	sdp_signals_hold(&held);
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	sdp_signals_release(&held);
@@ -855,6 +861,7 @@ static int sdp_core_open(const char *path, int chosen)
 	SDPSHIM_CORE_ENTRY_POINTS(SDP_CORE_LOOKUP_)
 #undef SDP_CORE_LOOKUP_
 	sdp_core_note_image(h);
+	__atomic_store_n(&sdp_core_fork_inherit, (void (*)(void))dlsym(h, "sdpshim_core_fork_inherit"), __ATOMIC_RELEASE);
 	sdp_core = c;
 	int r = sdp_core.init(&sdp_host, sdp_core_env_snapshot());
 	if (limited)
@@ -1013,7 +1020,6 @@ void sdp_core_atfork_child(int keep, int mine)
 		sdp_guard_leave();
 		sdp_sig_restore();
 	}
-	sdp_altstack_check();
 	int next = __atomic_load_n(&sdp_core_next_fd, __ATOMIC_ACQUIRE);
 	int img = __atomic_load_n(&sdp_core_image_fd, __ATOMIC_ACQUIRE);
 	int failed = __atomic_load_n(&sdp_core_next_failed, __ATOMIC_RELAXED);

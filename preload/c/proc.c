@@ -8,7 +8,9 @@
  * hook, forgets the MANAGED and PROTECTED fd states and leaves the child a
  * private copy of the core to load on first need (core.c): one the
  * parent made ahead or at a later fork, or the child's own
- * (sdp_core_fork_copy).
+ * (sdp_core_fork_copy). A fork libc makes on its own (daemon()) goes
+ * through the same halves from pthread_atfork handlers, registered at the
+ * first core load.
  * posix_spawn children exec at once and run none of our code.
  *
  * vfork: the child borrows its parent's memory and thread (TLS included)
@@ -21,51 +23,113 @@
 #include "shim.h"
 #include "tenant.h"
 
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-SDP_EXPORT pid_t fork(void)
+/* One fork's state between its two halves, for the forking thread. */
+struct sdp_fork {
+	int keep, mine; /* the request pair of the connections kept (forkkeep.c) */
+	int counted;    /* sdp_core_fork_copy counted this fork in */
+	int armed;      /* set by the atfork prepare handler for its other halves */
+};
+
+static void fork_before(struct sdp_fork *f)
 {
-	if (sdp_passthrough()) {
-		/* Inside a hook (a signal handler that forks) or a vfork child:
-		 * only what keeps the child alive. */
-		sdp_core_fork_stack();
-		pid_t pid = sdp_real.fork();
-		if (pid == 0)
-			sdp_altstack_check();
-		return pid;
-	}
-	int keep = -1, mine = -1; /* the request pair of the connections kept (forkkeep.c) */
-	int counted = 0;          /* sdp_core_fork_copy counted this fork in */
+	f->keep = f->mine = -1;
+	f->counted = 0;
 	if (sdp_core_ready()) {
 		int saved = errno;
 		if (sdp_core_fork_needed())
 			SDP_CORE_DO(sdp_core.fork_prepare(SDPSHIM_FORK));
-		keep = sdp_fork_keep_take(&mine);
+		f->keep = sdp_fork_keep_take(&f->mine);
 		/* After the hook: the copy takes a few ms, which must not delay
 		 * withdrawing the listeners the child shares. */
 		sdp_core_fork_copy();
-		sdp_core_fork_stack();
-		counted = 1;
+		f->counted = 1;
 		errno = saved;
 	}
 	sdp_fork_keep_forking(); /* a child holding kept connections forks in turn */
-	pid_t pid = sdp_real.fork();
-	if (pid != 0 && counted)
+}
+
+static void fork_parent(struct sdp_fork *f)
+{
+	if (f->counted)
 		sdp_core_fork_done();
-	if (pid == 0) {
-		sdp_tenant_forget();
-		sdp_core_atfork_child(keep, mine);
-	} else if (keep >= 0) {
+	if (f->keep >= 0) {
 		/* The child's end is the child's alone: the core sees it close
 		 * when the child and whoever inherits it from there are gone. */
 		int saved = errno;
-		sdp_fd_set(keep, SDPSHIM_FD_UNMANAGED);
-		syscall(SYS_close, keep);
+		sdp_fd_set(f->keep, SDPSHIM_FD_UNMANAGED);
+		syscall(SYS_close, f->keep);
 		errno = saved;
 	}
+}
+
+static void fork_child(struct sdp_fork *f)
+{
+	sdp_tenant_forget();
+	sdp_core_atfork_child(f->keep, f->mine);
+}
+
+/* Set while this thread is in the interposed fork(); a fork without it is
+ * one libc makes on its own (daemon()), which the atfork handlers below
+ * take through the same halves. Thread-local, so a fork child reads the
+ * value of the thread that forked. */
+static SDP_TLS int sdp_forking;
+static SDP_TLS struct sdp_fork sdp_fork_libc;
+
+SDP_EXPORT pid_t fork(void)
+{
+	if (sdp_passthrough())
+		return sdp_real.fork(); /* the atfork handlers see a fork inside a hook */
+	struct sdp_fork f;
+	fork_before(&f);
+	sdp_forking = 1;
+	pid_t pid = sdp_real.fork();
+	sdp_forking = 0;
+	if (pid == 0)
+		fork_child(&f);
+	else
+		fork_parent(&f);
 	return pid;
 }
+
+static void atfork_prepare(void)
+{
+	sdp_core_fork_stack();
+	if (sdp_forking)
+		return;
+	if (sdp_passthrough()) {
+		/* Inside a hook, where the core is not entered again: the child
+		 * keeps the parent's state, runtime included. */
+		sdp_core_fork_inherit_all();
+		return;
+	}
+	fork_before(&sdp_fork_libc);
+	sdp_fork_libc.armed = 1;
+}
+
+static void atfork_parent(void)
+{
+	if (!sdp_forking && sdp_fork_libc.armed) {
+		sdp_fork_libc.armed = 0;
+		fork_parent(&sdp_fork_libc);
+	}
+}
+
+static void atfork_child(void)
+{
+	sdp_altstack_check();
+	if (!sdp_forking && sdp_fork_libc.armed) {
+		sdp_fork_libc.armed = 0;
+		fork_child(&sdp_fork_libc);
+	}
+}
+
+static pthread_once_t sdp_fork_once = PTHREAD_ONCE_INIT;
+static void fork_register(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
+void sdp_fork_register(void) { pthread_once(&sdp_fork_once, fork_register); }
 
 typedef int spawn_fn(pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *,
 		     char *const[], char *const[]);

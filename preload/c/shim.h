@@ -443,17 +443,26 @@ SDP_HIDDEN void sdp_core_prepare_fork(void);
  * needs a core); then the fork is counted in, and no other thread makes
  * a copy until sdp_core_fork_done. */
 SDP_HIDDEN void sdp_core_fork_copy(void);
-/* Parent, right before fork() once a core was loaded: a thread running a
- * signal handler on the signal stack the Go runtime gave it (the runtime
- * adds SA_ONSTACK to the program's handlers; a pre-fork server may fork
- * from its SIGCHLD handler) forks on memory that fork children do not
- * get (preload/entry/forkmem.c): that stack's pages are made inheritable
+/* Before any fork once a core was loaded: a thread running a signal
+ * handler on the signal stack the Go runtime gave it (the runtime adds
+ * SA_ONSTACK to the program's handlers, and its own handlers forward to
+ * the program's there; a pre-fork server may fork from its SIGCHLD
+ * handler) forks on memory that fork children do not get
+ * (preload/entry/forkmem.c): that stack's pages are made inheritable
  * again, for good. Async-signal-safe; errno is kept. */
 SDP_HIDDEN void sdp_core_fork_stack(void);
-/* Fork child, before fork() returns: a signal stack that is not mapped
- * here (the parent's runtime's) is taken away. Async-signal-safe; errno is
- * kept. */
+/* Fork child: a signal stack that is not mapped here (the parent's
+ * runtime's) is taken away, leaving the thread as it was before the
+ * runtime gave it one; a signal delivered on it would kill the child.
+ * Async-signal-safe; errno is kept. */
 SDP_HIDDEN void sdp_altstack_check(void);
+/* Before a fork whose child may enter the parent's runtime (one made
+ * inside a hook): the runtime's memory is inherited by it and every later
+ * child (sdpshim_core_fork_inherit). Async-signal-safe. */
+SDP_HIDDEN void sdp_core_fork_inherit_all(void);
+/* Registers the fork handlers of proc.c for the forks libc makes on its
+ * own (daemon()), once; at the first core load. */
+SDP_HIDDEN void sdp_fork_register(void);
 /* After fork() in the parent, when sdp_core_fork_copy ran before it. */
 SDP_HIDDEN void sdp_core_fork_done(void);
 /* Sleeps (FUTEX_WAIT_PRIVATE) while *word holds val, until deadline

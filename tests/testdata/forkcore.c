@@ -44,6 +44,11 @@
  *       raises SIGUSR2 (its handler must run: on the signal stack if it is
  *       there, else on the thread's stack) and exchanges on a new
  *       connection ("child PID ok"). Connections: 2.
+ *   forkcore PORT daemon BYTES
+ *       Exchanges (its core loads), then calls daemon(), whose fork is
+ *       libc's own, not the interposed fork(): the daemon goes on as the
+ *       process and exchanges on a new connection ("child PID ok").
+ *       Connections: 2.
  *   forkcore PORT noenable BYTES
  *       Exchanges, forks a child that sets SDPSHIM_ENABLE=0 before its
  *       first socket and exchanges ("child PID ok"). Connections: 2.
@@ -541,10 +546,21 @@ static int handlerfork(void)
 	return bad | reap(pid, "child");
 }
 
+static int daemonize(void)
+{
+	one_connection(1);
+	if (daemon(1, 1) < 0)
+		die("daemon");
+	one_connection(2);
+	printf("child %d ok\n", getpid());
+	fflush(stdout);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 4)
-		die("usage: forkcore PORT gens|seq|signals|handlerfork|noenable ...");
+		die("usage: forkcore PORT gens|seq|signals|handlerfork|daemon|noenable ...");
 	port = atoi(argv[1]);
 	const char *mode = argv[2];
 	int r;
@@ -563,6 +579,9 @@ int main(int argc, char **argv)
 	} else if (strcmp(mode, "sigmask") == 0) {
 		nbytes = atol(argv[3]);
 		r = masks();
+	} else if (strcmp(mode, "daemon") == 0) {
+		nbytes = atol(argv[3]);
+		r = daemonize();
 	} else if (strcmp(mode, "handlerfork") == 0) {
 		nbytes = atol(argv[3]);
 		r = handlerfork();

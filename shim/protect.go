@@ -56,12 +56,19 @@ const (
 
 // closedFDs returns the n lowest descriptor numbers not open now, found
 // by polling windows of numbers with no events (an fd that is not open
-// answers POLLNVAL). A poll that fails returns what was found so far.
+// answers POLLNVAL). A window is at most the soft RLIMIT_NOFILE, which
+// poll(2) refuses to exceed, and no number at or past it can be handed
+// out. A poll that fails returns what was found so far.
 func closedFDs(n int) []int {
-	const window = 256
+	limit := 1 << 20
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil && rl.Cur < uint64(limit) {
+		limit = int(rl.Cur)
+	}
 	out := make([]int, 0, n)
-	fds := make([]unix.PollFd, window)
-	for base := 0; len(out) < n && base < 1<<20; base += window {
+	buf := make([]unix.PollFd, min(256, limit))
+	for base := 0; len(out) < n && base < limit; base += len(buf) {
+		fds := buf[:min(len(buf), limit-base)]
 		for i := range fds {
 			fds[i] = unix.PollFd{Fd: int32(base + i)}
 		}

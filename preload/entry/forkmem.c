@@ -13,9 +13,9 @@
  * memory is of no use there, yet fork() copied every page table entry of
  * it, write-protected every one of its pages in the parent (each first
  * write afterwards is a fault), and the child's exit tore it all down
- * again: about 170 us of the 270 us a fork of a process running the core
- * cost beyond one without it. MADV_DONTFORK leaves such a mapping out of
- * every child. The child's signal stack may lie in it (the runtime gives a
+ * again: about a quarter of what a fork of a process running the core
+ * cost beyond one without it (docs/preload.md). MADV_DONTFORK leaves such
+ * a mapping out of every child. The child's signal stack may lie in it (the runtime gives a
  * program thread that calls into Go one of its own): the interposer's
  * fork child hook takes that away (preload/c/core.c, sdp_altstack_check).
  *

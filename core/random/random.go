@@ -1,10 +1,10 @@
 // Package random reads random bytes from the kernel: getrandom(2), or
 // /dev/urandom where a seccomp filter or an old kernel refuses it.
 //
-// It stands in for crypto/rand, whose package initialisation (the FIPS
-// modules, their self-test hooks, a 32 MiB random-generator arena) every
-// process pays when its core loads, and a pre-fork server's children load
-// one each: nonces and tokens need the kernel's bytes, nothing more.
+// It stands in for crypto/rand, whose packages' initialisation (the FIPS
+// modules) every process pays when its core loads, a pre-fork server's
+// children one each, and which adds a 32 MiB random-generator arena to the
+// core's BSS: nonces and tokens need the kernel's bytes, nothing more.
 package random
 
 import (

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -36,13 +37,15 @@ func SockNameNS(pid int, ns uint64) string {
 func ownSockName() string { return SockNameNS(os.Getpid(), ownPIDNS()) }
 
 // ownPIDNS returns the inode of the caller's pid namespace, 0 if unknown.
-func ownPIDNS() uint64 {
+// A process's own pid namespace never changes (unshare and setns change
+// its children's), so it is read once: a sweep asks for every entry.
+var ownPIDNS = sync.OnceValue(func() uint64 {
 	var st unix.Stat_t
 	if unix.Stat("/proc/self/ns/pid", &st) != nil {
 		return 0
 	}
 	return st.Ino
-}
+})
 
 // parseSockName parses a stats socket name: the pid and the inode of its
 // pid namespace (initPIDNS for a plain stats-<pid>.sock).

@@ -8,6 +8,7 @@
 package random
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -51,9 +52,5 @@ func Uint64() (uint64, error) {
 	if err := Read(b[:]); err != nil {
 		return 0, err
 	}
-	var v uint64
-	for i := range b {
-		v |= uint64(b[i]) << (8 * i)
-	}
-	return v, nil
+	return binary.LittleEndian.Uint64(b[:]), nil
 }

@@ -310,12 +310,16 @@ static void sdp_sig_restore(void)
 	}
 }
 
+static uintptr_t sdp_page_size(void)
+{
+	uintptr_t pg = (uintptr_t)getauxval(AT_PAGESZ);
+	return pg != 0 ? pg : 4096;
+}
+
 /* The page-aligned range [*lo, *hi) of the signal stack ss. */
 static void sdp_altstack_range(const stack_t *ss, uintptr_t *lo, uintptr_t *hi)
 {
-	uintptr_t pg = (uintptr_t)getauxval(AT_PAGESZ);
-	if (pg == 0)
-		pg = 4096;
+	uintptr_t pg = sdp_page_size();
 	*lo = (uintptr_t)ss->ss_sp & ~(pg - 1);
 	*hi = ((uintptr_t)ss->ss_sp + ss->ss_size + pg - 1) & ~(pg - 1);
 }
@@ -346,7 +350,7 @@ void sdp_altstack_check(void)
 		unsigned char vec[64];
 		/* mincore fails with ENOMEM on unmapped memory; the first
 		 * pages tell, a mapping left out of the child is gone whole. */
-		uintptr_t pg = (uintptr_t)getauxval(AT_PAGESZ) ? (uintptr_t)getauxval(AT_PAGESZ) : 4096;
+		uintptr_t pg = sdp_page_size();
 		size_t len = hi - lo < 64 * pg ? hi - lo : 64 * pg;
 		if (mincore((void *)lo, len, vec) != 0 && errno == ENOMEM) {
 			stack_t off = {.ss_flags = SS_DISABLE};

@@ -560,7 +560,7 @@ static int daemonize(void)
 int main(int argc, char **argv)
 {
 	if (argc < 4)
-		die("usage: forkcore PORT gens|seq|signals|handlerfork|daemon|noenable ...");
+		die("usage: forkcore PORT gens|seq|signals|evict|sigmask|daemon|handlerfork|noenable ...");
 	port = atoi(argv[1]);
 	const char *mode = argv[2];
 	int r;
@@ -570,26 +570,23 @@ int main(int argc, char **argv)
 	} else if (strcmp(mode, "seq") == 0 && argc == 5) {
 		nbytes = atol(argv[4]);
 		r = seq(atoi(argv[3]));
-	} else if (strcmp(mode, "signals") == 0) {
-		nbytes = atol(argv[3]);
-		r = signals();
-	} else if (strcmp(mode, "evict") == 0) {
-		nbytes = atol(argv[3]);
-		r = evict();
-	} else if (strcmp(mode, "sigmask") == 0) {
-		nbytes = atol(argv[3]);
-		r = masks();
-	} else if (strcmp(mode, "daemon") == 0) {
-		nbytes = atol(argv[3]);
-		r = daemonize();
-	} else if (strcmp(mode, "handlerfork") == 0) {
-		nbytes = atol(argv[3]);
-		r = handlerfork();
-	} else if (strcmp(mode, "noenable") == 0) {
-		nbytes = atol(argv[3]);
-		r = noenable();
 	} else {
-		die("bad mode %s", mode);
+		/* The modes whose one argument is BYTES. */
+		static const struct {
+			const char *name;
+			int (*run)(void);
+		} modes[] = {
+			{"signals", signals}, {"evict", evict},
+			{"sigmask", masks},   {"daemon", daemonize},
+			{"handlerfork", handlerfork}, {"noenable", noenable},
+		};
+		size_t i = 0;
+		while (i < sizeof modes / sizeof modes[0] && strcmp(mode, modes[i].name) != 0)
+			i++;
+		if (i == sizeof modes / sizeof modes[0])
+			die("bad mode %s", mode);
+		nbytes = atol(argv[3]);
+		r = modes[i].run();
 	}
 	return r;
 }

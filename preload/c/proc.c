@@ -72,9 +72,10 @@ static void fork_child(struct sdp_fork *f)
 	sdp_core_atfork_child(f->keep, f->mine);
 }
 
-/* Set while this thread is in the interposed fork(); a fork without it is
- * one libc makes on its own (daemon()), which the atfork handlers below
- * take through the same halves. Thread-local, so a fork child reads the
+/* Set while this thread is in the interposed fork() (or the vfork that
+ * forks, below); a fork without it is one libc makes on its own
+ * (daemon()), which the atfork handlers below take through the same
+ * halves. Thread-local, so a fork child reads the
  * value of the thread that forked. */
 static SDP_TLS int sdp_forking;
 static SDP_TLS struct sdp_fork sdp_fork_libc;
@@ -183,7 +184,9 @@ long sdp_vfork_error(int err) { return sdp_fail(err); }
 SDP_EXPORT pid_t vfork(void)
 {
 	sdp_vfork_prepare();
+	sdp_forking = 1; /* the atfork handlers leave this fork to us */
 	pid_t pid = sdp_real.fork();
+	sdp_forking = 0;
 	if (pid == 0)
 		sdp_vfork_child = 1;
 	return pid;

@@ -488,7 +488,6 @@ type Stats struct {
 	Moves                uint64 // waits that moved their thread off the peer's CPU (spreading)
 	Pauses               uint64 // bulk sends that paused for starving small messages (preemption)
 	SocketRings          uint64 // wakes of a peer's epoll, poll or select sleeper sent over the socket (its bell not held)
-	Shrinks              uint64 // times the send ring's extent shrank and gave its pages back
 	Budget               uint32 // the current poll budget
 }
 
@@ -505,8 +504,8 @@ func (c *Conn) Stats() Stats {
 		PollHits: uint64(C.ld64(&h.polls_hit)), Sleeps: uint64(C.ld64(&h.sleeps)),
 		Wakes: uint64(C.ld64(&h.wakes_sent)), EventWakes: uint64(C.ld64(&h.evwakes_sent)),
 		Violations: uint64(C.ld64(&h.violations)), Moves: uint64(C.ld64(&h.moves)), Pauses: uint64(C.ld64(&h.pauses)),
-		SocketRings: uint64(C.ld64(&h.socket_rings)), Shrinks: uint64(C.ld64(&h.shrinks)),
-		Budget: uint32(h.budget),
+		SocketRings: uint64(C.ld64(&h.socket_rings)),
+		Budget:      uint32(h.budget),
 	}
 }
 

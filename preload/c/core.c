@@ -310,6 +310,12 @@ static void sdp_sig_restore(void)
 	}
 }
 
+static uintptr_t sdp_page_size(void)
+{
+	uintptr_t pg = (uintptr_t)getauxval(AT_PAGESZ);
+	return pg != 0 ? pg : 4096;
+}
+
 /* The page-aligned range [*lo, *hi) of the signal stack ss. */
 static void sdp_altstack_range(const stack_t *ss, uintptr_t *lo, uintptr_t *hi)
 {

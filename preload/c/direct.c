@@ -17,8 +17,6 @@
 #include <string.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sys/auxv.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -892,22 +890,13 @@ static uint32_t next_index(const struct sdp_dconn *c, uint32_t idx, uint32_t fla
  * not free. So a connection that the receiver keeps up with (a
  * ping-pong, a request and its answer) touches a few pages of its ring
  * rather than every block's, and one whose receiver falls behind gets
- * the whole ring within a few fills. It shrinks back, giving the other
- * blocks' pages back, once the connection's messages are small again
- * (shrink_locked). Where the sender wraps is the sender's alone; the
- * receiver follows the flag. The extent is in the area, beside the
- * cursors, so that a fork child sharing the side goes on with it. */
+ * the whole ring within a few fills. It never shrinks: the pages it
+ * touched stay until the area is let go (a kernel socket gives its
+ * buffer back as it drains; the area keeps the high-water mark). Where
+ * the sender wraps is the sender's alone; the receiver follows the flag.
+ * The extent is in the area, beside the cursors, so that a fork child
+ * sharing the side goes on with it. */
 #define EXTENT_FIRST 2
-
-/* How long a sender keeps its extent past the first blocks after it last
- * had more blocks than those in flight. */
-#define EXTENT_KEEP_NS 1000000000LL
-
-uintptr_t sdp_page_size(void)
-{
-	uintptr_t pg = (uintptr_t)getauxval(AT_PAGESZ);
-	return pg != 0 ? pg : 4096;
-}
 
 static uint32_t extent_of(const struct sdp_dconn *c, const struct sdp_ddir *d)
 {
@@ -915,44 +904,6 @@ static uint32_t extent_of(const struct sdp_dconn *c, const struct sdp_ddir *d)
 	if (e >= EXTENT_FIRST && e <= c->n && (e & (e - 1)) == 0)
 		return e;
 	return c->n < EXTENT_FIRST ? c->n : EXTENT_FIRST;
-}
-
-/* Shrinks the extent back to its first blocks and gives the pages of the
- * others back (MADV_REMOVE: the memfd's pages go, from both processes'
- * mappings), when the receiver has read everything and no send had more
- * than the first blocks in flight for EXTENT_KEEP_NS: the memory a burst
- * touched goes back once the connection's messages are small again, as
- * a kernel socket's buffer goes as it drains. Every block is empty, so
- * nobody reads the pages given back; a status byte is read with acquire
- * after the receiver's copy out of its block, so the copy is done. The
- * pages given back are those wholly inside the blocks past the first
- * (the status bytes of the other direction share the last one's last
- * page). Under the send lock; *ext is the extent, ext > EXTENT_FIRST. */
-static void shrink_locked(struct sdp_dconn *c, uint32_t *ext)
-{
-	int64_t now = sdp_now_ns(), used = LOADR(&c->extent_used_ns);
-	if (used == 0) {
-		/* A handle that has not sent yet (a fork child's copy, one
-		 * opened for a call, the first send): its clock starts. */
-		STORER(&c->extent_used_ns, now);
-		return;
-	}
-	if (now - used < EXTENT_KEEP_NS)
-		return;
-	const uint8_t *status = status_of(c, c->side);
-	for (uint32_t i = 0; i < c->n; i++)
-		if (LOAD(&status[i]) != SDP_DBLK_EMPTY)
-			return;
-	uintptr_t pg = sdp_page_size();
-	uintptr_t lo = (uintptr_t)block_of(c, c->side, EXTENT_FIRST);
-	uintptr_t hi = (uintptr_t)block_of(c, c->side, c->n - 1) + c->s;
-	lo = (lo + pg - 1) & ~(pg - 1);
-	hi &= ~(pg - 1);
-	if (hi > lo)
-		syscall(SYS_madvise, (void *)lo, hi - lo, MADV_REMOVE);
-	*ext = EXTENT_FIRST;
-	STORER(&c->extent_used_ns, now);
-	__atomic_fetch_add(&c->shrinks, 1, __ATOMIC_RELAXED);
 }
 
 static long send_locked(struct sdp_dconn *c, struct iocur *k)
@@ -966,8 +917,6 @@ static long send_locked(struct sdp_dconn *c, struct iocur *k)
 	size_t done = 0;
 	if (LOADR(&d->fin) || LOAD(&d->reset))
 		return -EPIPE; /* nothing after the FIN (set under this lock) */
-	if (ext > EXTENT_FIRST && held == 0)
-		shrink_locked(c, &ext);
 	/* Appends only while a block is free: a full ring is a full send
 	 * buffer, where the kernel refuses small writes too. */
 	if (seq > 0 && k->left < room && (win == 0 || held < win) && LOAD(&status[idx & (c->n - 1)]) == SDP_DBLK_EMPTY)
@@ -1020,9 +969,6 @@ static long send_locked(struct sdp_dconn *c, struct iocur *k)
 		STORER(&d->tx_next, idx);
 		STORER(&d->tx_seq, seq);
 		__atomic_fetch_add(&d->tx_bytes, done, __ATOMIC_RELAXED);
-		/* Blocks in flight now (the peer writes rx_seq: a hint). */
-		if (ext > EXTENT_FIRST && seq - LOAD(&d->rx_seq) > EXTENT_FIRST)
-			STORER(&c->extent_used_ns, sdp_now_ns());
 	}
 	return (long)done;
 }

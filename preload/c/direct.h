@@ -29,7 +29,6 @@
  *
  * Everything here is async-signal-safe and makes raw system calls only
  * (futex, send and recv on the connection's kernel socket, sched_yield,
- * madvise of the area's pages (direct.c, the extent),
  * getpid/kill, sched_get/
  * setaffinity; clock_gettime and sched_getcpu read the vDSO and the
  * restartable-sequence area), so it runs in
@@ -82,8 +81,6 @@ void sdp_spin_yield(uint32_t *k);
 /* Monotonic clock in ns (vDSO, no system call): the one clock of the
  * protocol and the interposer. */
 int64_t sdp_now_ns(void);
-/* The page size (the auxiliary vector's). */
-uintptr_t sdp_page_size(void);
 /* This process's pid, asked of the kernel once per process (a fork child
  * asks again). */
 uint32_t sdp_dconn_pid(void);
@@ -231,8 +228,6 @@ struct sdp_dconn {
 	uint64_t moves;                /* waits that moved their thread off the peer's CPU (spreading) */
 	uint32_t shared_cpu;           /* consecutive yields that found the peer on this thread's CPU */
 	int64_t moved_ns;              /* when a wait on this handle last moved its thread */
-	int64_t extent_used_ns;        /* when a send last had more than the first extent's blocks in flight */
-	uint64_t shrinks;              /* times the extent shrank and gave its pages back */
 
 	/* The socket around it, as the interposer needs it (set by the Go
 	 * core with atomic stores, read with atomic loads). */

@@ -325,3 +325,32 @@ func TestPublishAsPeer(t *testing.T) {
 		t.Fatalf("inq %d after the take-back", b.Inq())
 	}
 }
+
+// TestCapacityAfterSmallMessages: the ring's blocks are all the sender's
+// to fill, whatever came before: after one small message the receiver
+// read and one it has not, a large send still takes every free block,
+// as a kernel socket's buffer takes a write that fits it. A program that
+// writes a request in pieces and reads the answer only after the last
+// (or one thread that writes before it reads, as selfpair does) would
+// otherwise wait for a read that never comes. A ring that wraps early
+// to keep its pages few (tried 2026-12-01: docs/direct.md, "What is not
+// done yet") failed this: the big send took one block.
+func TestCapacityAfterSmallMessages(t *testing.T) {
+	const blocks, size = 64, 16 << 10
+	a, b := pair(t, blocks, size)
+	got := make([]byte, 100)
+	if n, _, err := a.Send(bytes.Repeat([]byte("a"), 100), false); n != 100 || err != nil {
+		t.Fatalf("send: %d %v", n, err)
+	}
+	if n, _, err := b.Recv(got, false, false); n != 100 || err != nil {
+		t.Fatalf("recv: %d %v", n, err)
+	}
+	if n, _, err := a.Send(bytes.Repeat([]byte("b"), 100), false); n != 100 || err != nil {
+		t.Fatalf("send: %d %v", n, err)
+	}
+	big := make([]byte, blocks*(size-HeaderSize))
+	n, _, err := a.Send(big, false)
+	if err != nil || n < (blocks-2)*(size-HeaderSize) {
+		t.Fatalf("a large send beside one unread small message took %d bytes (%v): want every free block's, %d", n, err, (blocks-1)*(size-HeaderSize))
+	}
+}

@@ -33,6 +33,13 @@ func FuzzArea(f *testing.F) {
 	f.Add([]byte{1, 1, 0, 50, 4, 1, 3, 0, 0, 100, 2, 0, 1, 0, 7, 0})
 	f.Add([]byte{0, 0x02, 0x40, 8, 1, 2, 3, 4, 5, 6, 7, 8, 1, 0, 1, 0, 2, 1, 1, 0, 9, 1, 1})
 	f.Add([]byte{8, 1, 0, 10, 1, 0, 16, 0, 6, 1, 1, 0, 1, 0, 5, 0, 2, 1, 1, 0})
+	// Side 0 sends a block, the peer sets the wrap flag in its header
+	// (its flags at 652: the area's header, 576 bytes, direction 0's
+	// status bytes, 64, then the block's stream, seq and len), side 1
+	// reads it and looks for the next block at the ring's first; then
+	// the same with a flag that means nothing.
+	f.Add([]byte{1, 0, 20, 0, 0, 0x8c, 0x02, 4, 1, 0, 0, 0, 2, 1, 64, 0, 1, 0, 20, 0, 2, 1, 64, 0})
+	f.Add([]byte{1, 0, 20, 0, 0, 0x8c, 0x02, 4, 2, 0, 0, 0, 2, 1, 64, 0})
 	// The peer holds side 1's receive lock in pid 1's name (a live
 	// process): the nonblocking recv gives up after the lock's bound
 	// (5 s) with a reset instead of waiting for ever.

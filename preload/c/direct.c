@@ -874,6 +874,38 @@ static size_t append_locked(struct sdp_dconn *c, struct iocur *k, uint32_t tail,
 	return n;
 }
 
+/* The block after idx, whose header carries flags: the ring's first
+ * after a wrap (SDP_DBLK_WRAP), else the next. */
+static uint32_t next_index(const struct sdp_dconn *c, uint32_t idx, uint32_t flags)
+{
+	return (flags & SDP_DBLK_WRAP) ? (idx | (c->n - 1)) + 1 : idx + 1;
+}
+
+/* The extent: a sender fills the ring's blocks from its first up to its
+ * extent, then wraps to the first again when the receiver has freed it
+ * (it has then read every block this lap, and those past the extent in
+ * earlier laps). The extent starts at EXTENT_FIRST blocks and doubles,
+ * up to the ring, whenever the sender finds the ring full as far as it
+ * uses it: its next block not free, or at the extent's end the first
+ * not free. So a connection that the receiver keeps up with (a
+ * ping-pong, a request and its answer) touches a few pages of its ring
+ * rather than every block's, and one whose receiver falls behind gets
+ * the whole ring within a few fills. It never shrinks: the pages it
+ * touched stay until the area is let go (a kernel socket gives its
+ * buffer back as it drains; the area keeps the high-water mark). Where
+ * the sender wraps is the sender's alone; the receiver follows the flag.
+ * The extent is in the area, beside the cursors, so that a fork child
+ * sharing the side goes on with it. */
+#define EXTENT_FIRST 2
+
+static uint32_t extent_of(const struct sdp_dconn *c, const struct sdp_ddir *d)
+{
+	uint32_t e = LOADR(&d->tx_extent); /* 0 in a fresh area; the peer may write it */
+	if (e >= EXTENT_FIRST && e <= c->n && (e & (e - 1)) == 0)
+		return e;
+	return c->n < EXTENT_FIRST ? c->n : EXTENT_FIRST;
+}
+
 static long send_locked(struct sdp_dconn *c, struct iocur *k)
 {
 	struct sdp_ddir *d = &c->a->dir[c->side];
@@ -881,6 +913,7 @@ static long send_locked(struct sdp_dconn *c, struct iocur *k)
 	uint32_t idx = LOADR(&d->tx_next), seq = LOADR(&d->tx_seq), room = c->s - HDR, skipped = 0;
 	uint32_t win = LOAD(&d->rx_window);
 	uint64_t held = LOADR(&d->tx_bytes) - LOAD(&d->rx_bytes); /* unread at the peer */
+	uint32_t ext = extent_of(c, d);
 	size_t done = 0;
 	if (LOADR(&d->fin) || LOAD(&d->reset))
 		return -EPIPE; /* nothing after the FIN (set under this lock) */
@@ -898,22 +931,40 @@ static long send_locked(struct sdp_dconn *c, struct iocur *k)
 				break;
 			continue;
 		}
-		if (st != SDP_DBLK_EMPTY)
-			break; /* full (or garbage, which reads as full) */
+		if (st != SDP_DBLK_EMPTY) {
+			/* Full (or garbage, which reads as full) as far as the
+			 * ring is used: use more of it. */
+			ext = ext < c->n ? ext * 2 : ext;
+			break;
+		}
 		size_t n = k->left < room ? k->left : room;
 		if (win > 0 && n > win - (held + done))
 			n = win - (held + done);
+		uint32_t flags = 0, at = idx & (c->n - 1);
+		if (at + 1 >= ext && at + 1 < c->n) {
+			/* The extent's end: wrap when the first block is free
+			 * (the receiver read this lap's first); else the
+			 * receiver is a whole extent behind, and a wrap would
+			 * wait for it with blocks past the extent free. Any
+			 * wrap keeps the bytes in order: the receiver follows
+			 * the blocks as they were filled (tools/model, WRAP). */
+			if (LOAD(&status[0]) == SDP_DBLK_EMPTY)
+				flags = SDP_DBLK_WRAP;
+			else
+				ext *= 2;
+		}
 		struct sdp_dblk *b = block_of(c, c->side, idx);
 		cur_copy(k, b + 1, n, 0);
 		b->stream = c->stream;
 		b->seq = seq;
 		b->len = (uint32_t)n;
-		b->flags = 0;
+		b->flags = flags;
 		STORE(&status[idx & (c->n - 1)], SDP_DBLK_DATA); /* the status byte last */
-		idx++;
+		idx = next_index(c, idx, flags);
 		seq++;
 		done += n;
 	}
+	STORER(&d->tx_extent, ext);
 	if (done > 0) {
 		STORER(&d->tx_next, idx);
 		STORER(&d->tx_seq, seq);
@@ -1057,7 +1108,15 @@ static long recv_locked(struct sdp_dconn *c, struct iocur *k, int peek, int *fre
 		const struct sdp_dblk *b = block_of(c, from, idx);
 		struct sdp_dblk h;
 		memcpy(&h, b, sizeof h);
-		if (h.stream != c->stream || h.seq != seq || h.len > room || h.flags != 0 || off > h.len) {
+		if (peek && done > 0 && h.seq != seq) {
+			/* A peek leaves the blocks it read in place: after a
+			 * wrap it comes back to one of them (its seq behind),
+			 * where the published bytes end. */
+			STORE(stp, SDP_DBLK_DATA);
+			break;
+		}
+		if (h.stream != c->stream || h.seq != seq || h.len > room || (h.flags & ~SDP_DBLK_WRAP) != 0 ||
+		    off > h.len) {
 			STORE(stp, SDP_DBLK_DATA);
 			return violation(c);
 		}
@@ -1075,11 +1134,11 @@ static long recv_locked(struct sdp_dconn *c, struct iocur *k, int peek, int *fre
 			 * the cursor on a freed block with a published one behind
 			 * it: it finds the block being read, or the cursor past. */
 			STORE(&d->rx_seq, seq + 1);
-			STORE(&d->rx_next, idx + 1);
+			STORE(&d->rx_next, next_index(c, idx, h.flags));
 			STORE(stp, SDP_DBLK_EMPTY); /* after the copy */
 			(*freed)++;
 		}
-		idx++;
+		idx = next_index(c, idx, h.flags);
 		seq++;
 		off = 0;
 	}
@@ -1314,16 +1373,21 @@ void sdp_dconn_peer_gone(struct sdp_dconn *c)
 			violation(c); /* a reset; the sleepers are woken below */
 		} else {
 			uint32_t idx = LOADR(&in->rx_next), seq = LOADR(&in->rx_seq);
-			for (uint32_t k = 0; k < c->n; k++, idx++) {
+			for (uint32_t k = 0; k < c->n; k++) {
 				/* A block the peer died appending to holds what it
 				 * published before and, when its length was written,
 				 * the append (the payload goes before the length). */
 				uint8_t *st = &status[idx & (c->n - 1)], filling = SDP_DBLK_FILLING;
 				__atomic_compare_exchange_n(st, &filling, SDP_DBLK_DATA, 0, __ATOMIC_ACQ_REL,
 							    __ATOMIC_RELAXED);
-				if (LOAD(st) != SDP_DBLK_DATA)
+				const struct sdp_dblk *b = block_of(c, 1 - c->side, idx);
+				/* The blocks in the order they were filled: after a
+				 * wrap, a block read before (its seq behind) ends
+				 * them as an empty one does. */
+				if (LOAD(st) != SDP_DBLK_DATA || LOADR(&b->seq) != seq)
 					break;
 				seq++;
+				idx = next_index(c, idx, LOADR(&b->flags));
 			}
 			/* Bytes of ours it never read: the kernel would have reset. */
 			const uint8_t *mine = status_of(c, c->side);
@@ -1493,19 +1557,24 @@ size_t sdp_dconn_inq(const struct sdp_dconn *c)
 	int from = 1 - c->side;
 	const struct sdp_ddir *d = &c->a->dir[from];
 	const uint8_t *status = status_of(c, from);
-	uint32_t idx = LOADR(&d->rx_next), off = LOADR(&d->rx_off), room = c->s - HDR;
+	uint32_t idx = LOADR(&d->rx_next), seq = LOADR(&d->rx_seq), off = LOADR(&d->rx_off), room = c->s - HDR;
 	size_t n = 0;
-	for (uint32_t seen = 0; seen < c->n; seen++, idx++) {
+	for (uint32_t seen = 0; seen < c->n; seen++) {
 		uint8_t st = LOAD(&status[idx & (c->n - 1)]);
-		if (st == SDP_DBLK_RETAINED)
+		if (st == SDP_DBLK_RETAINED) {
+			idx++;
 			continue;
+		}
 		if (st != SDP_DBLK_DATA)
 			break;
-		uint32_t len = LOADR(&block_of(c, from, idx)->len);
-		if (len > room || off > len)
-			break;
+		const struct sdp_dblk *b = block_of(c, from, idx);
+		uint32_t len = LOADR(&b->len);
+		if (len > room || off > len || LOADR(&b->seq) != seq)
+			break; /* garbage, or after a wrap a block read before */
 		n += len - off;
 		off = 0;
+		seq++;
+		idx = next_index(c, idx, LOADR(&b->flags));
 	}
 	return n;
 }

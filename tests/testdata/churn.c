@@ -15,6 +15,10 @@
  *                         SIZE bytes, reads none of the echo and kills
  *                         itself), "exec" (the last connection stays open
  *                         across an exec of /bin/true, whose exit closes it)
+ *   churn hold PORT N ROUNDS SIZE
+ *                         N connections held open at once, then ROUNDS
+ *                         rounds of one echo of SIZE bytes on each; prints
+ *                         {"held":N} and keeps them until its stdin ends
  *
  * The client prints {"ok":N} after its N echoes. */
 #define _GNU_SOURCE
@@ -167,13 +171,33 @@ static void echo_once(int c, size_t size, unsigned seed)
 	}
 }
 
+static _Noreturn void hold(int port, int n, int rounds, size_t size)
+{
+	int *c = calloc(n > 0 ? n : 1, sizeof *c);
+	if (!c)
+		die("calloc");
+	for (int i = 0; i < n; i++)
+		c[i] = dial(port);
+	for (int r = 0; r < rounds; r++)
+		for (int i = 0; i < n; i++)
+			echo_once(c[i], size, (unsigned)(r * n + i));
+	printf("{\"held\":%d}\n", n);
+	fflush(stdout);
+	char b[64];
+	while (read(0, b, sizeof b) > 0)
+		;
+	exit(0);
+}
+
 int main(int argc, char **argv)
 {
 	signal(SIGPIPE, SIG_IGN);
 	if ((argc == 2 || argc == 3) && !strcmp(argv[1], "server"))
 		serve(argc == 3 && !strcmp(argv[2], "prefork"));
+	if (argc == 6 && !strcmp(argv[1], "hold"))
+		hold(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), strtoul(argv[5], NULL, 10));
 	if (argc != 6 || strcmp(argv[1], "client")) {
-		fprintf(stderr, "usage: churn server [prefork] | churn client PORT N SIZE exit|kill|exec\n");
+		fprintf(stderr, "usage: churn server [prefork] | churn client PORT N SIZE exit|kill|exec | churn hold PORT N ROUNDS SIZE\n");
 		return 2;
 	}
 	int port = atoi(argv[2]), n = atoi(argv[3]);

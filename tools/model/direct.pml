@@ -57,6 +57,10 @@
  *            before a sleep; a thread woken by the socket's ring (its
  *            token in the kernel's answer, one thread per ring: an edge)
  *            unparks it; either thread may take any ring
+ *   WRAP     1: the sender may end a lap after any block (SDP_DBLK_WRAP:
+ *            the block after it is the ring's first), a free choice at
+ *            every fill, standing for every extent rule (direct.c); the
+ *            receiver follows the flag. 0 (default): laps of N blocks
  *   TX_EVENT the same for the sender's waits for space (space_armed)
  *   DETACH   1: the receiver's process detaches the handle at any moment
  *            (the core's Conn.Detach at a close: closed = 1, then
@@ -108,6 +112,8 @@
  *               other reader took the earlier block) wakes nobody
  *            14 a sleeper never clears the woken flag: after the first
  *               wake, no publish wakes anybody
+ *            15 a reader ignores the wrap flag (needs WRAP=1): it looks
+ *               for the next block where the sender never put it
  *            10 a reader frees a block before it moves the read cursor
  *               past it (needs RX_EVENT=3): the other thread's look finds
  *               the cursor on a freed block and misses one published
@@ -160,6 +166,9 @@
 #ifndef DETACH
 #define DETACH 0
 #endif
+#ifndef WRAP
+#define WRAP 0
+#endif
 #ifndef RX2
 #define RX2 0
 #endif
@@ -174,6 +183,7 @@
  * blocks). A block's header and payload are stood for by its seq. */
 byte status[N];      /* SDP_DBLK_EMPTY / SDP_DBLK_DATA */
 byte blkseq[N];      /* the header's seq: what the block carries */
+bit  blkwrap[N];     /* the header's SDP_DBLK_WRAP */
 byte tx_next;        /* sender's cursor (free-running; index tx_next % N) */
 byte tx_seq;
 byte rx_next;        /* receiver's cursor */
@@ -278,6 +288,15 @@ inline withdraw(sleepers) {
 
 /* What the receiver's polls and re-checks test: recv_ready() || fin ||
  * reset (recv_end() != 1). */
+/* The block after cursor i (next_index in direct.c): the ring's first
+ * after a block with the wrap flag. A reader that ignores the flag
+ * (BROKEN=15) goes on to the next in the ring. */
+#if BROKEN == 15
+#define AFTER(i) ((i) + 1)
+#else
+#define AFTER(i) (blkwrap[(i) % N] -> ((i) - (i) % N + N) : ((i) + 1))
+#endif
+
 #define RX_READY (status[rx_next % N] == DATA || fin || reset)
 /* The generation a quiet entry is skipped by (core/direct Conn.Gen). */
 #define RX_GEN (tx_seq + 8 * fin + 16 * reset)
@@ -317,11 +336,17 @@ again:	/* send_locked(): fill free blocks, the status byte last */
 	do
 	:: moved < want && status[tx_next % N] == EMPTY ->
 		blkseq[tx_next % N] = tx_seq;
+#if WRAP
+		if
+		:: blkwrap[tx_next % N] = 0
+		:: blkwrap[tx_next % N] = 1
+		fi;
+#endif
 #if BROKEN == 3
 		wake_data(t);  /* BUG: looks before the publish below */
 #endif
 		status[tx_next % N] = DATA;
-		tx_next++;
+		tx_next = (blkwrap[tx_next % N] -> (tx_next - tx_next % N + N) : (tx_next + 1));
 		tx_seq++;
 		moved++
 	:: else -> break
@@ -426,7 +451,7 @@ out:
 #if RX_EVENT != 3 && !RX2
 proctype Receiver()
 {
-	byte v, k, g, qgen, t;
+	byte v, k, g, qgen, t, at;
 	bit polled, quiet;
 
 call:	/* one sdp_dconn_recv call (sdp_dconn_recv_wait without WAITALL) */
@@ -452,8 +477,9 @@ loop:	/* recv_locked(): take the blocks that have arrived, free each one */
 	do
 	:: k < N && status[rx_next % N] == DATA ->
 		assert(blkseq[rx_next % N] == rx_seq);  /* in order, none lost or repeated */
-		status[rx_next % N] = EMPTY;
-		rx_next++;
+		at = rx_next;
+		rx_next = AFTER(rx_next);
+		status[at % N] = EMPTY;
 		rx_seq++;
 		got++;
 		k++
@@ -621,7 +647,7 @@ out:
  * that: rx_wakes counts them. */
 proctype FutexReader()
 {
-	byte k, t, v, w;
+	byte k, t, v, w, at;
 	bit q;
 take:	/* recv_locked(), then recv_end() */
 	atomic { rx_lock == 0 -> rx_lock = 1 };
@@ -632,8 +658,9 @@ take:	/* recv_locked(), then recv_end() */
 		got++;
 		k++;
 		rx_seq++;
-		rx_next++;
-		status[(rx_next - 1) % N] = EMPTY
+		at = rx_next;
+		rx_next = AFTER(rx_next);
+		status[at % N] = EMPTY
 	:: else -> break
 	od;
 	if
@@ -714,7 +741,7 @@ proctype Detacher()
  * ready entry holds (a nonblocking recv under the receive lock). */
 proctype SetThread()
 {
-	byte k, t;
+	byte k, t, at;
 
 look:	/* a wait's scan */
 	if
@@ -787,15 +814,16 @@ take:	/* a nonblocking recv: recv_locked under the receive lock */
 #if BROKEN == 10
 		status[rx_next % N] = EMPTY;  /* BUG: freed before the cursor moves */
 		rx_seq++;
-		rx_next++
+		rx_next = AFTER(rx_next)
 #else
 		/* The cursor past the block, then the block freed: a look (one
 		 * atomic step here, a read of the cursor again after the status
 		 * bytes in recv_ready) sees the block being read or the cursor
 		 * past it. */
 		rx_seq++;
-		rx_next++;
-		status[(rx_next - 1) % N] = EMPTY
+		at = rx_next;
+		rx_next = AFTER(rx_next);
+		status[at % N] = EMPTY
 #endif
 	:: else -> break
 	od;

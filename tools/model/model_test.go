@@ -86,6 +86,9 @@ func checks() []check {
 		// Two blocking readers sleeping on one word: the woken flag
 		// (one wake per announcement) loses no wakeup.
 		{"futex-two-readers", []string{"RX2=1", "ENDS=0"}, cat(futexTx, []string{"rx_wakes = (rx_wakes+1)", "q = 1", "data_woken = 0"}), true},
+		// Laps of any length (the extent, SDP_DBLK_WRAP): 4.3M states,
+		// about 2.5 s, so safety only.
+		{"futex-wrap", []string{"WRAP=1", "N=4"}, cat(futexRx, futexTx, []string{"blkwrap[(tx_next%4)] = 1"}), false},
 	}
 	// Every broken variant must fail the safety search; two (a futex and
 	// an event one) also show that the liveness claim catches a lost wakeup.
@@ -104,6 +107,16 @@ func checks() []check {
 		{"broken12-bell-skips-unarmed", []string{"BROKEN=12", "RX_EVENT=2", "BELL=1"}, nil, false},
 		{"broken13-woken-cleared-early", []string{"BROKEN=13", "RX2=1", "ENDS=0"}, nil, true},
 		{"broken14-woken-never-cleared", []string{"BROKEN=14"}, nil, false},
+		{"broken15-wrap-ignored", []string{"BROKEN=15", "WRAP=1"}, nil, false},
+	}
+	// What pan must report for a broken variant's safety search: a lost
+	// wakeup is a process blocked for ever; a reader that loses its way
+	// in the ring reads a block out of order.
+	wantOf := func(c cfg) string {
+		if strings.HasPrefix(c.name, "broken15") {
+			return "assertion violated"
+		}
+		return "invalid end state"
 	}
 	var cs []check
 	for _, c := range good {
@@ -113,7 +126,7 @@ func checks() []check {
 		}
 	}
 	for _, c := range bad {
-		cs = append(cs, check{name: c.name + "/safety", defs: c.defs, broken: true, want: "invalid end state"})
+		cs = append(cs, check{name: c.name + "/safety", defs: c.defs, broken: true, want: wantOf(c)})
 		if c.live {
 			cs = append(cs, check{name: c.name + "/liveness", defs: c.defs, live: true, broken: true, want: "acceptance cycle"})
 		}

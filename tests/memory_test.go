@@ -15,7 +15,7 @@ import (
 // kernel socket's buffers are kernel memory, outside it), so a
 // connection must keep few of its area's pages resident: a sender whose
 // receiver keeps up uses two blocks of its ring, not all of them
-// (preload/c/direct.c, the extent). Before, each such connection kept a
+// (preload/c/direct.c, link_of). Before, each such connection kept a
 // page of every block of both directions: 512 KiB. The same run over
 // kernel TCP is logged beside it.
 func TestServerMemoryPerConnection(t *testing.T) {

@@ -328,9 +328,9 @@ func TestPublishAsPeer(t *testing.T) {
 }
 
 // TestExtent: a sender whose receiver keeps up fills the ring's first
-// blocks only, so the other blocks' pages are never touched; one whose
-// receiver falls behind soon gets the whole ring: a send into the empty
-// ring then takes every block.
+// blocks only (each links to the lowest free block), so the other
+// blocks' pages are never touched; a send into the empty ring still takes
+// every block.
 func TestExtent(t *testing.T) {
 	const blocks, size = 64, 16 << 10
 	a, b := pair(t, blocks, size)
@@ -363,13 +363,11 @@ func TestExtent(t *testing.T) {
 	}
 	// The header's page, and per direction its status bytes and the
 	// first two blocks' first pages: 2000 messages each way, in 5 pages
-	// of the area's 514 (before the extent, one page of every block).
+	// of the area's 514 (before the links, one page of every block).
 	if n := resident(); n > 8 {
 		t.Fatalf("%d pages resident after a ping-pong of small messages", n)
 	}
-	// A receiver that falls behind: the sender finds the ring full as far
-	// as it uses it, and uses more, until a send into the empty ring
-	// takes all of it.
+	// A send into the empty ring takes all of it.
 	big := make([]byte, blocks*(size-HeaderSize))
 	sink := make([]byte, len(big))
 	for round := 0; ; round++ {
@@ -393,10 +391,10 @@ func TestExtent(t *testing.T) {
 	}
 }
 
-// TestWrapChain: blocks left unread across a wrap are counted once, by
-// Inq, a peek and a peer's death: the chain of blocks in the order they
-// were filled ends where it comes back to a block read before, which is
-// no protocol violation.
+// TestWrapChain: blocks left unread across a link back to the ring's
+// first are counted once, by Inq, a peek and a peer's death, and the
+// chain of blocks in the order they were filled ends at a free block or
+// at one whose seq is behind, which is no protocol violation.
 func TestWrapChain(t *testing.T) {
 	a, b := pair(t, 4, 256)
 	msg := func(c byte) []byte { return bytes.Repeat([]byte{c}, 100) }
@@ -407,9 +405,8 @@ func TestWrapChain(t *testing.T) {
 	if n, _, err := b.Recv(got, false, false); n != 100 || err != nil {
 		t.Fatalf("recv: %d %v", n, err)
 	}
-	// The second block ends the extent (two blocks) with the first free:
-	// it wraps, and the third goes into the first block again, with the
-	// second still unread behind it.
+	// The second block links back to the first, read and free: the
+	// third goes there, with the second still unread before it.
 	for _, c := range []byte("bc") {
 		if n, _, err := a.Send(msg(c), false); n != 100 || err != nil {
 			t.Fatalf("send %c: %d %v", c, n, err)
@@ -445,9 +442,9 @@ func TestWrapChain(t *testing.T) {
 // as a kernel socket's buffer takes a write that fits it. A program that
 // writes a request in pieces and reads the answer only after the last
 // (or one thread that writes before it reads, as selfpair does) would
-// otherwise wait for a read that never comes. A ring that wraps early
-// to keep its pages few (tried 2026-12-01: docs/direct.md, "What is not
-// done yet") failed this: the big send took one block.
+// otherwise wait for a read that never comes. A ring that wrapped early
+// to keep its pages few (tried 2026-12-01: docs/direct.md, "The area")
+// failed this: the big send took one block.
 func TestCapacityAfterSmallMessages(t *testing.T) {
 	const blocks, size = 64, 16 << 10
 	a, b := pair(t, blocks, size)

@@ -33,10 +33,10 @@ func FuzzArea(f *testing.F) {
 	f.Add([]byte{1, 1, 0, 50, 4, 1, 3, 0, 0, 100, 2, 0, 1, 0, 7, 0})
 	f.Add([]byte{0, 0x02, 0x40, 8, 1, 2, 3, 4, 5, 6, 7, 8, 1, 0, 1, 0, 2, 1, 1, 0, 9, 1, 1})
 	f.Add([]byte{8, 1, 0, 10, 1, 0, 16, 0, 6, 1, 1, 0, 1, 0, 5, 0, 2, 1, 1, 0})
-	// Side 0 sends a block, the peer sets the wrap flag in its header
+	// Side 0 sends a block, the peer sets a link in its header to block 0
 	// (its flags at 652: the area's header, 576 bytes, direction 0's
 	// status bytes, 64, then the block's stream, seq and len), side 1
-	// reads it and looks for the next block at the ring's first; then
+	// reads it and looks for the next block there; then
 	// the same with a flag that means nothing.
 	f.Add([]byte{1, 0, 20, 0, 0, 0x8c, 0x02, 4, 1, 0, 0, 0, 2, 1, 64, 0, 1, 0, 20, 0, 2, 1, 64, 0})
 	f.Add([]byte{1, 0, 20, 0, 0, 0x8c, 0x02, 4, 2, 0, 0, 0, 2, 1, 64, 0})

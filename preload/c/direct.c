@@ -874,36 +874,32 @@ static size_t append_locked(struct sdp_dconn *c, struct iocur *k, uint32_t tail,
 	return n;
 }
 
-/* The block after idx, whose header carries flags: the ring's first
- * after a wrap (SDP_DBLK_WRAP), else the next. */
+/* The block after idx, whose header carries flags: the block the flag
+ * names (SDP_DBLK_NEXT), in the ring's next lap so that the free-running
+ * index only grows, else the next in the ring. */
 static uint32_t next_index(const struct sdp_dconn *c, uint32_t idx, uint32_t flags)
 {
-	return (flags & SDP_DBLK_WRAP) ? (idx | (c->n - 1)) + 1 : idx + 1;
+	if (flags & SDP_DBLK_NEXT)
+		return (idx | (c->n - 1)) + 1 + (SDP_DBLK_NEXT_POS(flags) & (c->n - 1));
+	return idx + 1;
 }
 
-/* The extent: a sender fills the ring's blocks from its first up to its
- * extent, then wraps to the first again when the receiver has freed it
- * (it has then read every block this lap, and those past the extent in
- * earlier laps). The extent starts at EXTENT_FIRST blocks and doubles,
- * up to the ring, whenever the sender finds the ring full as far as it
- * uses it: its next block not free, or at the extent's end the first
- * not free. So a connection that the receiver keeps up with (a
- * ping-pong, a request and its answer) touches a few pages of its ring
- * rather than every block's, and one whose receiver falls behind gets
- * the whole ring within a few fills. It never shrinks: the pages it
- * touched stay until the area is let go (a kernel socket gives its
- * buffer back as it drains; the area keeps the high-water mark). Where
- * the sender wraps is the sender's alone; the receiver follows the flag.
- * The extent is in the area, beside the cursors, so that a fork child
- * sharing the side goes on with it. */
-#define EXTENT_FIRST 2
-
-static uint32_t extent_of(const struct sdp_dconn *c, const struct sdp_ddir *d)
+/* Where the block filled at position at links to (its header's flags):
+ * the lowest free block other than it. Only the sender fills blocks, so
+ * the block stays free until the sender's next fill. So a connection
+ * whose receiver keeps up (a ping-pong, a request and its answer) goes
+ * back and forth between the ring's first blocks and touches their pages
+ * only, a bulk stream uses every block, and any free block is the
+ * sender's to fill next: the ring holds as much as before, whatever came
+ * first. With no other block free, the next in the ring (it waits for
+ * the receiver, as a full ring does). Relaxed looks: the fill looks at
+ * the block again, with acquire, before it writes. */
+static uint32_t link_of(const struct sdp_dconn *c, const uint8_t *status, uint32_t at)
 {
-	uint32_t e = LOADR(&d->tx_extent); /* 0 in a fresh area; the peer may write it */
-	if (e >= EXTENT_FIRST && e <= c->n && (e & (e - 1)) == 0)
-		return e;
-	return c->n < EXTENT_FIRST ? c->n : EXTENT_FIRST;
+	for (uint32_t i = 0; i < c->n; i++)
+		if (i != at && LOADR(&status[i]) == SDP_DBLK_EMPTY)
+			return i == ((at + 1) & (c->n - 1)) ? 0 : SDP_DBLK_NEXT | (i << 16);
+	return 0;
 }
 
 static long send_locked(struct sdp_dconn *c, struct iocur *k)
@@ -911,16 +907,16 @@ static long send_locked(struct sdp_dconn *c, struct iocur *k)
 	struct sdp_ddir *d = &c->a->dir[c->side];
 	uint8_t *status = status_of(c, c->side);
 	uint32_t idx = LOADR(&d->tx_next), seq = LOADR(&d->tx_seq), room = c->s - HDR, skipped = 0;
+	uint32_t tail = idx; /* the block filled last, once one is */
 	uint32_t win = LOAD(&d->rx_window);
 	uint64_t held = LOADR(&d->tx_bytes) - LOAD(&d->rx_bytes); /* unread at the peer */
-	uint32_t ext = extent_of(c, d);
 	size_t done = 0;
 	if (LOADR(&d->fin) || LOAD(&d->reset))
 		return -EPIPE; /* nothing after the FIN (set under this lock) */
 	/* Appends only while a block is free: a full ring is a full send
 	 * buffer, where the kernel refuses small writes too. */
 	if (seq > 0 && k->left < room && (win == 0 || held < win) && LOAD(&status[idx & (c->n - 1)]) == SDP_DBLK_EMPTY)
-		done = append_locked(c, k, idx - 1, win > 0 ? win - held : SIZE_MAX);
+		done = append_locked(c, k, LOADR(&d->tx_tail), win > 0 ? win - held : SIZE_MAX);
 	while (k->left > 0) {
 		if (win > 0 && held + done >= win)
 			break; /* the receiver's buffer is full */
@@ -931,28 +927,12 @@ static long send_locked(struct sdp_dconn *c, struct iocur *k)
 				break;
 			continue;
 		}
-		if (st != SDP_DBLK_EMPTY) {
-			/* Full (or garbage, which reads as full) as far as the
-			 * ring is used: use more of it. */
-			ext = ext < c->n ? ext * 2 : ext;
-			break;
-		}
+		if (st != SDP_DBLK_EMPTY)
+			break; /* full (or garbage, which reads as full) */
 		size_t n = k->left < room ? k->left : room;
 		if (win > 0 && n > win - (held + done))
 			n = win - (held + done);
-		uint32_t flags = 0, at = idx & (c->n - 1);
-		if (at + 1 >= ext && at + 1 < c->n) {
-			/* The extent's end: wrap when the first block is free
-			 * (the receiver read this lap's first); else the
-			 * receiver is a whole extent behind, and a wrap would
-			 * wait for it with blocks past the extent free. Any
-			 * wrap keeps the bytes in order: the receiver follows
-			 * the blocks as they were filled (tools/model, WRAP). */
-			if (LOAD(&status[0]) == SDP_DBLK_EMPTY)
-				flags = SDP_DBLK_WRAP;
-			else
-				ext *= 2;
-		}
+		uint32_t flags = link_of(c, status, idx & (c->n - 1));
 		struct sdp_dblk *b = block_of(c, c->side, idx);
 		cur_copy(k, b + 1, n, 0);
 		b->stream = c->stream;
@@ -960,12 +940,14 @@ static long send_locked(struct sdp_dconn *c, struct iocur *k)
 		b->len = (uint32_t)n;
 		b->flags = flags;
 		STORE(&status[idx & (c->n - 1)], SDP_DBLK_DATA); /* the status byte last */
+		tail = idx;
 		idx = next_index(c, idx, flags);
 		seq++;
 		done += n;
 	}
-	STORER(&d->tx_extent, ext);
 	if (done > 0) {
+		if (tail != idx)
+			STORER(&d->tx_tail, tail);
 		STORER(&d->tx_next, idx);
 		STORER(&d->tx_seq, seq);
 		__atomic_fetch_add(&d->tx_bytes, done, __ATOMIC_RELAXED);
@@ -1115,7 +1097,7 @@ static long recv_locked(struct sdp_dconn *c, struct iocur *k, int peek, int *fre
 			STORE(stp, SDP_DBLK_DATA);
 			break;
 		}
-		if (h.stream != c->stream || h.seq != seq || h.len > room || (h.flags & ~SDP_DBLK_WRAP) != 0 ||
+		if (h.stream != c->stream || h.seq != seq || h.len > room || (h.flags & ~(SDP_DBLK_NEXT | 0xffff0000u)) != 0 ||
 		    off > h.len) {
 			STORE(stp, SDP_DBLK_DATA);
 			return violation(c);

@@ -42,7 +42,7 @@
 #include <sys/types.h>
 
 #define SDP_DAREA_MAGIC 0x44504453u /* "SDPD" little-endian */
-#define SDP_DAREA_VERSION 3u /* 2: the woken words; 3: the wrap flag */
+#define SDP_DAREA_VERSION 3u /* 2: the woken words; 3: the link in the flags, tx_tail */
 #define SDP_DLINE 64 /* cache line: words of different writers never share one */
 
 /* Status byte values. READING and FILLING are held for one copy, under
@@ -97,14 +97,16 @@ struct sdp_dblk {
 	uint32_t stream; /* the area's stream id */
 	uint32_t seq;    /* per-direction block number, from 0 */
 	uint32_t len;    /* payload bytes, <= block size - header */
-	uint32_t flags;  /* SDP_DBLK_WRAP or 0; any other bit is a violation */
+	uint32_t flags;  /* 0, or SDP_DBLK_NEXT and the next block's position; any other bit is a violation */
 };
 
-/* sdp_dblk.flags: the block after this one is the ring's first, not the
- * next in the ring. A sender that uses only a part of the ring (its
- * extent, direct.c) wraps with it, so that a connection's memory follows
- * what it holds in flight, as a kernel socket's buffer does. */
-#define SDP_DBLK_WRAP 1u
+/* sdp_dblk.flags: the block the receiver reads after this one is the one
+ * at SDP_DBLK_NEXT_POS (reduced modulo N), not the next in the ring. The
+ * sender links each block it fills to the lowest free block (direct.c,
+ * link_of), so that a connection's memory follows what it has in flight,
+ * as a kernel socket's buffer does. */
+#define SDP_DBLK_NEXT 1u
+#define SDP_DBLK_NEXT_POS(f) ((f) >> 16)
 
 /* One direction: the words its sender writes, the words its receiver
  * writes, and the sleep announcements, each group on its own lines. */
@@ -122,7 +124,7 @@ struct sdp_ddir {
 	uint32_t switch_req;                  /* 1: this side asks for a switch to kernel TCP (its REQ follows on the socket) */
 	uint32_t watch_holds;                 /* 1: this side holds the peer process's watcher bell (bell 0) */
 	uint32_t watch_wants;                 /* 1: this side's watcher waits for the urgent byte until the peer holds its bell */
-	uint32_t tx_extent;                   /* the blocks from the ring's first the sender fills before it wraps (direct.c, extent) */
+	uint32_t tx_tail;                     /* the block filled last (free-running): appends go there */
 	/* Written by the receiver. */
 	_Alignas(SDP_DLINE) uint32_t rx_next; /* next block index to read (free-running) */
 	uint32_t rx_seq;                      /* seq expected there */

@@ -57,10 +57,11 @@
  *            before a sleep; a thread woken by the socket's ring (its
  *            token in the kernel's answer, one thread per ring: an edge)
  *            unparks it; either thread may take any ring
- *   WRAP     1: the sender may end a lap after any block (SDP_DBLK_WRAP:
- *            the block after it is the ring's first), a free choice at
- *            every fill, standing for every extent rule (direct.c); the
- *            receiver follows the flag. 0 (default): laps of N blocks
+ *   WRAP     1: the sender may link any block it fills to any free block
+ *            other than it (SDP_DBLK_NEXT: the block the receiver reads
+ *            next), a free choice at every fill, standing for every rule
+ *            of where to link (direct.c, link_of: the lowest free); the
+ *            receiver follows the link. 0 (default): the next in the ring
  *   TX_EVENT the same for the sender's waits for space (space_armed)
  *   DETACH   1: the receiver's process detaches the handle at any moment
  *            (the core's Conn.Detach at a close: closed = 1, then
@@ -112,8 +113,8 @@
  *               other reader took the earlier block) wakes nobody
  *            14 a sleeper never clears the woken flag: after the first
  *               wake, no publish wakes anybody
- *            15 a reader ignores the wrap flag (needs WRAP=1): it looks
- *               for the next block where the sender never put it
+ *            15 a reader ignores the link (needs WRAP=1): it looks for
+ *               the next block where the sender never put it
  *            10 a reader frees a block before it moves the read cursor
  *               past it (needs RX_EVENT=3): the other thread's look finds
  *               the cursor on a freed block and misses one published
@@ -183,7 +184,7 @@
  * blocks). A block's header and payload are stood for by its seq. */
 byte status[N];      /* SDP_DBLK_EMPTY / SDP_DBLK_DATA */
 byte blkseq[N];      /* the header's seq: what the block carries */
-bit  blkwrap[N];     /* the header's SDP_DBLK_WRAP */
+byte blknext[N];     /* the header's link: the next block's position, or N: the next in the ring */
 byte tx_next;        /* sender's cursor (free-running; index tx_next % N) */
 byte tx_seq;
 byte rx_next;        /* receiver's cursor */
@@ -288,13 +289,13 @@ inline withdraw(sleepers) {
 
 /* What the receiver's polls and re-checks test: recv_ready() || fin ||
  * reset (recv_end() != 1). */
-/* The block after cursor i (next_index in direct.c): the ring's first
- * after a block with the wrap flag. A reader that ignores the flag
- * (BROKEN=15) goes on to the next in the ring. */
+/* The block after cursor i (next_index in direct.c): the linked one, in
+ * the ring's next lap. A reader that ignores the link (BROKEN=15) goes on
+ * to the next in the ring. */
 #if BROKEN == 15
 #define AFTER(i) ((i) + 1)
 #else
-#define AFTER(i) (blkwrap[(i) % N] -> ((i) - (i) % N + N) : ((i) + 1))
+#define AFTER(i) (blknext[(i) % N] < N -> ((i) - (i) % N + N + blknext[(i) % N]) : ((i) + 1))
 #endif
 
 #define RX_READY (status[rx_next % N] == DATA || fin || reset)
@@ -305,7 +306,7 @@ inline withdraw(sleepers) {
 
 proctype Sender()
 {
-	byte want, moved, v;
+	byte want, moved, v, j;
 	byte t;
 	bit round;
 
@@ -336,17 +337,19 @@ again:	/* send_locked(): fill free blocks, the status byte last */
 	do
 	:: moved < want && status[tx_next % N] == EMPTY ->
 		blkseq[tx_next % N] = tx_seq;
+		blknext[tx_next % N] = N;
 #if WRAP
+		select(j : 0 .. N - 1);
 		if
-		:: blkwrap[tx_next % N] = 0
-		:: blkwrap[tx_next % N] = 1
+		:: j != tx_next % N && status[j] == EMPTY -> blknext[tx_next % N] = j
+		:: else -> skip
 		fi;
 #endif
 #if BROKEN == 3
 		wake_data(t);  /* BUG: looks before the publish below */
 #endif
 		status[tx_next % N] = DATA;
-		tx_next = (blkwrap[tx_next % N] -> (tx_next - tx_next % N + N) : (tx_next + 1));
+		tx_next = (blknext[tx_next % N] < N -> (tx_next - tx_next % N + N + blknext[tx_next % N]) : (tx_next + 1));
 		tx_seq++;
 		moved++
 	:: else -> break

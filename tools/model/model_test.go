@@ -86,9 +86,9 @@ func checks() []check {
 		// Two blocking readers sleeping on one word: the woken flag
 		// (one wake per announcement) loses no wakeup.
 		{"futex-two-readers", []string{"RX2=1", "ENDS=0"}, cat(futexTx, []string{"rx_wakes = (rx_wakes+1)", "q = 1", "data_woken = 0"}), true},
-		// Laps of any length (the extent, SDP_DBLK_WRAP): 4.3M states,
-		// about 2.5 s, so safety only.
-		{"futex-wrap", []string{"WRAP=1", "N=4"}, cat(futexRx, futexTx, []string{"blkwrap[(tx_next%4)] = 1"}), false},
+		// Links to any free block (SDP_DBLK_NEXT): 13M states,
+		// about 10 s, so safety only.
+		{"futex-link", []string{"WRAP=1", "N=4"}, cat(futexRx, futexTx, []string{"blknext[(tx_next%4)] = j"}), false},
 	}
 	// Every broken variant must fail the safety search; two (a futex and
 	// an event one) also show that the liveness claim catches a lost wakeup.
@@ -107,7 +107,7 @@ func checks() []check {
 		{"broken12-bell-skips-unarmed", []string{"BROKEN=12", "RX_EVENT=2", "BELL=1"}, nil, false},
 		{"broken13-woken-cleared-early", []string{"BROKEN=13", "RX2=1", "ENDS=0"}, nil, true},
 		{"broken14-woken-never-cleared", []string{"BROKEN=14"}, nil, false},
-		{"broken15-wrap-ignored", []string{"BROKEN=15", "WRAP=1"}, nil, false},
+		{"broken15-link-ignored", []string{"BROKEN=15", "WRAP=1", "N=4"}, nil, false},
 	}
 	// What pan must report for a broken variant's safety search: a lost
 	// wakeup is a process blocked for ever; a reader that loses its way

@@ -35,12 +35,8 @@ func TestServerLifetime(t *testing.T) {
 	a := build(t)
 	bin := cbuildShared(t, "testdata/churn.c")
 	for _, shim := range []bool{false, true} {
-		rd := runDir(t)
-		srvLog := filepath.Join(t.TempDir(), "server.log")
-		srv := start(t, a.environ(t, side{shim: shim, log: srvLog}, rd), 10*time.Minute, bin, "server")
-		var port struct{ Port int }
-		waitJSON(t, srv, "port", &port)
-		pid := srv.cmd.Process.Pid
+		srv := startChurnServer(t, a, bin, shim, 10*time.Minute)
+		rd, srvLog, pid, port := srv.rd, srv.log, srv.pid, srv.port
 		clients := func(from, to int) {
 			sem := make(chan struct{}, lifetimeParallel)
 			var wg sync.WaitGroup
@@ -49,7 +45,7 @@ func TestServerLifetime(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer func() { <-sem; wg.Done() }()
-					churnClient(t, a, bin, shim, rd, port.Port, i)
+					churnClient(t, a, bin, shim, rd, port, i)
 				}()
 			}
 			wg.Wait()
@@ -88,7 +84,7 @@ func TestServerLifetime(t *testing.T) {
 		// Every shimmed process sweeps what dead ones left when it
 		// starts (killed clients leave their stats sockets): one more
 		// client sweeps those of the last ones.
-		churnClient(t, a, bin, shim, rd, port.Port, 0)
+		churnClient(t, a, bin, shim, rd, port, 0)
 		if left := deadClientEntries(t, rd, pid); len(left) > 0 {
 			t.Errorf("the run directory still holds entries of dead processes: %v", left)
 		}
@@ -96,6 +92,26 @@ func TestServerLifetime(t *testing.T) {
 }
 
 // churnClient runs client i (its end: exit, kill or exec in turn).
+// churnServer is testdata/churn.c's echo server, started by
+// startChurnServer.
+type churnServer struct {
+	rd, log   string // its run directory and its shim's log
+	pid, port int
+}
+
+// startChurnServer starts bin's echo server, shimmed (logging at debug)
+// or not, in a run directory of its own, for at most limit, and waits
+// for its port.
+func startChurnServer(t *testing.T, a artefacts, bin string, shim bool, limit time.Duration) churnServer {
+	t.Helper()
+	s := churnServer{rd: runDir(t), log: filepath.Join(t.TempDir(), "server.log")}
+	p := start(t, a.environ(t, side{shim: shim, log: s.log}, s.rd), limit, bin, "server")
+	var port struct{ Port int }
+	waitJSON(t, p, "port", &port)
+	s.pid, s.port = p.cmd.Process.Pid, port.Port
+	return s
+}
+
 func churnClient(t *testing.T, a artefacts, bin string, shim bool, rd string, port, i int) {
 	end := []string{"exit", "kill", "exec"}[i%3]
 	p := start(t, a.environ(t, side{shim: shim}, rd), 60*time.Second, bin, "client", fmt.Sprint(port),

@@ -2,7 +2,6 @@ package tests
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,15 +22,11 @@ func TestServerMemoryPerConnection(t *testing.T) {
 	bin := cbuildShared(t, "testdata/churn.c")
 	const conns, rounds, size = 300, 50, 100
 	for _, shim := range []bool{false, true} {
-		rd := runDir(t)
-		srvLog := filepath.Join(t.TempDir(), "server.log")
-		srv := start(t, a.environ(t, side{shim: shim, log: srvLog}, rd), 2*time.Minute, bin, "server")
-		var port struct{ Port int }
-		waitJSON(t, srv, "port", &port)
-		pid := srv.cmd.Process.Pid
+		srv := startChurnServer(t, a, bin, shim, 2*time.Minute)
+		rd, srvLog, pid := srv.rd, srv.log, srv.pid
 		before := usage(t, pid)
 		cli := startPiped(t, a.environ(t, side{shim: shim}, rd), 2*time.Minute, bin, "hold",
-			fmt.Sprint(port.Port), fmt.Sprint(conns), fmt.Sprint(rounds), fmt.Sprint(size))
+			fmt.Sprint(srv.port), fmt.Sprint(conns), fmt.Sprint(rounds), fmt.Sprint(size))
 		waitJSON(t, cli, "held", nil)
 		held := usage(t, pid)
 		cli.in.Close()

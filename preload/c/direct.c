@@ -907,7 +907,7 @@ static long send_locked(struct sdp_dconn *c, struct iocur *k)
 	struct sdp_ddir *d = &c->a->dir[c->side];
 	uint8_t *status = status_of(c, c->side);
 	uint32_t idx = LOADR(&d->tx_next), seq = LOADR(&d->tx_seq), room = c->s - HDR, skipped = 0;
-	uint32_t tail = idx; /* the block filled last, once one is */
+	uint32_t tail = LOADR(&d->tx_tail); /* the block filled last: appends go there */
 	uint32_t win = LOAD(&d->rx_window);
 	uint64_t held = LOADR(&d->tx_bytes) - LOAD(&d->rx_bytes); /* unread at the peer */
 	size_t done = 0;
@@ -916,7 +916,7 @@ static long send_locked(struct sdp_dconn *c, struct iocur *k)
 	/* Appends only while a block is free: a full ring is a full send
 	 * buffer, where the kernel refuses small writes too. */
 	if (seq > 0 && k->left < room && (win == 0 || held < win) && LOAD(&status[idx & (c->n - 1)]) == SDP_DBLK_EMPTY)
-		done = append_locked(c, k, LOADR(&d->tx_tail), win > 0 ? win - held : SIZE_MAX);
+		done = append_locked(c, k, tail, win > 0 ? win - held : SIZE_MAX);
 	while (k->left > 0) {
 		if (win > 0 && held + done >= win)
 			break; /* the receiver's buffer is full */
@@ -946,8 +946,7 @@ static long send_locked(struct sdp_dconn *c, struct iocur *k)
 		done += n;
 	}
 	if (done > 0) {
-		if (tail != idx)
-			STORER(&d->tx_tail, tail);
+		STORER(&d->tx_tail, tail);
 		STORER(&d->tx_next, idx);
 		STORER(&d->tx_seq, seq);
 		__atomic_fetch_add(&d->tx_bytes, done, __ATOMIC_RELAXED);
@@ -1091,9 +1090,9 @@ static long recv_locked(struct sdp_dconn *c, struct iocur *k, int peek, int *fre
 		struct sdp_dblk h;
 		memcpy(&h, b, sizeof h);
 		if (peek && done > 0 && h.seq != seq) {
-			/* A peek leaves the blocks it read in place: after a
-			 * wrap it comes back to one of them (its seq behind),
-			 * where the published bytes end. */
+			/* A peek leaves the blocks it read in place: a full
+			 * ring's last block links back to one of them (its seq
+			 * behind), where the published bytes end. */
 			STORE(stp, SDP_DBLK_DATA);
 			break;
 		}
@@ -1363,9 +1362,9 @@ void sdp_dconn_peer_gone(struct sdp_dconn *c)
 				__atomic_compare_exchange_n(st, &filling, SDP_DBLK_DATA, 0, __ATOMIC_ACQ_REL,
 							    __ATOMIC_RELAXED);
 				const struct sdp_dblk *b = block_of(c, 1 - c->side, idx);
-				/* The blocks in the order they were filled: after a
-				 * wrap, a block read before (its seq behind) ends
-				 * them as an empty one does. */
+				/* The blocks in the order they were filled: a block
+				 * read before (its seq behind: a full ring's last
+				 * links back) ends them as an empty one does. */
 				if (LOAD(st) != SDP_DBLK_DATA || LOADR(&b->seq) != seq)
 					break;
 				seq++;
@@ -1552,7 +1551,7 @@ size_t sdp_dconn_inq(const struct sdp_dconn *c)
 		const struct sdp_dblk *b = block_of(c, from, idx);
 		uint32_t len = LOADR(&b->len);
 		if (len > room || off > len || LOADR(&b->seq) != seq)
-			break; /* garbage, or after a wrap a block read before */
+			break; /* garbage, or a block read before (a full ring's last links back) */
 		n += len - off;
 		off = 0;
 		seq++;

@@ -68,6 +68,7 @@ type Process struct {
 	chanIDs   channelIDs
 	swatch    switchWatch // peers' switch requests (switchwatch.go)
 	tenants   tenantBoard // the user's tenant board (tenants.go)
+	trim      trimmer     // gives back what bursts left in areas (trim.go)
 }
 
 // procID names a process across pid reuse: its pid and start time.

@@ -177,6 +177,7 @@ func (s *Socket) accelerateLocked(e *channelEnd, st dataStream) {
 	s.openStatsLocked(e, st)
 	if ds, ok := st.(*directStream); ok {
 		s.adoptDirectLocked(ds)
+		s.p.trimSoon()
 	}
 	if len(s.fds) > 0 {
 		s.p.watchSwitchFD(s, s.fds[0]) // a peer's fork switches it to kernel TCP (forkswitch.go)

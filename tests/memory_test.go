@@ -50,3 +50,53 @@ func TestServerMemoryPerConnection(t *testing.T) {
 		}
 	}
 }
+
+// A burst's memory goes back once the connection is quiet
+// (shim/trim.go): 20 connections held open by one shimmed client, each
+// echoing one burst of 256 KiB sent in one call, which fills 16 blocks of
+// both directions' rings, against a shimmed echo server. Right after the
+// bursts the server holds their pages (shared memory: a kernel socket's
+// buffers are kernel memory and drain as they are read); within a few
+// seconds of quiet, each direction's sender gives back the pages of its
+// drained blocks past the first two. The same run over kernel TCP is
+// logged beside it.
+func TestServerMemoryAfterBurst(t *testing.T) {
+	a := build(t)
+	bin := cbuildShared(t, "testdata/churn.c")
+	const conns, size = 20, 256 << 10
+	for _, shim := range []bool{false, true} {
+		srv := startChurnServer(t, a, bin, shim, 2*time.Minute)
+		before := usage(t, srv.pid)
+		cli := startPiped(t, a.environ(t, side{shim: shim}, srv.rd), 2*time.Minute, bin, "hold",
+			fmt.Sprint(srv.port), fmt.Sprint(conns), "1", fmt.Sprint(size), "burst")
+		waitJSON(t, cli, "held", nil)
+		burst := usage(t, srv.pid)
+		perConn := func(u procUsage) float64 { return float64(u.shmemKB-before.shmemKB) / conns }
+		// The trimmer looks once a second and gives pages back at its
+		// second look after the last send: a few seconds, bounded here
+		// by ten.
+		quiet, end := burst, time.Now().Add(10*time.Second)
+		for shim && perConn(quiet) > 64 && time.Now().Before(end) {
+			time.Sleep(250 * time.Millisecond)
+			quiet = usage(t, srv.pid)
+		}
+		t.Logf("shim %v: server before %v, after the bursts %v (%.1f KiB of shared memory a connection), quiet %v (%.1f KiB)",
+			shim, before, burst, perConn(burst), quiet, perConn(quiet))
+		cli.in.Close()
+		if err := cli.wait(); err != nil {
+			t.Fatalf("shim %v: client: %v\n%s", shim, err, cli.errb.String())
+		}
+		if !shim {
+			continue
+		}
+		if n := strings.Count(readLog(t, srv.log), "accepted accelerated"); n < conns {
+			t.Fatalf("%d of %d connections accelerated:\n%s", n, conns, tail(readLog(t, srv.log), 3000))
+		}
+		if kb := perConn(burst); kb < 256 {
+			t.Fatalf("the bursts left %.1f KiB of shared memory a connection: they did not fill the rings", kb)
+		}
+		if kb := perConn(quiet); kb > 64 {
+			t.Errorf("the server holds %.1f KiB of shared memory a connection 10 s after the bursts", kb)
+		}
+	}
+}

@@ -391,6 +391,20 @@ func (c *Conn) Inq() int {
 	return int(C.sdp_dconn_inq(h))
 }
 
+// Trim gives back the pages of the blocks past the first keep that a
+// burst of this side's sends filled and the peer has read, once nothing
+// was sent since the last Trim (the first one after a send only looks):
+// call it about once a second. It returns the bytes given back
+// (preload/c/direct.h, sdp_dconn_trim).
+func (c *Conn) Trim(keep int) int {
+	h := c.hold()
+	if h == nil {
+		return 0
+	}
+	defer c.done()
+	return int(C.sdp_dconn_trim(h, C.uint32_t(keep)))
+}
+
 func (c *Conn) Outq() int {
 	h := c.hold()
 	if h == nil {
@@ -488,6 +502,7 @@ type Stats struct {
 	Moves                uint64 // waits that moved their thread off the peer's CPU (spreading)
 	Pauses               uint64 // bulk sends that paused for starving small messages (preemption)
 	SocketRings          uint64 // wakes of a peer's epoll, poll or select sleeper sent over the socket (its bell not held)
+	Trimmed              uint64 // bytes of drained blocks' pages given back (Trim)
 	Budget               uint32 // the current poll budget
 }
 
@@ -505,6 +520,7 @@ func (c *Conn) Stats() Stats {
 		Wakes: uint64(C.ld64(&h.wakes_sent)), EventWakes: uint64(C.ld64(&h.evwakes_sent)),
 		Violations: uint64(C.ld64(&h.violations)), Moves: uint64(C.ld64(&h.moves)), Pauses: uint64(C.ld64(&h.pauses)),
 		SocketRings: uint64(C.ld64(&h.socket_rings)),
+		Trimmed:     uint64(C.ld64(&h.trimmed)),
 		Budget:      uint32(h.budget),
 	}
 }

@@ -2,6 +2,7 @@ package direct
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"testing"
 	"time"
@@ -347,30 +348,121 @@ func TestLinksKeepPagesFew(t *testing.T) {
 		roundTrip(a, b)
 		roundTrip(b, a)
 	}
-	page := unix.Getpagesize()
-	resident := func() int {
-		mem := a.Area().mem
-		vec := make([]byte, (len(mem)+page-1)/page)
-		// x/sys/unix has no mincore for Linux.
-		if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
-			t.Fatal(e)
-		}
-		n := 0
-		for _, v := range vec {
-			n += int(v & 1)
-		}
-		return n
-	}
 	// The header's page, and per direction its status bytes and the
 	// first two blocks' first pages: 2000 messages each way, in 5 pages
 	// of the area's 514 (before the links, one page of every block).
-	if n := resident(); n > 8 {
+	if n := residentPages(t, a.Area().mem); n > 8 {
 		t.Fatalf("%d pages resident after a ping-pong of small messages", n)
 	}
 	// A send into the empty ring takes all of it.
 	big := make([]byte, blocks*(size-HeaderSize))
 	if n, _, err := a.Send(big, false); n != len(big) || err != nil {
 		t.Fatalf("a send into the empty ring took %d of %d bytes (%v)", n, len(big), err)
+	}
+}
+
+// residentPages counts the pages of mem that are in memory.
+func residentPages(t *testing.T, mem []byte) int {
+	t.Helper()
+	page := unix.Getpagesize()
+	vec := make([]byte, (len(mem)+page-1)/page)
+	// x/sys/unix has no mincore for Linux.
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatal(e)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
+}
+
+// TestTrim: a burst fills the ring; once the peer has read it and the
+// sender stayed quiet from one Trim to the next, the blocks past the
+// first two give their pages back, blocks still unread keep theirs and
+// their bytes, and the stream goes on intact over the blocks given back.
+func TestTrim(t *testing.T) {
+	const blocks, size, keep = 64, 16 << 10, 2
+	a, b := pair(t, blocks, size)
+	room := size - HeaderSize
+	burst := func(seed byte) []byte {
+		m := make([]byte, blocks*room)
+		for i := range m {
+			m[i] = byte(i*7) + seed
+		}
+		if n, _, err := a.Send(m, false); n != len(m) || err != nil {
+			t.Fatalf("send: %d of %d (%v)", n, len(m), err)
+		}
+		return m
+	}
+	read := func(want []byte) {
+		got := make([]byte, len(want))
+		if n, _, err := b.Recv(got, false, false); n != len(want) || err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("recv: %d of %d (%v), equal %v", n, len(want), err, bytes.Equal(got[:n], want[:n]))
+		}
+	}
+	m := burst(1)
+	if n := a.Trim(keep); n != 0 {
+		t.Fatalf("the first trim after a send gave back %d bytes: it only looks", n)
+	}
+	// Half read: the other half is in flight and keeps its pages.
+	read(m[:len(m)/2])
+	full := residentPages(t, a.Area().mem)
+	given := a.Trim(keep)
+	page := unix.Getpagesize()
+	// Blocks 2 to 31, less the pages they share with their neighbours.
+	if low := (blocks/2 - keep - 1) * room; given < low || given%page != 0 {
+		t.Fatalf("trim gave back %d bytes, want at least %d in whole pages", given, low)
+	}
+	if n := residentPages(t, a.Area().mem); n != full-given/page {
+		t.Fatalf("%d pages resident after the trim, want %d", n, full-given/page)
+	}
+	read(m[len(m)/2:])
+	if n := a.Trim(keep); n < (blocks/2-1)*room {
+		t.Fatalf("the second half read, trim gave back %d bytes", n)
+	}
+	if n := residentPages(t, a.Area().mem); n > full/2 {
+		t.Fatalf("%d pages resident after the ring drained, of %d", n, full)
+	}
+	if st := a.Stats(); st.Trimmed == 0 {
+		t.Fatal("no trimmed bytes counted")
+	}
+	// The stream goes on over the blocks given back, and a send since
+	// the last look is not quiet.
+	read(burst(2))
+	if n := a.Trim(keep); n != 0 {
+		t.Fatalf("a trim right after a send gave back %d bytes", n)
+	}
+	read(burst(3))
+}
+
+// TestDeadLockHolder: a side lock whose word names no live process (a
+// fork child killed inside a call, or a peer's garbage) is taken over at
+// the first wait, not after a sleep: thirty receives, each after the
+// peer wrote a dead pid into the receive lock, take far less than one
+// 200 ms sleep each, and the connection goes on.
+func TestDeadLockHolder(t *testing.T) {
+	a, b := pair(t, 4, 256)
+	// Side 0's receive lock, dir[1].rx_lock (direct.h): the area's first
+	// line, dir[0]'s four lines, dir[1]'s sender line, then rx_next,
+	// rx_seq and rx_off.
+	const rxLock = 64 + 4*64 + 64 + 12
+	buf := make([]byte, 16)
+	start := time.Now()
+	for i := 0; i < 30; i++ {
+		binary.LittleEndian.PutUint32(a.Area().mem[rxLock:], 0x2a2a2a2a)
+		if n, _, err := a.Recv(buf, false, false); n != 0 || !errors.Is(err, ErrWouldBlock) {
+			t.Fatalf("recv %d: %d, %v", i, n, err)
+		}
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("thirty receives past a dead holder's lock took %v", d)
+	}
+	if n, _, err := b.Send([]byte("x"), false); n != 1 || err != nil {
+		t.Fatalf("send: %d %v", n, err)
+	}
+	if n, _, err := a.Recv(buf, false, false); n != 1 || err != nil || buf[0] != 'x' {
+		t.Fatalf("recv after: %d %v", n, err)
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 //	                        reading, 7: learns its peer is gone)
 //	8 SIDE W(2)             SIDE sets its window to W
 //	9 SIDE EV               SIDE arms for EV and polls
+//	10 SIDE                 SIDE trims its blocks past the first SIDE>>1 % 4
 func FuzzArea(f *testing.F) {
 	f.Add([]byte{1, 0, 0, 200, 2, 1, 1, 0})
 	f.Add([]byte{1, 0, 3, 0, 0, 0x40, 0x05, 4, 0xff, 0xff, 0xff, 0xff, 2, 1, 2, 0})
@@ -44,6 +45,19 @@ func FuzzArea(f *testing.F) {
 	// process): the nonblocking recv gives up after the lock's bound
 	// (5 s) with a reset instead of waiting for ever.
 	f.Add([]byte{0, 140, 0, 4, 1, 0, 0, 0, 2, 1, 10, 0})
+	// Side 0 fills the ring, side 1 reads it, side 0 trims (a look, then
+	// the trim), sends again and side 1 reads it.
+	f.Add([]byte{1, 0, 0x90, 0x01, 2, 1, 0x90, 0x01, 10, 0, 10, 0, 1, 0, 100, 0, 2, 1, 100, 0})
+	// The peer writes a pid that names no process into side 0's receive
+	// lock (dir[1].rx_lock, at 396), side 0 receives; thirty times. Each
+	// cost 200 ms before a dead holder was freed before the first sleep.
+	{
+		var ops []byte
+		for i := 0; i < 30; i++ {
+			ops = append(ops, 0, 0x8c, 0x01, 4, 0x2a, 0x2a, 0x2a, 0x2a, 2, 0, 16, 0)
+		}
+		f.Add(ops)
+	}
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		const blocks, blockSize = 4, 128
 		size := Size(blocks, blockSize)
@@ -69,13 +83,13 @@ func FuzzArea(f *testing.F) {
 				ops = ops[len(ops):]
 				return nil
 			}
-			b := ops[:n]
+			b := ops[:n:n] // an append to it must not write into the ops after it
 			ops = ops[n:]
 			return b
 		}
 		for len(ops) > 0 {
 			op := next(1)[0]
-			switch op % 10 {
+			switch op % 11 {
 			case 0:
 				h := next(3)
 				if h == nil {
@@ -90,7 +104,7 @@ func FuzzArea(f *testing.F) {
 				return
 			}
 			c := sides[arg[0]&1]
-			switch op % 10 {
+			switch op % 11 {
 			case 1:
 				n := int(binary.LittleEndian.Uint16(append(next(2), 0, 0)))
 				if m, _, err := c.Send(buf[:n], false); m < 0 || m > n || (err != nil && m != 0) {
@@ -98,7 +112,7 @@ func FuzzArea(f *testing.F) {
 				}
 			case 2, 3:
 				n := int(binary.LittleEndian.Uint16(append(next(2), 0, 0)))
-				if m, _, err := c.Recv(buf[:n], op%10 == 3, false); m < 0 || m > n || (err != nil && m != 0) {
+				if m, _, err := c.Recv(buf[:n], op%11 == 3, false); m < 0 || m > n || (err != nil && m != 0) {
 					t.Fatalf("recv of %d: %d, %v", n, m, err)
 				}
 			case 4:
@@ -114,6 +128,10 @@ func FuzzArea(f *testing.F) {
 			case 9:
 				ev := int16(arg[0]>>1) & (unix.POLLIN | unix.POLLOUT)
 				c.Arm(ev, int(arg[0]&63))
+			case 10:
+				if n := c.Trim(int(arg[0]>>1) % 4); n < 0 || n > size {
+					t.Fatalf("trim gave back %d bytes of an area of %d", n, size)
+				}
 			}
 			if q := c.Inq(); q < 0 || q > size {
 				t.Fatalf("inq %d of an area of %d bytes", q, size)

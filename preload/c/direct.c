@@ -17,6 +17,8 @@
 #include <string.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -300,6 +302,19 @@ uint32_t sdp_dconn_pid(void)
  * a hostile peer can delay a call, but not hang it, nonblocking or not. */
 #define LOCK_GIVE_UP_ROUNDS 25 /* of 200 ms: 5 s */
 
+/* Frees the lock word w, which held v, when v names no live process: a
+ * holder that died holding it (a fork child killed in a call), or a
+ * peer's garbage. Only processes of this side take the word (this
+ * process and its fork children, in its pid namespace). 1 when it did. */
+static int free_if_dead(uint32_t *w, uint32_t v)
+{
+	pid_t holder = (pid_t)(v & ~LOCK_WAITERS);
+	if (holder <= 0 || kill(holder, 0) == 0 || errno != ESRCH)
+		return 0;
+	__atomic_compare_exchange_n(w, &v, 0, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+	return 1;
+}
+
 /* 0 when locked, -1 when it gave up (above). */
 static int lock_slow(uint32_t *w, uint32_t me)
 {
@@ -310,7 +325,8 @@ static int lock_slow(uint32_t *w, uint32_t me)
 			return 0;
 	}
 	uint32_t last = 0;
-	int held = 0; /* consecutive timeouts with the same holder */
+	int held = 0;   /* consecutive timeouts with the same holder */
+	int looked = 0; /* the holder was asked about before the first sleep */
 	for (;;) {
 		uint32_t v = LOADR(w);
 		if (v == 0) {
@@ -319,15 +335,20 @@ static int lock_slow(uint32_t *w, uint32_t me)
 				return 0;
 			continue;
 		}
+		/* Held past the spin: a dead holder's word is freed at once,
+		 * not after a sleep (a peer's garbage written into the word
+		 * cost a call 200 ms each time). */
+		if (!looked) {
+			looked = 1;
+			if (free_if_dead(w, v))
+				continue;
+		}
 		if (!(v & LOCK_WAITERS) &&
 		    !__atomic_compare_exchange_n(w, &v, v | LOCK_WAITERS, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 			continue;
 		struct timespec t = {.tv_sec = 0, .tv_nsec = 200 * 1000 * 1000};
 		if (futex_wait(w, v | LOCK_WAITERS, &t) < 0 && errno == ETIMEDOUT) {
-			pid_t holder = (pid_t)(v & ~LOCK_WAITERS);
-			if (holder > 0 && kill(holder, 0) < 0 && errno == ESRCH) {
-				uint32_t e = v | LOCK_WAITERS;
-				__atomic_compare_exchange_n(w, &e, 0, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+			if (free_if_dead(w, v | LOCK_WAITERS)) {
 				held = 0;
 				continue;
 			}
@@ -940,6 +961,8 @@ static long send_locked(struct sdp_dconn *c, struct iocur *k)
 		b->len = (uint32_t)n;
 		b->flags = flags;
 		STORE(&status[idx & (c->n - 1)], SDP_DBLK_DATA); /* the status byte last */
+		if ((idx & (c->n - 1)) >= LOADR(&c->trim_hi))
+			STORER(&c->trim_hi, (idx & (c->n - 1)) + 1);
 		tail = idx;
 		idx = next_index(c, idx, flags);
 		seq++;
@@ -1558,6 +1581,62 @@ size_t sdp_dconn_inq(const struct sdp_dconn *c)
 		idx = next_index(c, idx, LOADR(&b->flags));
 	}
 	return n;
+}
+
+/* Gives back the whole pages of blocks [p, q) of this side's direction;
+ * returns their bytes. */
+static size_t punch(const struct sdp_dconn *c, uint32_t p, uint32_t q)
+{
+	static uintptr_t page;
+	if (page == 0)
+		page = (uintptr_t)getauxval(AT_PAGESZ);
+	if (page == 0 || (page & (page - 1)) != 0)
+		return 0;
+	uintptr_t start = (uintptr_t)block_of(c, c->side, p), end = (uintptr_t)block_of(c, c->side, q - 1) + c->s;
+	start = (start + page - 1) & ~(page - 1);
+	end &= ~(page - 1);
+	if (end <= start || syscall(SYS_madvise, (void *)start, end - start, MADV_REMOVE) != 0)
+		return 0;
+	return end - start;
+}
+
+size_t sdp_dconn_trim(struct sdp_dconn *c, uint32_t keep)
+{
+	struct sdp_ddir *d = &c->a->dir[c->side];
+	uint32_t hi = LOADR(&c->trim_hi);
+	if (hi > c->n)
+		hi = c->n;
+	if (hi <= keep)
+		return 0;
+	uint32_t next = LOADR(&d->tx_next);
+	if (!c->trim_looked || next != c->trim_mark) {
+		c->trim_mark = next; /* filled since the last look: not quiet yet */
+		c->trim_looked = 1;
+		return 0;
+	}
+	uint32_t z = 0;
+	if (!__atomic_compare_exchange_n(&d->tx_lock, &z, sdp_dconn_pid(), 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return 0;
+	size_t given = 0;
+	if (LOADR(&d->tx_next) == next) {
+		const uint8_t *status = status_of(c, c->side);
+		uint32_t left = keep; /* 1 + the highest block still in flight */
+		for (uint32_t p = keep; p < hi;) {
+			if (LOAD(&status[p]) != SDP_DBLK_EMPTY) {
+				left = ++p;
+				continue;
+			}
+			uint32_t q = p;
+			while (q < hi && LOAD(&status[q]) == SDP_DBLK_EMPTY)
+				q++;
+			given += punch(c, p, q);
+			p = q;
+		}
+		STORER(&c->trim_hi, left);
+		__atomic_fetch_add(&c->trimmed, given, __ATOMIC_RELAXED);
+	}
+	side_unlock(&d->tx_lock);
+	return given;
 }
 
 size_t sdp_dconn_outq(const struct sdp_dconn *c)

@@ -262,6 +262,13 @@ struct sdp_dconn {
 	int32_t board_fd;   /* the user's board (tenant.h), or -1: none */
 	uint32_t board_pid; /* the process given board_fd: a fork child's copy of the handle has none */
 	uint32_t turn;      /* 1 + the turn this handle held last; 0: none */
+
+	/* Trimming (sdp_dconn_trim): the blocks this side's sender filled
+	 * since the last trim and the cursor at the trim's last look. */
+	uint32_t trim_hi;     /* 1 + the highest position filled (atomic: senders and the trim) */
+	uint32_t trim_mark;   /* tx_next at the last look */
+	uint32_t trim_looked; /* 1: trim_mark holds a look */
+	uint64_t trimmed;     /* bytes of pages given back */
 };
 
 /* sdp_dconn.slow bits. */
@@ -451,6 +458,19 @@ void sdp_dconn_event_woke(struct sdp_dconn *c);
 /* Bytes readable now (FIONREAD), bytes published and not yet consumed by
  * the peer (SIOCOUTQ). */
 size_t sdp_dconn_inq(const struct sdp_dconn *c);
+/* Gives back the pages of the blocks past the first keep that this
+ * side's sender filled and the receiver has freed, once the sender
+ * filled nothing since the last call: a connection that moved a burst and
+ * went quiet holds its first blocks' pages again, as a kernel socket's
+ * buffer shrinks as it drains. Meant to run about once a second
+ * (shim/trim.go): the first call after a fill only looks. Under the send
+ * lock, taken without waiting (a sender busy now is not quiet): only the
+ * sender fills a block, so a free one stays free, and neither end reads
+ * a free block's bytes (the receiver copied its header before it freed
+ * it). Pages shared with a block in flight stay. A later fill faults its
+ * pages in again, zeroed. Returns the bytes given back (MADV_REMOVE on
+ * the shared memory: for both processes). */
+size_t sdp_dconn_trim(struct sdp_dconn *c, uint32_t keep);
 size_t sdp_dconn_outq(const struct sdp_dconn *c);
 
 /* Preemption (direct.c) for senders that are not a handle's: the streams

@@ -15,10 +15,12 @@
  *                         SIZE bytes, reads none of the echo and kills
  *                         itself), "exec" (the last connection stays open
  *                         across an exec of /bin/true, whose exit closes it)
- *   churn hold PORT N ROUNDS SIZE
+ *   churn hold PORT N ROUNDS SIZE [burst]
  *                         N connections held open at once, then ROUNDS
- *                         rounds of one echo of SIZE bytes on each; prints
- *                         {"held":N} and keeps them until its stdin ends
+ *                         rounds of one echo of SIZE bytes on each (in
+ *                         4 KiB steps; burst: sent in one call, then read
+ *                         back); prints {"held":N} and keeps them until
+ *                         its stdin ends
  *
  * The client prints {"ok":N} after its N echoes. */
 #define _GNU_SOURCE
@@ -171,7 +173,33 @@ static void echo_once(int c, size_t size, unsigned seed)
 	}
 }
 
-static _Noreturn void hold(int port, int n, int rounds, size_t size)
+/* echo_burst sends size bytes in one call, then reads their echo back
+ * and checks every byte: both directions' buffers hold the burst. */
+static void echo_burst(int c, size_t size, unsigned seed)
+{
+	unsigned char *out = calloc(size ? size : 1, 1), *in = calloc(size ? size : 1, 1);
+	if (!out || !in)
+		die("malloc");
+	for (size_t i = 0; i < size; i++)
+		out[i] = (unsigned char)(i * 31 + seed);
+	send_all(c, out, size);
+	for (size_t got = 0; got < size;) {
+		ssize_t r = read(c, in + got, size - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			die("read echo");
+		got += r;
+	}
+	if (memcmp(in, out, size)) {
+		fprintf(stderr, "churn: echo differs\n");
+		exit(2);
+	}
+	free(out);
+	free(in);
+}
+
+static _Noreturn void hold(int port, int n, int rounds, size_t size, int burst)
 {
 	int *c = calloc(n > 0 ? n : 1, sizeof *c);
 	if (!c)
@@ -180,7 +208,7 @@ static _Noreturn void hold(int port, int n, int rounds, size_t size)
 		c[i] = dial(port);
 	for (int r = 0; r < rounds; r++)
 		for (int i = 0; i < n; i++)
-			echo_once(c[i], size, (unsigned)(r * n + i));
+			(burst ? echo_burst : echo_once)(c[i], size, (unsigned)(r * n + i));
 	printf("{\"held\":%d}\n", n);
 	fflush(stdout);
 	char b[64];
@@ -194,10 +222,10 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if ((argc == 2 || argc == 3) && !strcmp(argv[1], "server"))
 		serve(argc == 3 && !strcmp(argv[2], "prefork"));
-	if (argc == 6 && !strcmp(argv[1], "hold"))
-		hold(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), strtoul(argv[5], NULL, 10));
+	if ((argc == 6 || (argc == 7 && !strcmp(argv[6], "burst"))) && !strcmp(argv[1], "hold"))
+		hold(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), strtoul(argv[5], NULL, 10), argc == 7);
 	if (argc != 6 || strcmp(argv[1], "client")) {
-		fprintf(stderr, "usage: churn server [prefork] | churn client PORT N SIZE exit|kill|exec | churn hold PORT N ROUNDS SIZE\n");
+		fprintf(stderr, "usage: churn server [prefork] | churn client PORT N SIZE exit|kill|exec | churn hold PORT N ROUNDS SIZE [burst]\n");
 		return 2;
 	}
 	int port = atoi(argv[2]), n = atoi(argv[3]);

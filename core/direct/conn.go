@@ -14,6 +14,7 @@ static void st64(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CS
 static uint64_t ld64(uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 static uint32_t xchg32(uint32_t *p, uint32_t v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
 static void add64(uint64_t *p, uint64_t v) { __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
+static long sdp_dlock_round_set(long ns) { return __atomic_exchange_n(&sdp_dlock_round_ns, ns, __ATOMIC_RELAXED); }
 
 // A data call's answer by value (no Go pointer goes to C: nothing escapes).
 struct dres {
@@ -389,6 +390,14 @@ func (c *Conn) Inq() int {
 	}
 	defer c.done()
 	return int(C.sdp_dconn_inq(h))
+}
+
+// setLockRound sets how long a waiter for a side lock sleeps before it
+// asks whether the holder lives (preload/c/direct.h, sdp_dlock_round_ns;
+// 25 rounds with the same live holder give up) and returns the old one:
+// for tests that drive a hostile peer at speed.
+func setLockRound(d time.Duration) time.Duration {
+	return time.Duration(C.sdp_dlock_round_set(C.long(d)))
 }
 
 // Trim gives back the pages of the blocks past the first keep that a

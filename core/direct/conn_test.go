@@ -436,6 +436,77 @@ func TestTrim(t *testing.T) {
 	read(burst(3))
 }
 
+// TestTrimWhileStreaming: trims race a stream of random-sized sends that
+// pause now and then (every pause a quiet spell the trimmer meets), and
+// every byte arrives in order: a trim never gives back a block in flight
+// nor one a send is filling.
+func TestTrimWhileStreaming(t *testing.T) {
+	const total = 32 << 20
+	a, b := pair(t, 64, 16<<10)
+	pattern := func(i int) byte { return byte(i*131 + i>>11) }
+	done := make(chan struct{})
+	trims := 0
+	go func() {
+		defer close(done)
+		for stop := false; !stop; {
+			select {
+			case <-done:
+				stop = true
+			default:
+			}
+			if a.Trim(0) > 0 {
+				trims++
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
+	}()
+	sendErr := make(chan error, 1)
+	go func() {
+		msg := make([]byte, 64<<10)
+		for sent, k := 0, 0; sent < total; k++ {
+			n := min(1+(k*7919)%len(msg), total-sent)
+			for i := range msg[:n] {
+				msg[i] = pattern(sent + i)
+			}
+			for off := 0; off < n; {
+				m, _, err := a.Send(msg[off:n], false)
+				if err != nil && !errors.Is(err, ErrWouldBlock) {
+					sendErr <- err
+					return
+				}
+				off += m
+			}
+			sent += n
+			if k%8 == 0 {
+				time.Sleep(2 * time.Millisecond) // quiet: the trimmer's two looks meet no send
+			}
+		}
+		sendErr <- nil
+	}()
+	buf := make([]byte, 48<<10)
+	for got := 0; got < total; {
+		n, _, err := b.Recv(buf, false, false)
+		if err != nil && !errors.Is(err, ErrWouldBlock) {
+			t.Fatalf("recv at %d: %v", got, err)
+		}
+		for i := range buf[:n] {
+			if buf[i] != pattern(got+i) {
+				t.Fatalf("byte %d: %#x, want %#x", got+i, buf[i], pattern(got+i))
+			}
+		}
+		got += n
+	}
+	if err := <-sendErr; err != nil {
+		t.Fatal(err)
+	}
+	done <- struct{}{}
+	<-done
+	if trims == 0 {
+		t.Fatal("no trim gave anything back while the stream paused")
+	}
+	t.Logf("%d trims gave pages back during %d MiB", trims, total>>20)
+}
+
 // TestDeadLockHolder: a side lock whose word names no live process (a
 // fork child killed inside a call, or a peer's garbage) is taken over at
 // the first wait, not after a sleep: thirty receives, each after the

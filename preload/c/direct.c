@@ -300,7 +300,8 @@ uint32_t sdp_dconn_pid(void)
  * a peer writing into the word (or a process stopped holding it) lasts
  * that long. The caller treats it as a violation (the connection resets):
  * a hostile peer can delay a call, but not hang it, nonblocking or not. */
-#define LOCK_GIVE_UP_ROUNDS 25 /* of 200 ms: 5 s */
+#define LOCK_GIVE_UP_ROUNDS 25 /* of sdp_dlock_round_ns: 5 s */
+long sdp_dlock_round_ns = 200 * 1000 * 1000;
 
 /* Frees the lock word w, which held v, when v names no live process: a
  * holder that died holding it (a fork child killed in a call), or a
@@ -346,7 +347,8 @@ static int lock_slow(uint32_t *w, uint32_t me)
 		if (!(v & LOCK_WAITERS) &&
 		    !__atomic_compare_exchange_n(w, &v, v | LOCK_WAITERS, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 			continue;
-		struct timespec t = {.tv_sec = 0, .tv_nsec = 200 * 1000 * 1000};
+		long round = __atomic_load_n(&sdp_dlock_round_ns, __ATOMIC_RELAXED);
+		struct timespec t = {.tv_sec = round / 1000000000, .tv_nsec = round % 1000000000};
 		if (futex_wait(w, v | LOCK_WAITERS, &t) < 0 && errno == ETIMEDOUT) {
 			if (free_if_dead(w, v | LOCK_WAITERS)) {
 				held = 0;

@@ -78,6 +78,13 @@ static inline void sdp_cpu_relax(void)
  * run returns at once, and 127 pause hints follow. */
 void sdp_spin_yield(uint32_t *k);
 
+/* How long a waiter for a side lock sleeps before it asks whether the
+ * holder is alive; 25 such sleeps with the same live holder give up (a
+ * violation). 200 ms: a hostile peer that writes a live pid into a lock
+ * word costs a call 5 s, then the connection resets. Tests that drive a
+ * hostile peer at speed (FuzzArea) shorten it. */
+extern long sdp_dlock_round_ns;
+
 /* Monotonic clock in ns (vDSO, no system call): the one clock of the
  * protocol and the interposer. */
 int64_t sdp_now_ns(void);

@@ -1589,9 +1589,7 @@ size_t sdp_dconn_inq(const struct sdp_dconn *c)
  * returns their bytes. */
 static size_t punch(const struct sdp_dconn *c, uint32_t p, uint32_t q)
 {
-	static uintptr_t page;
-	if (page == 0)
-		page = (uintptr_t)getauxval(AT_PAGESZ);
+	uintptr_t page = (uintptr_t)getauxval(AT_PAGESZ);
 	if (page == 0 || (page & (page - 1)) != 0)
 		return 0;
 	uintptr_t start = (uintptr_t)block_of(c, c->side, p), end = (uintptr_t)block_of(c, c->side, q - 1) + c->s;

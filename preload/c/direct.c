@@ -963,8 +963,6 @@ static long send_locked(struct sdp_dconn *c, struct iocur *k)
 		b->len = (uint32_t)n;
 		b->flags = flags;
 		STORE(&status[idx & (c->n - 1)], SDP_DBLK_DATA); /* the status byte last */
-		if ((idx & (c->n - 1)) >= LOADR(&c->trim_hi))
-			STORER(&c->trim_hi, (idx & (c->n - 1)) + 1);
 		tail = idx;
 		idx = next_index(c, idx, flags);
 		seq++;
@@ -1603,14 +1601,11 @@ static size_t punch(const struct sdp_dconn *c, uint32_t p, uint32_t q)
 size_t sdp_dconn_trim(struct sdp_dconn *c, uint32_t keep)
 {
 	struct sdp_ddir *d = &c->a->dir[c->side];
-	uint32_t hi = LOADR(&c->trim_hi);
-	if (hi > c->n)
-		hi = c->n;
-	if (hi <= keep)
-		return 0;
-	uint32_t next = LOADR(&d->tx_next);
-	if (!c->trim_looked || next != c->trim_mark) {
-		c->trim_mark = next; /* filled since the last look: not quiet yet */
+	uint32_t seq = LOADR(&d->tx_seq);
+	if (seq == LOADR(&c->trim_seq) || keep >= c->n)
+		return 0; /* nothing filled since a trim that left no block in flight */
+	if (!c->trim_looked || seq != c->trim_mark) {
+		c->trim_mark = seq; /* filled since the last look: not quiet yet */
 		c->trim_looked = 1;
 		return 0;
 	}
@@ -1618,21 +1613,23 @@ size_t sdp_dconn_trim(struct sdp_dconn *c, uint32_t keep)
 	if (!__atomic_compare_exchange_n(&d->tx_lock, &z, sdp_dconn_pid(), 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return 0;
 	size_t given = 0;
-	if (LOADR(&d->tx_next) == next) {
+	if (LOADR(&d->tx_seq) == seq) {
 		const uint8_t *status = status_of(c, c->side);
-		uint32_t left = keep; /* 1 + the highest block still in flight */
-		for (uint32_t p = keep; p < hi;) {
+		int flight = 0; /* a block still unread: look again next time */
+		for (uint32_t p = keep; p < c->n;) {
 			if (LOAD(&status[p]) != SDP_DBLK_EMPTY) {
-				left = ++p;
+				flight = 1;
+				p++;
 				continue;
 			}
 			uint32_t q = p;
-			while (q < hi && LOAD(&status[q]) == SDP_DBLK_EMPTY)
+			while (q < c->n && LOAD(&status[q]) == SDP_DBLK_EMPTY)
 				q++;
 			given += punch(c, p, q);
 			p = q;
 		}
-		STORER(&c->trim_hi, left);
+		if (!flight)
+			STORER(&c->trim_seq, seq);
 		__atomic_fetch_add(&c->trimmed, given, __ATOMIC_RELAXED);
 	}
 	side_unlock(&d->tx_lock);

@@ -270,10 +270,10 @@ struct sdp_dconn {
 	uint32_t board_pid; /* the process given board_fd: a fork child's copy of the handle has none */
 	uint32_t turn;      /* 1 + the turn this handle held last; 0: none */
 
-	/* Trimming (sdp_dconn_trim): the blocks this side's sender filled
-	 * since the last trim and the cursor at the trim's last look. */
-	uint32_t trim_hi;     /* 1 + the highest position filled (atomic: senders and the trim) */
-	uint32_t trim_mark;   /* tx_next at the last look */
+	/* Trimming (sdp_dconn_trim), the trim's own: the sender's seq when
+	 * it last left no block in flight, and at its last look. */
+	uint32_t trim_seq;    /* tx_seq after the last trim that left every block free */
+	uint32_t trim_mark;   /* tx_seq at the last look */
 	uint32_t trim_looked; /* 1: trim_mark holds a look */
 	uint64_t trimmed;     /* bytes of pages given back */
 };

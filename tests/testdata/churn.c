@@ -146,14 +146,18 @@ static void send_all(int c, const unsigned char *b, size_t n)
 	}
 }
 
-/* echo_once sends size bytes (in 4 KiB steps, reading the echo of each
- * step back, so that neither side's buffers need to hold the whole) and
- * checks every byte. */
-static void echo_once(int c, size_t size, unsigned seed)
+/* echo sends size bytes in steps of step bytes (4 KiB, so that neither
+ * side's buffers need to hold the whole; or the whole in one call, so
+ * that both directions' buffers hold it), reads the echo of each step
+ * back and checks every byte. */
+static void echo(int c, size_t size, size_t step, unsigned seed)
 {
-	unsigned char out[4096], in[4096];
+	step = step < 1 ? 1 : step;
+	unsigned char *out = calloc(step, 1), *in = calloc(step, 1);
+	if (!out || !in)
+		die("calloc");
 	for (size_t done = 0; done < size;) {
-		size_t k = size - done < sizeof out ? size - done : sizeof out;
+		size_t k = size - done < step ? size - done : step;
 		for (size_t i = 0; i < k; i++)
 			out[i] = (unsigned char)((done + i) * 31 + seed);
 		send_all(c, out, k);
@@ -171,30 +175,6 @@ static void echo_once(int c, size_t size, unsigned seed)
 		}
 		done += k;
 	}
-}
-
-/* echo_burst sends size bytes in one call, then reads their echo back
- * and checks every byte: both directions' buffers hold the burst. */
-static void echo_burst(int c, size_t size, unsigned seed)
-{
-	unsigned char *out = calloc(size ? size : 1, 1), *in = calloc(size ? size : 1, 1);
-	if (!out || !in)
-		die("malloc");
-	for (size_t i = 0; i < size; i++)
-		out[i] = (unsigned char)(i * 31 + seed);
-	send_all(c, out, size);
-	for (size_t got = 0; got < size;) {
-		ssize_t r = read(c, in + got, size - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			die("read echo");
-		got += r;
-	}
-	if (memcmp(in, out, size)) {
-		fprintf(stderr, "churn: echo differs\n");
-		exit(2);
-	}
 	free(out);
 	free(in);
 }
@@ -208,7 +188,7 @@ static _Noreturn void hold(int port, int n, int rounds, size_t size, int burst)
 		c[i] = dial(port);
 	for (int r = 0; r < rounds; r++)
 		for (int i = 0; i < n; i++)
-			(burst ? echo_burst : echo_once)(c[i], size, (unsigned)(r * n + i));
+			echo(c[i], size, burst ? size : 4096, (unsigned)(r * n + i));
 	printf("{\"held\":%d}\n", n);
 	fflush(stdout);
 	char b[64];
@@ -234,7 +214,7 @@ int main(int argc, char **argv)
 	int last = -1;
 	for (int i = 0; i < n; i++) {
 		int c = dial(port);
-		echo_once(c, size, (unsigned)(getpid() + i));
+		echo(c, size, 4096, (unsigned)(getpid() + i));
 		if (i == n - 1 && !strcmp(end, "exec"))
 			last = c;
 		else

@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"net/netip"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -48,12 +49,17 @@ type areaPool struct {
 	mu   sync.Mutex
 	own  map[procID][]*ownSlab      // +checklocks:mu; slabs made here, by acceptor process
 	peer map[direct.Ident]*peerSlab // +checklocks:mu; peers' slabs mapped here
+	// onPeers, when set, is told how many peers' slabs are mapped each
+	// time that changes (under mu): offers may be posted in them, which
+	// the interposer cannot see (plainaccept.go).
+	onPeers func(n int)
 }
 
 // ownSlab is a slab this process made, and where each of its areas is.
 type ownSlab struct {
-	s     *direct.Slab
-	state []uint8 // +checklocks:areaPool.mu; per area: slotFree, slotLive, slotDraining
+	s        *direct.Slab
+	mappedBy string  // +checklocks:areaPool.mu; the peer's rendezvous socket when it accepted an offer of one of its areas (it maps the slab), else ""
+	state    []uint8 // +checklocks:areaPool.mu; per area: slotFree, slotLive, slotDraining
 }
 
 // An area of a slab this process made is free (never used, or let go by
@@ -73,7 +79,7 @@ type peerSlab struct {
 	s    *direct.Slab
 	from procID
 	live []bool    // +checklocks:areaPool.mu; areas a connection here holds
-	n    int       // +checklocks:areaPool.mu; how many
+	n    int       // +checklocks:areaPool.mu; how many, and claims of posted offers being answered (claimOffer)
 	used time.Time // +checklocks:areaPool.mu; last offer of it (eviction)
 	gone bool      // +checklocks:areaPool.mu; its process was found gone (putPeer)
 }
@@ -246,11 +252,12 @@ func (p *Process) peerArea(from procID, fd int, token uint64) (*direct.Area, sla
 	if ps != nil && (ps.from != from || ps.s.Slot() != slot) {
 		// Another process offers it now, or other slots: a mapping
 		// afresh, once nothing here holds the old one.
-		if ps.n > 0 {
+		if ps.n > 0 || !ps.s.Unmapping() {
 			ap.mu.Unlock()
 			return nil, slabArea{}, errSlotInUse
 		}
 		delete(ap.peer, id)
+		ap.peersChangedLocked()
 		defer ps.s.Unmap()
 		ps = nil
 	}
@@ -266,10 +273,12 @@ func (p *Process) peerArea(from procID, fd int, token uint64) (*direct.Area, sla
 			ps = old
 		} else {
 			ps = &peerSlab{s: s, from: from, live: make([]bool, s.Slots())}
+			s.SetMapped() // its posted offers are claimed here (post.go)
 			if ap.peer == nil {
 				ap.peer = map[direct.Ident]*peerSlab{}
 			}
 			ap.peer[id] = ps
+			ap.peersChangedLocked()
 		}
 	}
 	if i >= len(ps.live) || ps.from != from {
@@ -322,14 +331,25 @@ func (ap *areaPool) putPeer(p *Process, where slabArea, a *direct.Area, noReuse 
 		a.Release(1) // under the lock: drain and eviction unmap only slabs nothing holds
 	}
 	ps.gone = ps.gone || gone
-	drop := ps.gone && ps.n == 0 && ap.peer[ps.s.Ident()] == ps
-	if drop {
-		delete(ap.peer, ps.s.Ident())
-	}
+	drop := ap.dropGoneLocked(ps)
 	ap.mu.Unlock()
 	if drop {
 		ps.s.Unmap()
 	}
+}
+
+// dropGoneLocked takes ps out of the pool when its process is gone and
+// nothing here holds it; the caller unmaps it then, once it has let go
+// of the lock.
+//
+// +checklocks:ap.mu
+func (ap *areaPool) dropGoneLocked(ps *peerSlab) bool {
+	if !ps.gone || ps.n != 0 || ap.peer[ps.s.Ident()] != ps {
+		return false
+	}
+	delete(ap.peer, ps.s.Ident())
+	ap.peersChangedLocked()
+	return true
 }
 
 // evictLocked drops the peers' slabs nothing here holds, oldest first,
@@ -339,18 +359,27 @@ func (ap *areaPool) putPeer(p *Process, where slabArea, a *direct.Area, noReuse 
 // +checklocks:ap.mu
 func (ap *areaPool) evictLocked() []*direct.Slab {
 	var out []*direct.Slab
+	var posting map[*peerSlab]bool // offers are posted in them (post.go): kept
 	for len(ap.peer) > peerSlabsMax {
 		var oldest *peerSlab
 		var key direct.Ident
 		for k, ps := range ap.peer {
-			if ps.n == 0 && (oldest == nil || ps.used.Before(oldest.used)) {
+			if ps.n == 0 && !posting[ps] && (oldest == nil || ps.used.Before(oldest.used)) {
 				oldest, key = ps, k
 			}
 		}
 		if oldest == nil {
 			break
 		}
+		if !oldest.letGo() {
+			if posting == nil {
+				posting = map[*peerSlab]bool{}
+			}
+			posting[oldest] = true
+			continue
+		}
 		delete(ap.peer, key)
+		ap.peersChangedLocked()
 		out = append(out, oldest.s)
 	}
 	return out
@@ -384,8 +413,9 @@ func (ap *areaPool) drain(p *Process) {
 		}
 	}
 	for id, ps := range ap.peer {
-		if ps.n == 0 {
+		if ps.n == 0 && ps.letGo() {
 			delete(ap.peer, id)
+			ap.peersChangedLocked()
 			gone = append(gone, ps.s)
 		}
 	}
@@ -406,4 +436,84 @@ func (p *Process) releaseIdle() {
 	p.areas.drain(p)
 	p.dropGonePeers()
 	debug.FreeOSMemory()
+}
+
+// mapped says whether the acceptor process that listens at socket (its
+// rendezvous socket names it: an exec makes another) maps sl, as far as
+// this process knows: an offer of one of sl's areas was accepted there
+// (posted offers go only to an acceptor that maps the slab). The
+// acceptor says when it stops (direct.Slab.Mapped).
+func (ap *areaPool) mapped(sl *ownSlab, socket string) bool {
+	ap.mu.Lock()
+	defer ap.mu.Unlock()
+	return sl.mappedBy != "" && sl.mappedBy == socket
+}
+
+// learnMapped notes that the acceptor at socket maps sl.
+func (ap *areaPool) learnMapped(sl *ownSlab, socket string) {
+	ap.mu.Lock()
+	sl.mappedBy = socket
+	ap.mu.Unlock()
+}
+
+// claimOffer claims the posted offer of the connection local <- remote
+// (direct.Slab.ClaimOffer) in a peer's slab mapped here. The slab found
+// stays mapped until the claim is answered: it counts as held
+// (peerSlab.n) until takeClaimed makes the hold its area's, or unpin
+// lets it go. unbound: see ClaimOffer.
+func (ap *areaPool) claimOffer(local, remote netip.AddrPort, own uint32, since int64) (ps *peerSlab, i int, unbound bool) {
+	ap.mu.Lock()
+	defer ap.mu.Unlock()
+	for _, ps := range ap.peer {
+		i, u := ps.s.ClaimOffer(local, remote, own, since)
+		if i >= 0 {
+			ps.n++
+			return ps, i, false
+		}
+		unbound = unbound || u
+	}
+	return nil, -1, unbound
+}
+
+// takeClaimed marks area i of ps, whose posted offer this process
+// claimed (claimOffer), held by the connection it becomes, as peerArea
+// does for a rendezvous offer's area; errSlotInUse when a connection here
+// holds it still (the claim is to be declined, and unpinned).
+func (ap *areaPool) takeClaimed(ps *peerSlab, i int) (*direct.Area, slabArea, error) {
+	ap.mu.Lock()
+	defer ap.mu.Unlock()
+	if i >= len(ps.live) || ps.live[i] {
+		return nil, slabArea{}, errSlotInUse
+	}
+	ps.live[i] = true
+	ps.used = time.Now()
+	return ps.s.Area(i), slabArea{peer: ps, i: i}, nil
+}
+
+// unpin ends the hold of a claim on ps that takeClaimed did not take.
+func (ap *areaPool) unpin(ps *peerSlab) {
+	ap.mu.Lock()
+	ps.n--
+	drop := ap.dropGoneLocked(ps)
+	ap.mu.Unlock()
+	if drop {
+		ps.s.Unmap()
+	}
+}
+
+// peersChangedLocked tells onPeers how many peers' slabs are mapped.
+//
+// +checklocks:ap.mu
+func (ap *areaPool) peersChangedLocked() {
+	if ap.onPeers != nil {
+		ap.onPeers(len(ap.peer))
+	}
+}
+
+// letGo is what an acceptor does before it unmaps ps, which nothing here
+// holds: false, and ps stays, while offers are posted in it
+// (direct.Slab.Unmapping) by a process still running (one killed between
+// its offer and its verdict leaves its count).
+func (ps *peerSlab) letGo() bool {
+	return ps.s.Unmapping() || rendezvous.StartTime(ps.from.pid) != ps.from.start
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
+	"github.com/sdpshim/sdpshim/core/direct"
 	"github.com/sdpshim/sdpshim/core/mux"
 	"github.com/sdpshim/sdpshim/core/rendezvous"
 	"github.com/sdpshim/sdpshim/shim/config"
@@ -37,12 +38,21 @@ type pendingConnect struct {
 	// A committed direct offer (offerDirectTo): its answer comes with the
 	// verdict.
 	unanswered bool
-	unbound    bool // its offer waits for the port connect() picks (Answer.Bound)
+	unbound    bool         // its offer waits for the port connect() picks (Answer.Bound)
+	post       *direct.Post // offered through the area's post (post.go); answer nil
+	acceptor   string       // a committed direct offer's: the acceptor's rendezvous socket (areaPool.mapped)
 }
 
 // abandon gives the offer up: withdrawn and the rendezvous connection
 // closed, the stream id handed back to its channel end.
 func (pc *pendingConnect) abandon() {
+	if pc.post != nil {
+		// Unclaimed, it is withdrawn; claimed, the acceptor finds the
+		// area reset.
+		withdrawPost(pc)
+		pc.direct.abandon()
+		return
+	}
 	pc.answer.Abort()
 	if pc.direct != nil {
 		pc.direct.abandon()
@@ -72,7 +82,7 @@ func (p *Process) Connect(fd int, raw []byte) int64 {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.getState() == sockConnecting && s.pend != nil && s.pend.answer == nil && s.pend.def == nil {
+	if s.getState() == sockConnecting && s.pend != nil && s.pend.answer == nil && s.pend.def == nil && s.pend.post == nil {
 		return negErrno(unix.EALREADY) // the offer is still being made
 	}
 	// A deferred connection (deferred.go) made its kernel connect: the
@@ -189,9 +199,11 @@ func (s *Socket) connectOfferedLocked(fd int, pc *pendingConnect, dst netip.Addr
 		p.fallback(rendezvous.ReasonOf(err), fd, fields, err)
 		s.fallBackLocked()
 	}
-	if err := pc.answer.Commit(); err != nil {
-		giveUp(err)
-		return 0, false
+	if pc.post == nil {
+		if err := pc.answer.Commit(); err != nil {
+			giveUp(err)
+			return 0, false
+		}
 	}
 	pc.dst = dst
 	_, _, errno = unix.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&raw[0])), uintptr(len(raw)))
@@ -209,7 +221,15 @@ func (s *Socket) connectOfferedLocked(fd int, pc *pendingConnect, dst netip.Addr
 	}
 	var err error
 	s.names.peer, _, _ = ParseSockaddr(raw) // as getpeername names it (a mapped address stays mapped)
-	if pc.unbound {
+	if pc.post != nil {
+		var local netip.AddrPort
+		if local, err = sockName(fd); err == nil {
+			s.names.local = local
+			if pc.unbound && !pc.post.Bind(local) {
+				err = errDeclined
+			}
+		}
+	} else if pc.unbound {
 		var local netip.AddrPort
 		if local, err = sockName(fd); err == nil {
 			s.names.local = local
@@ -299,7 +319,10 @@ func (p *Process) offer(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.
 				return node.OfferCommitted(e, t, pl, fd)
 			}
 		}
-		return p.offerDirectTo(node, e, t, 0, send)
+		if e.OtherNetns {
+			fd = -1 // another namespace's addresses differ (crossns.go): no post
+		}
+		return p.offerDirectTo(node, e, t, 0, send, fd)
 	}
 	shared := p.cfg.Channel == config.ChannelShared
 	if shared {
@@ -363,10 +386,18 @@ func (p *Process) offer(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.
 // deferred connection's offer, made while a puller waits (deferred.go),
 // is committed too, and goes on the PULL's own connection; early is what
 // it wrote on the kernel socket before (offerMsg.early; 0 otherwise).
-func (p *Process) offerDirectTo(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, early uint32, send func(*directStream, rendezvous.Payload) (*rendezvous.Answer, error)) (*pendingConnect, error) {
+//
+// fd is the connector's socket when the offer may be posted instead
+// (post.go, offerPost), else -1.
+func (p *Process) offerDirectTo(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, early uint32, send func(*directStream, rendezvous.Payload) (*rendezvous.Answer, error), fd int) (*pendingConnect, error) {
 	ds, files, bells, err := p.offerDirect(procID{pid: e.PID, start: e.Start})
 	if err != nil {
 		return nil, &rendezvous.FallbackError{Reason: rendezvous.ReasonRefused, Err: err}
+	}
+	if send != nil && fd >= 0 {
+		if pc := p.offerPost(ds, t, fd, bells, e.Socket); pc != nil {
+			return pc, nil
+		}
 	}
 	msg := offerMsg{direct: true, from: p.self, bells: bells, held: heldBells(ds.peer), token: ds.slotToken(), early: early}
 	pl := rendezvous.Payload{Data: msg.encode(), Files: files}
@@ -377,7 +408,7 @@ func (p *Process) offerDirectTo(node *rendezvous.Node, e rendezvous.Entry, t ren
 			return nil, err
 		}
 		ds.sent()
-		return &pendingConnect{answer: a, direct: ds, id: 1, unanswered: true, unbound: t.Client.Port() == 0}, nil
+		return &pendingConnect{answer: a, direct: ds, id: 1, unanswered: true, unbound: t.Client.Port() == 0, acceptor: e.Socket}, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), offerTimeout)
 	defer cancel()

@@ -304,7 +304,7 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 		// puller takes them from; none went into the area.
 		offered, oerr = p.offerDirectTo(node, req.From, t, early, func(_ *directStream, pl rendezvous.Payload) (*rendezvous.Answer, error) {
 			return req.OfferHere(t, pl)
-		})
+		}, -1)
 	} else {
 		offered, oerr = p.offer(node, req.From, t, fd)
 	}
@@ -408,7 +408,7 @@ func (s *Socket) finishDeferredClose(kfd int, pc *pendingConnect) {
 		afd := pc.answer.Fd()
 		s.fds = nil
 		s.mu.Unlock()
-		s.finishClose(kfd, afd)
+		s.finishClose(kfd, afd, nil)
 		return
 	}
 	if s.pend == pc && s.getState() == sockConnecting {

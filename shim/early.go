@@ -76,7 +76,7 @@ func (s *Socket) sendEarlyLocked(bufs [][]byte) (n int64, ok bool) {
 	if s.earlyWaitsLocked() {
 		return 0, false // the caller waits for the verdict, as for a full send buffer
 	}
-	if ds := s.pend.direct; ds != nil && s.pend.answer != nil && len(s.early) == 0 {
+	if ds := s.pend.direct; ds != nil && (s.pend.answer != nil || s.pend.post != nil) && len(s.early) == 0 {
 		if n, ok := s.sendEarlyDirectLocked(ds, bufs); ok {
 			return n, true
 		}
@@ -101,12 +101,20 @@ func (s *Socket) sendEarlyLocked(bufs [][]byte) (n int64, ok bool) {
 
 // startPushLocked starts pushEarly once, when something the program did
 // while the verdict is pending must reach the peer without its next call:
-// early bytes in the socket's buffer, a shutdown's FIN. A deferred
+// early bytes in the socket's buffer, a shutdown's FIN, or when a sleep
+// of the program waits for a posted offer's verdict that the acceptor
+// cannot ring (post.go, armPost). A deferred
 // connection starts it when it is pulled (deferred.go).
 //
 // +checklocks:s.mu
 func (s *Socket) startPushLocked() {
-	if s.earlyPush || s.pend == nil || s.pend.answer == nil {
+	if s.earlyPush || s.pend == nil || (s.pend.answer == nil && s.pend.post == nil) {
+		return
+	}
+	if s.pend.post != nil {
+		// A posted offer: the goroutine sleeps on the post (post.go).
+		s.earlyPush = true
+		go s.pushEarly(-1)
 		return
 	}
 	// The goroutine polls a duplicate taken now: the answer's own fd
@@ -270,7 +278,11 @@ func (s *Socket) takeBackEarlyLocked(ds *directStream) {
 // -1: none), settles the socket (accelerateLocked flushes), and keeps
 // flushing while the stream has no room for the rest.
 func (s *Socket) pushEarly(dup int) {
-	waitFDWhile(dup, unix.POLLIN, func() bool { return s.getState() == sockConnecting && s.stream.Load() == nil })
+	if po := s.pendingPost(); po != nil {
+		s.waitPost(po, time.Now().Add(closeVerdictWait))
+	} else {
+		waitFDWhile(dup, unix.POLLIN, func() bool { return s.getState() == sockConnecting && s.stream.Load() == nil })
+	}
 	if dup >= 0 {
 		unix.Close(dup)
 	}

@@ -400,7 +400,9 @@ func (set *epollSet) armLocked(e *epollEntry) {
 	// connected socket awaiting the verdict reports without waiting).
 	// The offer of a nonblocking connect kicks the set at its end, and so
 	// does a settle by another thread (which may read and close the
-	// rendezvous connection registered below).
+	// rendezvous connection registered below). A posted offer's verdict
+	// rings the set's bell (post.go).
+	s.armPost(set.bell)
 	_, fd, ev := s.pollEvents(e.fd, unix.POLLIN)
 	switch {
 	case fd < 0:
@@ -870,6 +872,10 @@ func (set *epollSet) collectAt(ev []unix.EpollEvent, exact bool) int {
 			continue // nothing happened to the socket since it reported nothing, nor to its arm
 		}
 		rev := set.evaluate(e, true)
+		if rev == 0 && s.armPost(set.bell) {
+			// A posted offer's verdict rings the set's bell (post.go).
+			rev = set.evaluate(e, true)
+		}
 		ds := s.direct()
 		if rev == 0 && exact && ds != nil && s.armDirect(ds, e.fd, int16(e.events&0xffff), set.bell) != 0 {
 			// Armed (the peer rings the socket once), and ready since.

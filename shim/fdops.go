@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sdpshim/sdpshim/core/direct"
 	"github.com/sdpshim/sdpshim/core/wait"
 )
 
@@ -118,7 +119,7 @@ func (s *Socket) kernelFINFirst(fd int) {
 func (s *Socket) closeBeforeVerdict(fd int) bool {
 	s.mu.Lock()
 	pc := s.pend
-	if s.getState() != sockConnecting || pc == nil || pc.answer == nil || !pc.kernelDone {
+	if s.getState() != sockConnecting || pc == nil || (pc.answer == nil && pc.post == nil) || !pc.kernelDone {
 		s.mu.Unlock()
 		return false
 	}
@@ -128,9 +129,13 @@ func (s *Socket) closeBeforeVerdict(fd int) bool {
 		return false
 	}
 	s.p.protect(kfd)
-	afd := pc.answer.Fd()
+	afd := -1
+	if pc.answer != nil {
+		afd = pc.answer.Fd()
+	}
+	po := pc.post
 	s.mu.Unlock()
-	go s.finishClose(kfd, afd)
+	go s.finishClose(kfd, afd, po)
 	return true
 }
 
@@ -140,8 +145,13 @@ const closeVerdictWait = 60 * time.Second
 
 // finishClose waits for the verdict on answerFD, settles the socket through
 // kfd, closes it, and closes kfd.
-func (s *Socket) finishClose(kfd, answerFD int) {
-	if dup, err := dupHigh(answerFD); err == nil {
+func (s *Socket) finishClose(kfd, answerFD int, po *direct.Post) {
+	if po != nil {
+		s.mu.Lock()
+		s.fds = []int{kfd} // settling looks at the kernel socket (post.go)
+		s.mu.Unlock()
+		s.waitPost(po, time.Now().Add(closeVerdictWait))
+	} else if dup, err := dupHigh(answerFD); err == nil {
 		wait.WaitFD(dup, unix.POLLIN, time.Now().Add(closeVerdictWait)) // the verdict, or its end
 		unix.Close(dup)
 	}
@@ -149,7 +159,7 @@ func (s *Socket) finishClose(kfd, answerFD int) {
 	if s.getState() == sockConnecting {
 		s.fds = []int{kfd}
 		s.settleLocked()
-		if pc := s.pend; s.getState() == sockConnecting && pc != nil && pc.answer != nil {
+		if pc := s.pend; s.getState() == sockConnecting && pc != nil && (pc.answer != nil || pc.post != nil) {
 			// Never claimed: the bytes go to the kernel socket.
 			s.pend = nil
 			s.takeBackEarlyLocked(pc.direct)
@@ -179,7 +189,7 @@ func (s *Socket) close() {
 	if pc := s.pend; pc != nil {
 		s.endDeferLocked(pc)
 		s.pend = nil
-		if pc.answer != nil { // nil: the offer is being made (connectAsync gives it up)
+		if pc.answer != nil || pc.post != nil { // neither: the offer is being made (connectAsync gives it up)
 			pc.abandon()
 		}
 	}

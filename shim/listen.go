@@ -290,7 +290,12 @@ func (p *Process) Accept(lfd, fd int, peer netip.AddrPort, flags int) FDState {
 	if node == nil || err != nil {
 		return FDUnmanaged
 	}
-	m, why := node.Claim(local, peer)
+	var m rendezvous.Match
+	why := rendezvous.ReasonNone
+	pr := p.claimPost(local, peer)
+	if pr == nil {
+		m, why = node.Claim(local, peer)
+	}
 	if why != rendezvous.ReasonNone && (group || node.HasNATRecord(peer)) {
 		// Shared with fork children, or a connector behind a NAT
 		// (crossns.go): the first process to use the connection
@@ -302,7 +307,9 @@ func (p *Process) Accept(lfd, fd int, peer netip.AddrPort, flags int) FDState {
 		p.notOffered(node)
 		return FDUnmanaged
 	}
-	pr, _ := m.Prepared.(*prepared)
+	if pr == nil {
+		pr, _ = m.Prepared.(*prepared)
+	}
 	if pr == nil {
 		return FDUnmanaged
 	}

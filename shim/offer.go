@@ -38,7 +38,7 @@ import (
 const (
 	offerMagic   = "SDPo"
 	answerMagic  = "SDPa"
-	offerVersion = 6
+	offerVersion = 7 // 7: slabs begin with their posts' page (post.go)
 	offerLen     = 46
 	answerLen    = 33
 

@@ -77,7 +77,25 @@ func (p *Process) unmarkListenerLocked(s *Socket) {
 
 // offersHeld is the node's OnPending, set only with a plainAcceptHost: how
 // many offers wait for a Claim.
-func (p *Process) offersHeld(n int) { p.plainHost().AcceptHeld(n) }
+func (p *Process) offersHeld(n int) {
+	p.plainMu.Lock()
+	defer p.plainMu.Unlock()
+	p.plainOffers = n
+	p.plainHost().AcceptHeld(p.plainOffers + p.plainSlabs)
+}
+
+// peerSlabsMapped is the area pool's onPeers, set only with a
+// plainAcceptHost. A peer's slab mapped here may hold a posted offer
+// (post.go), which only the core looks for: the interposer decides no
+// accept alone while one is mapped (it counts as a held offer), which
+// is until the reaper lets it go, a second after the peer's last
+// connection here closed (reap.go).
+func (p *Process) peerSlabsMapped(n int) {
+	p.plainMu.Lock()
+	defer p.plainMu.Unlock()
+	p.plainSlabs = n
+	p.plainHost().AcceptHeld(p.plainOffers + p.plainSlabs)
+}
 
 // notOffered follows an accept nobody offered: the interposer learns the
 // record directory's state when it holds no record, and the rendezvous

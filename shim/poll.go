@@ -273,6 +273,7 @@ func (p *Process) Poll(fds, wait []unix.PollFd, timeout time.Duration) (ready, n
 			} else if state == sockConnecting {
 				watch = append(watch, e.s)
 				e.connecting = true
+				e.s.armPost(bell) // a posted offer's verdict rings the bell (post.go)
 			} else {
 				continue
 			}

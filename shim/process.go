@@ -29,12 +29,17 @@ type Process struct {
 	policy func() wait.WaitPolicy
 	self   procID
 
-	fds       fdTable
-	words     wordSlab
-	reap      *reaper    // frees what closed connections leave, after directGrace (reap.go)
-	areas     areaPool   // direct areas of closed connections, for the next ones (areapool.go)
-	deadlines *reaper    // ends deferrals nobody pulled, after deferDeadline (deferred.go)
-	short     shortConns // destinations whose connections were short-lived (shortconn.go)
+	fds   fdTable
+	words wordSlab
+	reap  *reaper  // frees what closed connections leave, after directGrace (reap.go)
+	areas areaPool // direct areas of closed connections, for the next ones (areapool.go)
+	// What the interposer counts as offers held (plainaccept.go): the
+	// node's and the peers' slabs mapped.
+	plainMu     sync.Mutex
+	plainOffers int        // +checklocks:plainMu
+	plainSlabs  int        // +checklocks:plainMu
+	deadlines   *reaper    // ends deferrals nobody pulled, after deferDeadline (deferred.go)
+	short       shortConns // destinations whose connections were short-lived (shortconn.go)
 
 	bells  ownBells           // this process's bells (bells.go)
 	bellMu sync.Mutex         // guards peers and their counts
@@ -137,6 +142,7 @@ func (p *Process) rendezvousNode() (*rendezvous.Node, error) {
 	}
 	if p.plainHost() != nil {
 		cfg.OnPending = p.offersHeld // only an interposer reads the count
+		p.areas.onPeers = p.peerSlabsMapped
 	}
 	p.node, p.nodeErr = rendezvous.New(cfg)
 	if p.nodeErr != nil {

@@ -50,6 +50,11 @@ func (s *Socket) active(w *Wait, dontwait bool) (dataStream, int64) {
 	case s.nonblock.Load() || dontwait:
 		return nil, negErrno(unix.EAGAIN)
 	}
+	if r.waitWord != nil {
+		// A posted offer's verdict: the acceptor wakes the post's word.
+		*w = Wait{Kind: WaitFutex, Word: r.waitWord, Val: r.waitVal, Timeout: int64(watchSlice)}
+		return nil, WaitResult
+	}
 	if r.waitFD < 0 {
 		// The offer of a nonblocking connect is being made: its end rings
 		// the wake word.
@@ -104,6 +109,8 @@ type settleResult struct {
 	fallback   bool       // plain kernel TCP now
 	waitFD     int        // else: what to wait for
 	waitEvents int16
+	waitWord   *uint32 // a posted offer's: a blocking call sleeps on its state while it holds waitVal
+	waitVal    uint32
 }
 
 // settleLocked moves a connecting socket on without blocking: the kernel
@@ -121,7 +128,7 @@ func (s *Socket) settleLocked() settleResult {
 	if pc.answer == nil && pc.def != nil {
 		return s.settleDeferredLocked(pc) // deferred.go
 	}
-	if pc.answer == nil {
+	if pc.answer == nil && pc.post == nil {
 		// The offer of a nonblocking connect is being made (connect.go):
 		// its end rings the wakeup (waitFD -1: the socket's own).
 		return settleResult{waitFD: -1}
@@ -144,6 +151,9 @@ func (s *Socket) settleLocked() settleResult {
 			return settleResult{waitFD: fd, waitEvents: unix.POLLOUT}
 		}
 		pc.kernelDone = true
+	}
+	if pc.post != nil {
+		return s.settlePostLocked(pc)
 	}
 	switch pc.answer.Verdict() {
 	case rendezvous.VerdictPending:
@@ -171,6 +181,18 @@ func (s *Socket) settleLocked() settleResult {
 		pc.answer.Payload.CloseFiles()
 	}
 	pc.answer.Close()
+	if pc.direct != nil && pc.direct.where.own != nil && pc.acceptor != "" {
+		p.areas.learnMapped(pc.direct.where.own, pc.acceptor) // its next areas' offers may be posted (post.go)
+	}
+	return s.settledLocked(pc)
+}
+
+// settledLocked finishes a connection its acceptor accepted.
+//
+// +checklocks:s.mu
+func (s *Socket) settledLocked(pc *pendingConnect) settleResult {
+	p := s.p
+	fd := s.fds[0]
 	s.pend = nil
 	var st dataStream
 	var err error

@@ -361,6 +361,21 @@ func (b *Bells) Mask() uint64 {
 	return m
 }
 
+// Ring writes each bell of mask that the table holds (bit n: bell n, 0
+// left out): the peer's sleepers in poll and epoll that armed them wake.
+// The caller holds a handle that uses the table.
+func (b *Bells) Ring(mask uint64) {
+	one := [8]byte{1}
+	for n := 1; n < MaxBells; n++ {
+		if mask&(1<<n) == 0 {
+			continue
+		}
+		if fd := atomic.LoadInt32(b.slot(n)); fd >= 0 {
+			unix.Write(int(fd), one[:])
+		}
+	}
+}
+
 // Set stores fd as bell n and reports whether it did (n valid, not held
 // yet); the table owns fd then.
 func (b *Bells) Set(n, fd int) bool {

@@ -10,7 +10,8 @@ import (
 // in each process: the areas of successive connections between the same
 // two processes, which then cost no memfd, mapping or unmapping each
 // (shim/areapool.go). Sealed against shrinking and growing like an area's
-// memfd.
+// memfd. Its first page holds the slots' posts (post.go); slot i's area
+// follows at a page plus i slots.
 type Slab struct {
 	mem   []byte
 	fd    int   // the memfd: the creator's, kept; -1 for a peer's
@@ -25,7 +26,8 @@ func SlotBytes(size int) int {
 	return (size + page - 1) / page * page
 }
 
-// NewSlab creates a slab of n slots of slot bytes each (SlotBytes).
+// NewSlab creates a slab of n slots of slot bytes each (SlotBytes), after
+// the page of their posts.
 func NewSlab(n, slot int) (*Slab, error) {
 	if n < 1 || slot < HeaderSize || slot%unix.Getpagesize() != 0 || int64(n)*int64(slot) > 1<<36 {
 		return nil, fmt.Errorf("%w: slab of %d slots of %d bytes", ErrGeometry, n, slot)
@@ -34,7 +36,7 @@ func NewSlab(n, slot int) (*Slab, error) {
 	if err != nil {
 		return nil, fmt.Errorf("direct: memfd: %w", err)
 	}
-	s, err := mapSlab(fd, int64(n)*int64(slot), slot, Ident{})
+	s, err := mapSlab(fd, int64(unix.Getpagesize())+int64(n)*int64(slot), slot, Ident{})
 	if err != nil {
 		unix.Close(fd)
 		return nil, err
@@ -44,13 +46,14 @@ func NewSlab(n, slot int) (*Slab, error) {
 
 // MapSlab maps a peer's slab from its memfd (which stays the caller's),
 // whose slots are slot bytes. The memfd must be sealed against shrinking
-// and hold whole slots.
+// and hold the posts' page and whole slots.
 func MapSlab(fd int, slot int) (*Slab, error) {
 	size, id, err := sealedMemfd(fd, "slab")
 	if err != nil {
 		return nil, err
 	}
-	if slot < HeaderSize || slot%unix.Getpagesize() != 0 || size < int64(slot) || size > 1<<36 || size%int64(slot) != 0 {
+	page := int64(unix.Getpagesize())
+	if slot < HeaderSize || slot%unix.Getpagesize() != 0 || size < page+int64(slot) || size > 1<<36 || (size-page)%int64(slot) != 0 {
 		return nil, fmt.Errorf("%w: slab of %d bytes, slots of %d", ErrGeometry, size, slot)
 	}
 	return mapSlab(fd, size, slot, id)
@@ -85,7 +88,7 @@ func mapSlab(fd int, size int64, slot int, id Ident) (*Slab, error) {
 }
 
 // Slots returns how many areas the slab holds.
-func (s *Slab) Slots() int { return len(s.mem) / s.slot }
+func (s *Slab) Slots() int { return (len(s.mem) - unix.Getpagesize()) / s.slot }
 
 // Slot returns the slab's bytes per area.
 func (s *Slab) Slot() int { return s.slot }
@@ -102,7 +105,8 @@ func (s *Slab) Area(i int) *Area {
 	if i < 0 || i >= s.Slots() {
 		return nil
 	}
-	return &Area{mem: s.mem[i*s.slot : (i+1)*s.slot : (i+1)*s.slot], fd: -1, slot: true}
+	o := unix.Getpagesize()
+	return &Area{mem: s.mem[o+i*s.slot : o+(i+1)*s.slot : o+(i+1)*s.slot], fd: -1, slot: true}
 }
 
 // Discard gives the memory of slot i back (MADV_REMOVE: for every
@@ -114,7 +118,7 @@ func (s *Slab) Discard(i int) {
 	if i < 0 || i >= s.Slots() || s.slot <= page {
 		return
 	}
-	unix.Madvise(s.mem[i*s.slot+page:(i+1)*s.slot], unix.MADV_REMOVE)
+	unix.Madvise(s.mem[page+i*s.slot+page:page+(i+1)*s.slot], unix.MADV_REMOVE)
 }
 
 // Unmap releases the mapping and the memfd. No area of it may be used

@@ -128,7 +128,8 @@ func TestSlabDiscard(t *testing.T) {
 	}
 }
 
-// MapSlab takes only a sealed memfd of whole slots of whole pages.
+// MapSlab takes only a sealed memfd of the posts' page and whole slots of
+// whole pages.
 func TestMapSlabRejects(t *testing.T) {
 	page := unix.Getpagesize()
 	memfd := func(size int64, seal bool) int {
@@ -154,7 +155,8 @@ func TestMapSlabRejects(t *testing.T) {
 	}{
 		{"unsealed", memfd(int64(4*page), false), page},
 		{"slot not whole pages", memfd(int64(4*page), true), page + 64},
-		{"size not whole slots", memfd(int64(5*page), true), 2 * page},
+		{"size not whole slots", memfd(int64(4*page), true), 2 * page},
+		{"no posts' page", memfd(int64(2*page), true), 2 * page},
 		{"smaller than a slot", memfd(int64(page), true), 2 * page},
 		{"slot below a header", memfd(int64(page), true), 0},
 	} {
@@ -163,7 +165,7 @@ func TestMapSlabRejects(t *testing.T) {
 			t.Errorf("%s: mapped", c.name)
 		}
 	}
-	if s, err := MapSlab(memfd(int64(4*page), true), 2*page); err != nil || s.Slots() != 2 {
+	if s, err := MapSlab(memfd(int64(5*page), true), 2*page); err != nil || s.Slots() != 2 {
 		t.Errorf("a good slab: %v", err)
 	} else {
 		s.Unmap()

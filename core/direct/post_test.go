@@ -85,6 +85,29 @@ func TestPostOffer(t *testing.T) {
 	}
 }
 
+// The mapped word: the acceptor says it maps the slab, and before it
+// unmaps it learns whether offers are posted there; a connector that
+// announced its offer reads the word after, so one of the two sees the
+// other.
+func TestPostMapped(t *testing.T) {
+	own, peer := slabPair(t, 4, 4, 256)
+	if own.Mapped() {
+		t.Fatal("a fresh slab says it is mapped")
+	}
+	peer.SetMapped()
+	if !own.Mapped() {
+		t.Fatal("the connector does not see SetMapped")
+	}
+	own.Offers(1) // an offer announced: the acceptor keeps the slab
+	if peer.Unmapping() || !own.Mapped() {
+		t.Fatal("Unmapping with an offer posted")
+	}
+	own.Offers(-1)
+	if !peer.Unmapping() || own.Mapped() {
+		t.Fatal("Unmapping with no offer posted")
+	}
+}
+
 // FuzzClaimOffer fills the posts' page of a peer's slab with the input,
 // as a hostile connector may, and claims a connection from it: no panic,
 // and a claim is only ever of a post that names the connection.

@@ -273,17 +273,21 @@ func futexWait(word *uint32, val uint32, d time.Duration) {
 func (p *Process) claimPost(local, remote netip.AddrPort) *prepared {
 	local = netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
 	remote = netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
-	began := monoNS()
-	var own uint32 // the inode of the socket at the other end, once asked
+	var began, since int64 // the first look takes announced offers of any age: the clock is read only if one is there
+	var own uint32         // the inode of the socket at the other end, once asked
 	for {
-		ps, i, unbound := p.areas.claimOffer(local, remote, own, began-int64(postFresh))
+		ps, i, unbound := p.areas.claimOffer(local, remote, own, since)
 		if ps != nil {
 			return p.acceptPosted(ps, i, local)
 		}
 		if !unbound {
 			return nil
 		}
-		waited := time.Duration(monoNS() - began)
+		now := monoNS()
+		if began == 0 {
+			began, since = now, now-int64(postFresh)
+		}
+		waited := time.Duration(now - began)
 		switch {
 		case own == 0 && waited > postBindWait:
 			ino, _, err := sockdiag.Peer(local, remote)

@@ -427,6 +427,7 @@ func (ds *directStream) sleep(sl *direct.Sleep, deadline int64) bool {
 		}
 		ts = unix.NsecToTimespec(min(left, int64(100*time.Millisecond)))
 	}
+	ds.conn.WatchNow() // a peer gone meanwhile ends it (switchwatch.go)
 	const futexWait = 0
 	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(sl.Word)), futexWait, uintptr(sl.Val), uintptr(unsafe.Pointer(&ts)), 0, 0)
 	ds.conn.Woke(sl)

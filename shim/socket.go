@@ -68,6 +68,7 @@ type Socket struct {
 	sw          atomic.Uint32           // switch to kernel TCP at a fork (forkswitch.go): swNone...
 	reqSent     atomic.Bool             // this end wrote its switch REQ
 	watchUrgent atomic.Bool             // the switch watcher waits for a REQ's urgent byte (switchwatch.go)
+	watchArmed  atomic.Bool             // the core put the socket in the watcher's set (not a sleep: switchwatch.go)
 	swPre       []byte                  // the start of the peer's REQ a drain read (direct.Conn.Quiet); the switch run's
 	tcpOpts     tcpOpts                 // the program's TCP_NODELAY and TCP_CORK while direct (tcpopts.go)
 	swFork      atomic.Bool             // a fork waits for the switch: this end returns its unread bytes

@@ -18,7 +18,11 @@ import (
 // waits for its PULL (watchDeferred).
 // It waits for the connection's end (EPOLLRDHUP, a reset), not for
 // bytes: a direct connection's peer rings the socket with zero bytes
-// (direct.go). A switch request of a direct connection's peer marks the
+// (direct.go). A direct connection's socket goes into the set at its
+// first sleep (direct.Conn.WatchLater), not at its start: the end only
+// matters to a thread asleep on the area, and every connection's close
+// woke the watcher at the other end with its FIN (a thread of the
+// runtime woken, and an epoll_ctl at each end, per connection). A switch request of a direct connection's peer marks the
 // area and rings the watcher's bell (an eventfd, bell 0 of the bells
 // every peer process is given, bells.go); only while the peer does not
 // hold that bell does the watcher wait for the request's urgent byte
@@ -106,7 +110,9 @@ func (p *Process) watchSwitchFD(s *Socket, fd int) {
 		events |= unix.EPOLLPRI
 	}
 	s.watchUrgent.Store(urgent)
-	w.arm(s, fd, events)
+	if urgent || ds == nil || !ds.conn.WatchLater(w.epfd, w.idOf(s)) {
+		w.arm(s, fd, events)
+	}
 	if ds != nil && ds.conn.SwitchRequested() && s.getState() == sockAccelerated {
 		// The peer's bell rang before s was accelerated (watcherRung
 		// passed it by): the mark in the area stays.
@@ -125,10 +131,16 @@ func (w *switchWatch) watchDeferred(p *Process, s *Socket, fd int) bool {
 	return w.epoll(p) >= 0 && w.arm(s, fd, unix.EPOLLIN|unix.EPOLLRDHUP)
 }
 
-// arm puts fd, s's socket, in the set for events, one-shot: a socket
-// seen before is there already (armed again), a new one is added.
-func (w *switchWatch) arm(s *Socket, fd int, events uint32) bool {
+// idOf returns s's id in the set, giving it one if it has none.
+func (w *switchWatch) idOf(s *Socket) int32 {
+	id, _ := w.register(s)
+	return id
+}
+
+// register returns s's id in the set and whether it had one.
+func (w *switchWatch) register(s *Socket) (int32, bool) {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	id, known := w.ids[s]
 	if !known {
 		w.next++
@@ -136,7 +148,14 @@ func (w *switchWatch) arm(s *Socket, fd int, events uint32) bool {
 		w.ids[s] = id
 		w.socks[id] = s
 	}
-	w.mu.Unlock()
+	return id, known
+}
+
+// arm puts fd, s's socket, in the set for events, one-shot: a socket
+// seen before may be there already (armed again), a new one is added.
+func (w *switchWatch) arm(s *Socket, fd int, events uint32) bool {
+	id, known := w.register(s)
+	s.watchArmed.Store(true)
 	ev := unix.EpollEvent{Events: events | unix.EPOLLONESHOT, Fd: id}
 	// A MOD of a new one would fail first.
 	first, then := unix.EPOLL_CTL_MOD, unix.EPOLL_CTL_ADD
@@ -189,7 +208,11 @@ func (p *Process) unwatchSwitch(s *Socket, fd int) {
 		delete(w.socks, id)
 	}
 	w.mu.Unlock()
-	if known && fd >= 0 {
+	added := false // by a sleep (WatchLater)
+	if ds := s.direct(); ds != nil {
+		added = ds.conn.WatchTake()
+	}
+	if known && fd >= 0 && (added || s.watchArmed.Load()) {
 		unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, fd, nil)
 	}
 }

@@ -59,6 +59,10 @@ func (p *Process) trimPass() {
 			continue
 		}
 		direct++
+		// A connection that lived through a pass is watched from now
+		// on, asleep or not (switchwatch.go): its peer's death is then
+		// marked in the area as before, not only at its next sleep.
+		ds.conn.WatchNow()
 		if ds.conn.Trim(trimKeep) > 0 {
 			p.count("direct.trim")
 		}

@@ -810,6 +810,41 @@ func (c *Conn) SetRing(fd int) {
 	}
 }
 
+// WatchLater has the first sleep on the area (a blocking call's, or a
+// poll or epoll arm) add this side's socket to the epoll set epfd with
+// id, for the end of the TCP connection (EPOLLRDHUP, one-shot), rather
+// than the caller now: a connection that never sleeps never needs it. It
+// reports false when the socket was added already; the caller then arms
+// it again itself.
+func (c *Conn) WatchLater(epfd int, id int32) bool {
+	h := c.hold()
+	if h == nil {
+		return false
+	}
+	defer c.done()
+	return C.sdp_dconn_watch_later(h, C.int(epfd), C.uint64_t(uint32(id))) != 0
+}
+
+// WatchNow adds the socket now if it waits for its first sleep
+// (WatchLater).
+func (c *Conn) WatchNow() {
+	if h := c.hold(); h != nil {
+		C.sdp_dconn_watch_now(h)
+		c.done()
+	}
+}
+
+// WatchTake ends WatchLater's registration. It reports whether the
+// socket was added (the caller removes it from the set).
+func (c *Conn) WatchTake() bool {
+	h := c.hold()
+	if h == nil {
+		return false
+	}
+	defer c.done()
+	return C.sdp_dconn_watch_take(h) != 0
+}
+
 // Drain reads the rings that arrived on fd, this side's socket. It
 // reports whether a byte that is no ring came: the start of the peer's
 // switch record, kept for Pushback.

@@ -18,6 +18,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/auxv.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -167,6 +168,45 @@ void sdp_dconn_set_ring(struct sdp_dconn *c, int fd)
 	for (unsigned int k = 0; __atomic_load_n(&c->ringers, __ATOMIC_SEQ_CST) != 0; k++)
 		if (k > 64)
 			sched_yield();
+}
+
+int sdp_dconn_watch_later(struct sdp_dconn *c, int epfd, uint64_t id)
+{
+	if (__atomic_load_n(&c->watch, __ATOMIC_SEQ_CST) == SDP_DWATCH_ADDED)
+		return 0;
+	c->watch_epfd = epfd;
+	c->watch_id = id;
+	__atomic_store_n(&c->watch, SDP_DWATCH_LATER, __ATOMIC_SEQ_CST);
+	return 1;
+}
+
+void sdp_dconn_watch_now(struct sdp_dconn *c)
+{
+	/* A fork child's copy does not: the set is its parent's, and its
+	 * sleeps are bounded (INHERITED_SLEEP_NS). */
+	if (__atomic_load_n(&c->watch, __ATOMIC_ACQUIRE) != SDP_DWATCH_LATER || LOADR(&c->inherited))
+		return;
+	/* As a ring: the socket stays open until set_ring(-1) saw no thread here. */
+	__atomic_fetch_add(&c->ringers, 1, __ATOMIC_SEQ_CST);
+	int fd = __atomic_load_n(&c->ring_fd, __ATOMIC_SEQ_CST);
+	if (fd >= 0 && __atomic_load_n(&c->watch, __ATOMIC_SEQ_CST) == SDP_DWATCH_LATER) {
+		struct epoll_event ev = {.events = EPOLLRDHUP | EPOLLONESHOT, .data.u64 = c->watch_id};
+		long r = syscall(SYS_epoll_ctl, c->watch_epfd, EPOLL_CTL_ADD, fd, &ev);
+		if (r == 0 || errno == EEXIST) { /* EEXIST: another sleeper added it */
+			uint32_t later = SDP_DWATCH_LATER;
+			if (!__atomic_compare_exchange_n(&c->watch, &later, SDP_DWATCH_ADDED, 0, __ATOMIC_SEQ_CST,
+							 __ATOMIC_SEQ_CST) &&
+			    r == 0 && later == SDP_DWATCH_NONE)
+				/* Taken meanwhile (a close), whose remover skipped the set. */
+				(void)syscall(SYS_epoll_ctl, c->watch_epfd, EPOLL_CTL_DEL, fd, NULL);
+		} /* else the next sleep tries again */
+	}
+	__atomic_fetch_sub(&c->ringers, 1, __ATOMIC_RELEASE);
+}
+
+int sdp_dconn_watch_take(struct sdp_dconn *c)
+{
+	return __atomic_exchange_n(&c->watch, SDP_DWATCH_NONE, __ATOMIC_SEQ_CST) == SDP_DWATCH_ADDED;
 }
 
 /* Arms since the last drain after which the rings are read: at most one
@@ -1272,6 +1312,7 @@ long sdp_dconn_recv(struct sdp_dconn *c, void *buf, size_t len, int flags, struc
 
 static void sleep_on(struct sdp_dconn *c, struct sdp_dsleep *sl)
 {
+	sdp_dconn_watch_now(c); /* after the announcement is fine too: the watcher's mark wakes it */
 	futex_wait(sl->word, sl->val, NULL);
 	sdp_dconn_woke(c, sl);
 }
@@ -1315,6 +1356,7 @@ long sdp_dconn_recv_wait(struct sdp_dconn *c, void *buf, size_t len, int flags)
 
 int sdp_dconn_sleep_prepare(struct sdp_dconn *c, int what, struct sdp_dsleep *sl)
 {
+	sdp_dconn_watch_now(c);
 	int sleep;
 	if (what == 0) {
 		struct sdp_ddir *d = &c->a->dir[1 - c->side];
@@ -1506,6 +1548,7 @@ int sdp_dconn_poll(const struct sdp_dconn *c)
 
 int sdp_dconn_arm(struct sdp_dconn *c, int events, uint32_t bell)
 {
+	sdp_dconn_watch_now(c);
 	if (LOADR(&c->inherited))
 		bell = 0; /* the peer holds the parent's bells, not this process's */
 	if (events & POLLIN)

@@ -214,7 +214,12 @@ struct sdp_dconn {
 	 * peer's armed poll or epoll sleep is one zero byte sent on this
 	 * process's socket, which makes the peer's socket readable. */
 	int ring_fd;        /* this process's socket of the connection, or -1: no ring (sdp_dconn_set_ring) */
-	uint32_t ringers;   /* threads between their look at ring_fd and their send */
+	uint32_t ringers;   /* threads between their look at ring_fd and their send (or watch add) */
+	/* The switch watcher's registration of the socket (shim/switchwatch.go),
+	 * made by the first sleep rather than at the start (sdp_dconn_watch_later). */
+	uint32_t watch;     /* SDP_DWATCH_* */
+	int watch_epfd;     /* the watcher's epoll set */
+	uint64_t watch_id;  /* the socket's id in it */
 	uint32_t drain_lock; /* one drain at a time (sdp_dconn_drain) */
 	uint32_t nodrain;   /* 1: the socket's bytes are the switch's (sdp_dconn_quiet) */
 	uint32_t arms;      /* arms this side made: at most as many rings arrive (lazy drain) */
@@ -294,6 +299,36 @@ int sdp_dconn_open(struct sdp_dconn *c, void *mem, size_t size, int side);
  * can still send on the old one: the caller may then close it, or write
  * its own records on the socket. */
 void sdp_dconn_set_ring(struct sdp_dconn *c, int fd);
+/* The switch watcher's registration (sdp_dconn.watch). The watcher wakes
+ * on the end of the TCP connection beside the area: the peer process died
+ * (or dropped its socket without the area's end), and a thread asleep on
+ * the area would sleep on. Registered at the start, every connection's
+ * peer woke the watcher (a thread of the runtime) with the FIN of its
+ * close, and paid an epoll_ctl at each end. So the registration waits for
+ * a sleep that needs it: a poll or epoll arm, a sleep of the core's, and a
+ * program's blocking call whose first sleep on the connection lasted
+ * SDP_DWATCH_FIRST_NS (directio.c); and for the core's once-a-second pass,
+ * which registers the connections that lived through one. A sleeper may
+ * add it before or after its announcement: an end already there fires at
+ * the add, and the watcher's mark of it wakes the announced sleepers.
+ * What the first sleep's bound costs: a peer that died (or dropped its
+ * socket) while a young connection's first blocking call slept is seen
+ * that much later. What it saves: the normal close's FIN, which comes
+ * before the area's end, finds no watcher to wake at the other end of a
+ * connection whose program waited in a blocking read for that end. */
+#define SDP_DWATCH_FIRST_NS 10000000LL
+#define SDP_DWATCH_NONE 0  /* not registered lazily (the core registered it, or nobody) */
+#define SDP_DWATCH_LATER 1 /* to be added by the first sleep */
+#define SDP_DWATCH_ADDED 2 /* added */
+/* Has the first sleep add the socket to the watcher's set epfd with id
+ * (EPOLLRDHUP, one-shot). 0 when it was added already (the caller arms it
+ * again itself). */
+int sdp_dconn_watch_later(struct sdp_dconn *c, int epfd, uint64_t id);
+/* Adds the socket now if it waits for its first sleep. */
+void sdp_dconn_watch_now(struct sdp_dconn *c);
+/* Ends the lazy registration: 1 when the socket was added (the caller
+ * removes it), 0 when it never was. */
+int sdp_dconn_watch_take(struct sdp_dconn *c);
 /* Reads the rings that arrived on this side's socket fd. 0: done, or
  * another thread is draining; 1: a byte that is no ring came (the peer
  * began a switch to kernel TCP: sdp_dconn_pushback has what was read of

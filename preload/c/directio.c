@@ -283,12 +283,19 @@ static long direct_io(struct sdp_dconn *c, int send, const struct iovec *iov, in
 		int inh = __atomic_load_n(&c->inherited, __ATOMIC_RELAXED) != 0;
 		if (inh && (left < 0 || left > INHERITED_SLEEP_NS))
 			left = INHERITED_SLEEP_NS;
+		/* So is the first sleep of a connection the switch watcher does not
+		 * watch yet, after which it does (direct.h, SDP_DWATCH_*). */
+		int unwatched = !inh && __atomic_load_n(&c->watch, __ATOMIC_RELAXED) == SDP_DWATCH_LATER;
+		if (unwatched && (left < 0 || left > SDP_DWATCH_FIRST_NS))
+			left = SDP_DWATCH_FIRST_NS;
 		struct sdpshim_wait w = {.kind = SDPSHIM_WAIT_FUTEX, .word = sl.word, .val = sl.val, .timeout_ns = left};
-		int64_t slept = inh ? sdp_now_ns() : 0;
+		int64_t slept = inh || unwatched ? sdp_now_ns() : 0;
 		long e = sdp_wait_step(&w, &total, len, &mark);
 		sdp_dconn_woke(c, &sl);
 		if (inh && sdp_now_ns() - slept >= INHERITED_SLEEP_NS)
 			(void)sdp_dconn_drain(c, __atomic_load_n(&c->ring_fd, __ATOMIC_RELAXED)); /* its end: peer_gone */
+		if (unwatched && sdp_now_ns() - slept >= SDP_DWATCH_FIRST_NS)
+			sdp_dconn_watch_now(c);
 		if (e != 0)
 			return e;
 		if (__atomic_load_n(&c->closed, __ATOMIC_SEQ_CST) || is_slow(c, send)) /* the core's now */

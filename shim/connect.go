@@ -41,6 +41,11 @@ type pendingConnect struct {
 	unbound    bool         // its offer waits for the port connect() picks (Answer.Bound)
 	post       *direct.Post // offered through the area's post (post.go); answer nil
 	acceptor   string       // a committed direct offer's: the acceptor's rendezvous socket (areaPool.mapped)
+	// A posted offer's receive that waits for the acceptor's first bytes
+	// (post.go, settlePostLocked): its announced sleep, withdrawn at the
+	// next settle, and whether one waited so already.
+	dataSleep  *direct.Sleep
+	dataWaited bool
 }
 
 // abandon gives the offer up: withdrawn and the rendezvous connection
@@ -49,6 +54,7 @@ func (pc *pendingConnect) abandon() {
 	if pc.post != nil {
 		// Unclaimed, it is withdrawn; claimed, the acceptor finds the
 		// area reset.
+		pc.endDataWait()
 		withdrawPost(pc)
 		pc.direct.abandon()
 		return
@@ -249,7 +255,9 @@ func (s *Socket) connectOfferedLocked(fd int, pc *pendingConnect, dst netip.Addr
 	// acceptor's bells (they come with the verdict): a sleeper they
 	// must wake is rung on the socket.
 	s.ringLocked()
-	p.log.WithFields(fields).Debug("connecting accelerated, verdict pending")
+	if p.log.IsLevelEnabled(logrus.DebugLevel) { // WithFields allocates even when nothing is logged
+		p.log.WithFields(fields).Debug("connecting accelerated, verdict pending")
+	}
 	return errno, true
 }
 

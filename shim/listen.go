@@ -321,7 +321,9 @@ func (p *Process) Accept(lfd, fd int, peer netip.AddrPort, flags int) FDState {
 	s.accelerateLocked(pr.end, pr.data())
 	s.mu.Unlock()
 	p.fds.set(fd, &fdEntry{sock: s})
-	p.log.WithFields(logrus.Fields{"local": local, "remote": peer, "stream": pr.data().ID()}).Debug("accepted accelerated")
+	if p.log.IsLevelEnabled(logrus.DebugLevel) {
+		p.log.WithFields(logrus.Fields{"local": local, "remote": peer, "stream": pr.data().ID()}).Debug("accepted accelerated")
+	}
 	return FDManaged
 }
 

@@ -3,7 +3,7 @@ package shim
 import (
 	"net/netip"
 	"time"
-	"unsafe"
+	"unsafe" // and go:linkname
 
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
@@ -70,12 +70,17 @@ const postFresh = 200 * time.Millisecond
 const postExpiry = rendezvous.DefaultPendingTimeout
 
 // monoNS is CLOCK_MONOTONIC in ns, the clock posts share between
-// processes.
-func monoNS() int64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
-}
+// processes: the runtime's own reading of it (the vDSO, no system call;
+// unix.ClockGettime makes one, with the runtime's bookkeeping around it,
+// about 1 us a reading on the 2-core VM, and a connection's setup reads
+// it two to four times).
+func monoNS() int64 { return nanotime() }
+
+// nanotime is CLOCK_MONOTONIC in ns (runtime/time_nofake.go keeps it for
+// packages that link to it).
+//
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
 
 // offerPost offers ds's area through its post when it may (above): the
 // connector's socket fd is blocking, t's client port may still be 0,
@@ -132,17 +137,42 @@ func withdrawPost(pc *pendingConnect) bool {
 	return false
 }
 
+// endDataWait withdraws the area sleep of a receive that waited for the
+// acceptor's first bytes (settlePostLocked), once its thread is back or
+// the offer ends.
+func (pc *pendingConnect) endDataWait() {
+	if sl := pc.dataSleep; sl != nil {
+		pc.dataSleep = nil
+		pc.direct.conn.Woke(sl)
+	}
+}
+
 // freePost ends pc's use of its post after the verdict.
 func freePost(pc *pendingConnect) {
 	pc.post.Free()
 	pc.direct.where.own.s.Offers(-1)
 }
 
+// postDataWait bounds a blocking receive's first wait for a posted
+// offer's verdict, which sleeps for the acceptor's first bytes rather
+// than for the verdict (settlePostLocked).
+const postDataWait = time.Millisecond
+
 // settlePostLocked is settleLocked for an offer through a post: the
 // verdict, or the post's state to wait on.
 //
+// A blocking receive (recv) first waits in the area instead, for the
+// acceptor's first bytes, at most postDataWait, and the acceptor's
+// accept() does not wake it: a request's answer then ends the wait for
+// both the verdict and the data with one wake, where a wake for the
+// verdict and one for the answer cost the connector's thread two
+// sleeps. An acceptor that sends nothing by then, a decline, a
+// withdrawal, or an acceptor that died find the receive after that
+// wait, which then sleeps on the post as other calls do.
+//
 // +checklocks:s.mu
-func (s *Socket) settlePostLocked(pc *pendingConnect) settleResult {
+func (s *Socket) settlePostLocked(pc *pendingConnect, recv bool) settleResult {
+	pc.endDataWait()
 	po := pc.post
 	switch st := po.State(); st {
 	case direct.PostAccepted:
@@ -157,9 +187,18 @@ func (s *Socket) settlePostLocked(pc *pendingConnect) settleResult {
 		if st != direct.PostTaken && s.postGiveUpLocked(pc) && withdrawPost(pc) {
 			return s.declinedPostLocked(pc, rendezvous.ReasonTimeout)
 		}
+		if recv && !pc.dataWaited {
+			pc.dataWaited = true
+			sl := pc.direct.conn.PrepareSleep(false)
+			if sl == nil { // bytes or an end are there: the verdict too
+				return s.settlePostLocked(pc, recv)
+			}
+			pc.dataSleep = sl
+			return settleResult{waitFD: s.fds[0], waitEvents: unix.POLLRDHUP, waitWord: sl.Word, waitVal: sl.Val, waitFor: postDataWait}
+		}
 		po.Wait()
 		if po.State() != st {
-			return s.settlePostLocked(pc)
+			return s.settlePostLocked(pc, recv)
 		}
 		return settleResult{waitFD: s.fds[0], waitEvents: unix.POLLRDHUP, waitWord: po.StateWord(), waitVal: st}
 	default: // declined, or a state no acceptor writes

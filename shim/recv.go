@@ -16,7 +16,7 @@ func (p *Process) Recv(fd int, buf []byte, flags int, w *Wait) int64 {
 	if s == nil {
 		return Pass
 	}
-	st, r := s.active(w, flags&unix.MSG_DONTWAIT != 0)
+	st, r := s.active(w, flags&unix.MSG_DONTWAIT != 0, true)
 	if st == nil {
 		return r
 	}
@@ -32,7 +32,7 @@ func (p *Process) RecvMsg(fd int, bufs [][]byte, flags int, w *Wait) int64 {
 	if s == nil {
 		return Pass
 	}
-	st, r := s.active(w, flags&unix.MSG_DONTWAIT != 0)
+	st, r := s.active(w, flags&unix.MSG_DONTWAIT != 0, true)
 	if st == nil {
 		return r
 	}

@@ -48,7 +48,7 @@ func (s *Socket) activeForWrite(bufs [][]byte, flags int, w *Wait) (dataStream, 
 			return nil, n
 		}
 	}
-	return s.active(w, flags&unix.MSG_DONTWAIT != 0)
+	return s.active(w, flags&unix.MSG_DONTWAIT != 0, false)
 }
 
 // send implements every send call of an accelerated socket: a blocking

@@ -26,7 +26,7 @@ func (p *Process) SendFile(out, in int, off *int64, count int, w *Wait) int64 {
 	if s == nil {
 		return Pass
 	}
-	st, r := s.active(w, false)
+	st, r := s.active(w, false, false)
 	if st == nil {
 		return r
 	}
@@ -143,7 +143,7 @@ func (s *Socket) fileChunk(st dataStream, in int, off *int64, buf []byte) (m int
 // kernel handles: Pass).
 func (p *Process) Splice(in int, offIn *int64, out int, offOut *int64, n int, w *Wait) int64 {
 	if s := p.fds.socket(out); s != nil {
-		st, r := s.active(w, false)
+		st, r := s.active(w, false, false)
 		if st == nil {
 			return r
 		}
@@ -153,7 +153,7 @@ func (p *Process) Splice(in int, offIn *int64, out int, offOut *int64, n int, w 
 		return s.countSent(s.fromPipe(st, in, n), w)
 	}
 	if s := p.fds.socket(in); s != nil {
-		st, r := s.active(w, false)
+		st, r := s.active(w, false, false)
 		if st == nil {
 			return r
 		}

@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -18,8 +19,10 @@ import (
 // poll of the descriptor the connection waits for (the TCP socket while
 // its connect runs, the rendezvous connection while the verdict is
 // pending), or a futex sleep on the socket's wake word while a
-// nonblocking connect's offer is being made.
-func (s *Socket) active(w *Wait, dontwait bool) (dataStream, int64) {
+// nonblocking connect's offer is being made. recv: the call receives (a
+// posted offer's verdict may then come with the acceptor's first bytes,
+// post.go).
+func (s *Socket) active(w *Wait, dontwait, recv bool) (dataStream, int64) {
 	st, state := s.streamNow()
 	if st != nil {
 		if s.sw.Load() == swBusy { // switching to kernel TCP (forkswitch.go)
@@ -41,7 +44,7 @@ func (s *Socket) active(w *Wait, dontwait bool) (dataStream, int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	gen := s.wake.gen()
-	r := s.settleLocked()
+	r := s.settleForLocked(recv)
 	switch {
 	case r.stream != nil:
 		return r.stream, 0
@@ -51,8 +54,9 @@ func (s *Socket) active(w *Wait, dontwait bool) (dataStream, int64) {
 		return nil, negErrno(unix.EAGAIN)
 	}
 	if r.waitWord != nil {
-		// A posted offer's verdict: the acceptor wakes the post's word.
-		*w = Wait{Kind: WaitFutex, Word: r.waitWord, Val: r.waitVal, Timeout: int64(watchSlice)}
+		// A posted offer's verdict: the acceptor wakes the post's word
+		// (or, for a receive, the area's: post.go).
+		*w = Wait{Kind: WaitFutex, Word: r.waitWord, Val: r.waitVal, Timeout: int64(cmp.Or(r.waitFor, watchSlice))}
 		return nil, WaitResult
 	}
 	if r.waitFD < 0 {
@@ -111,13 +115,19 @@ type settleResult struct {
 	waitEvents int16
 	waitWord   *uint32 // a posted offer's: a blocking call sleeps on its state while it holds waitVal
 	waitVal    uint32
+	waitFor    time.Duration // waitWord's sleep at most this long (0: watchSlice)
 }
 
 // settleLocked moves a connecting socket on without blocking: the kernel
 // connect must complete, then the acceptor's verdict decides.
 //
 // +checklocks:s.mu
-func (s *Socket) settleLocked() settleResult {
+func (s *Socket) settleLocked() settleResult { return s.settleForLocked(false) }
+
+// settleForLocked is settleLocked for a call that receives (recv) or not.
+//
+// +checklocks:s.mu
+func (s *Socket) settleForLocked(recv bool) settleResult {
 	if st := s.stream.Load(); st != nil {
 		return settleResult{stream: st}
 	}
@@ -153,7 +163,7 @@ func (s *Socket) settleLocked() settleResult {
 		pc.kernelDone = true
 	}
 	if pc.post != nil {
-		return s.settlePostLocked(pc)
+		return s.settlePostLocked(pc, recv)
 	}
 	switch pc.answer.Verdict() {
 	case rendezvous.VerdictPending:

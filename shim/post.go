@@ -196,15 +196,25 @@ func (s *Socket) settlePostLocked(pc *pendingConnect, recv bool) settleResult {
 			pc.dataSleep = sl
 			return settleResult{waitFD: s.fds[0], waitEvents: unix.POLLRDHUP, waitWord: sl.Word, waitVal: sl.Val, waitFor: postDataWait}
 		}
-		po.Wait()
-		if po.State() != st {
-			return s.settlePostLocked(pc, recv)
-		}
-		return settleResult{waitFD: s.fds[0], waitEvents: unix.POLLRDHUP, waitWord: po.StateWord(), waitVal: st}
+		return settleResult{waitFD: s.fds[0], waitEvents: unix.POLLRDHUP, waitWord: po.StateWord(), waitVal: st, waitPost: po}
 	default: // declined, or a state no acceptor writes
 		freePost(pc)
 		return s.declinedPostLocked(pc, rendezvous.ReasonRefused)
 	}
+}
+
+// sleeping tells the acceptor that a thread is about to sleep on r's
+// post (Post.Wait: its verdict then wakes the state word) and reports
+// whether the state is still the one r waits on; false: settle again
+// rather than sleep. Only a thread that sleeps says so: a look at the
+// verdict that goes on without it (an early write's) would have the
+// acceptor make a futex call for nobody.
+func (r settleResult) sleeping() bool {
+	if r.waitPost == nil {
+		return true
+	}
+	r.waitPost.Wait()
+	return r.waitPost.State() == r.waitVal
 }
 
 // postGiveUpLocked says whether pc's offer is to be withdrawn: unclaimed
@@ -289,6 +299,9 @@ func (s *Socket) waitPost(po *direct.Post, deadline time.Time) {
 		var r settleResult
 		if s.getState() == sockConnecting && s.pend != nil && s.pend.post == po && len(s.fds) > 0 {
 			r = s.settleLocked()
+			for !r.sleeping() {
+				r = s.settleLocked()
+			}
 		}
 		s.mu.Unlock()
 		if r.waitWord == nil {

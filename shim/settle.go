@@ -7,6 +7,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 
+	"github.com/sdpshim/sdpshim/core/direct"
 	"github.com/sdpshim/sdpshim/core/rendezvous"
 	"github.com/sdpshim/sdpshim/core/wait"
 )
@@ -44,7 +45,11 @@ func (s *Socket) active(w *Wait, dontwait, recv bool) (dataStream, int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	gen := s.wake.gen()
-	r := s.settleForLocked(recv)
+	blocking := !s.nonblock.Load() && !dontwait
+	r := s.settleForLocked(recv && blocking)
+	for blocking && !r.sleeping() {
+		r = s.settleForLocked(recv)
+	}
 	switch {
 	case r.stream != nil:
 		return r.stream, 0
@@ -116,6 +121,7 @@ type settleResult struct {
 	waitWord   *uint32 // a posted offer's: a blocking call sleeps on its state while it holds waitVal
 	waitVal    uint32
 	waitFor    time.Duration // waitWord's sleep at most this long (0: watchSlice)
+	waitPost   *direct.Post  // waitWord is this post's state (sleeping)
 }
 
 // settleLocked moves a connecting socket on without blocking: the kernel

@@ -176,7 +176,7 @@ func (p *Process) Connect(fd int, raw []byte) int64 {
 		go s.connectAsync(node, entries[0], tuple, offering, append([]byte(nil), raw...), fields)
 		return negErrno(unix.EINPROGRESS)
 	}
-	pc, err := p.offer(node, entries[0], tuple, fd)
+	pc, err := p.offer(node, entries[0], tuple, fd, !s.nonblock.Load())
 	if err != nil {
 		return plain(rendezvous.ReasonOf(err), err)
 	}
@@ -266,7 +266,7 @@ func (s *Socket) connectOfferedLocked(fd int, pc *pendingConnect, dst netip.Addr
 // when the offer failed. A socket closed meanwhile only gives the offer up.
 func (s *Socket) connectAsync(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, offering *pendingConnect, raw []byte, fields logrus.Fields) {
 	p := s.p
-	pc, err := p.offer(node, e, t, -1)
+	pc, err := p.offer(node, e, t, -1, false)
 	s.mu.Lock()
 	if s.getState() != sockConnecting || s.pend != offering || len(s.fds) == 0 {
 		s.mu.Unlock()
@@ -317,8 +317,9 @@ func bindEphemeral(fd, family int) (netip.AddrPort, error) {
 // channel to it when one exists, else with a new channel set up over a
 // socketpair whose other end travels in the offer. A direct offer is
 // committed when the caller connects the socket fd right after it (see
-// offerDirectTo); fd -1: the offer waits for its answer.
-func (p *Process) offer(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, fd int) (*pendingConnect, error) {
+// offerDirectTo); fd -1: the offer waits for its answer. blocking: fd
+// is a blocking socket, whose offer may be posted (post.go).
+func (p *Process) offer(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.Tuple, fd int, blocking bool) (*pendingConnect, error) {
 	peer := procID{pid: e.PID, start: e.Start}
 	if p.cfg.Channel == config.ChannelDirect {
 		var send func(*directStream, rendezvous.Payload) (*rendezvous.Answer, error)
@@ -327,10 +328,14 @@ func (p *Process) offer(node *rendezvous.Node, e rendezvous.Entry, t rendezvous.
 				return node.OfferCommitted(e, t, pl, fd)
 			}
 		}
-		if e.OtherNetns {
-			fd = -1 // another namespace's addresses differ (crossns.go): no post
+		postFD := fd
+		if !blocking || e.OtherNetns {
+			// A nonblocking connect's readiness goes through the
+			// rendezvous connection; another namespace's addresses
+			// differ (crossns.go): no post.
+			postFD = -1
 		}
-		return p.offerDirectTo(node, e, t, 0, send, fd)
+		return p.offerDirectTo(node, e, t, 0, send, postFD)
 	}
 	shared := p.cfg.Channel == config.ChannelShared
 	if shared {

@@ -306,7 +306,7 @@ func (p *Process) handlePull(req rendezvous.PullRequest) error {
 			return req.OfferHere(t, pl)
 		}, -1)
 	} else {
-		offered, oerr = p.offer(node, req.From, t, fd)
+		offered, oerr = p.offer(node, req.From, t, fd, false)
 	}
 
 	s.mu.Lock()

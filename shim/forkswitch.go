@@ -579,6 +579,7 @@ func (s *Socket) switchWait(w *Wait, nonblock bool, until uint32) int64 {
 	} else if nonblock || s.nonblock.Load() {
 		return negErrno(unix.EAGAIN)
 	}
+	s.wake.expose()
 	*w = Wait{Kind: WaitFutex, Word: s.wake.word, Val: gen, Timeout: -1}
 	return WaitResult
 }

@@ -82,15 +82,13 @@ func monoNS() int64 { return nanotime() }
 //go:linkname nanotime runtime.nanotime
 func nanotime() int64
 
-// offerPost offers ds's area through its post when it may (above): the
-// connector's socket fd is blocking, t's client port may still be 0,
-// bells are the connector's bells the offer would give (none may be
-// left). nil: take the rendezvous connection.
+// offerPost offers ds's area through its post when it may (above): fd
+// is the connector's socket, blocking (the socket's O_NONBLOCK as the
+// core keeps it: Process.offer), t's client port may still be 0, bells
+// are the connector's bells the offer would give (none may be left).
+// nil: take the rendezvous connection.
 func (p *Process) offerPost(ds *directStream, t rendezvous.Tuple, fd int, bells uint64, acceptor string) *pendingConnect {
 	if bells != 0 || ds.where.own == nil || fd < 0 || !p.areas.mapped(ds.where.own, acceptor) {
-		return nil
-	}
-	if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err != nil || fl&unix.O_NONBLOCK != 0 {
 		return nil
 	}
 	po := ds.where.own.s.Post(ds.where.i)
@@ -184,7 +182,7 @@ func (s *Socket) settlePostLocked(pc *pendingConnect, recv bool) settleResult {
 		}
 		return s.settledLocked(pc)
 	case direct.PostAnnounced, direct.PostOffered, direct.PostTaken:
-		if st != direct.PostTaken && s.postGiveUpLocked(pc) && withdrawPost(pc) {
+		if st != direct.PostTaken && s.postGiveUpLocked(pc, recv && !pc.dataWaited) && withdrawPost(pc) {
 			return s.declinedPostLocked(pc, rendezvous.ReasonTimeout)
 		}
 		if recv && !pc.dataWaited {
@@ -219,12 +217,17 @@ func (r settleResult) sleeping() bool {
 
 // postGiveUpLocked says whether pc's offer is to be withdrawn: unclaimed
 // for postExpiry, or its kernel connection ended (the listener closed
-// with it in its queue, the acceptor process died).
+// with it in its queue, the acceptor process died). soon: the caller
+// looks again within postDataWait (a receive's first wait), and the
+// kernel connection is asked then.
 //
 // +checklocks:s.mu
-func (s *Socket) postGiveUpLocked(pc *pendingConnect) bool {
+func (s *Socket) postGiveUpLocked(pc *pendingConnect, soon bool) bool {
 	if monoNS()-pc.post.Announced() > int64(postExpiry) {
 		return true
+	}
+	if soon {
+		return false
 	}
 	pfd := []unix.PollFd{{Fd: int32(s.fds[0]), Events: unix.POLLRDHUP}}
 	n, _ := unix.Poll(pfd, 0)

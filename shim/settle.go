@@ -67,6 +67,7 @@ func (s *Socket) active(w *Wait, dontwait, recv bool) (dataStream, int64) {
 	if r.waitFD < 0 {
 		// The offer of a nonblocking connect is being made: its end rings
 		// the wake word.
+		s.wake.expose()
 		*w = Wait{Kind: WaitFutex, Word: s.wake.word, Val: gen, Timeout: -1}
 		return nil, WaitResult
 	}

@@ -53,12 +53,32 @@ type wakeup struct {
 	// no attendance counts (preload/c/poll.c answers direct sockets).
 	direct   atomic.Bool
 	released atomic.Bool
+	// exposed: a thread was given the word to sleep on unregistered (a
+	// connecting or switching socket's data call, expose); until then
+	// only registered sleepers can be asleep on it, and a bump without
+	// them makes no futex call.
+	exposed atomic.Bool
 }
 
 func (w *wakeup) init(p *Process, word *uint32) { w.p, w.word = p, word }
 
 // gen returns the word's current value.
 func (w *wakeup) gen() uint32 { return atomic.LoadUint32(w.word) }
+
+// expose says that the caller hands the word to a thread that sleeps on
+// it without registering (sleepers): from now on every bump wakes it.
+// The thread read the word's value before it looked at what it waits
+// for; a bump that came after that look but did not see exposed came
+// after the value too, and the sleep returns at once.
+func (w *wakeup) expose() { w.exposed.Store(true) }
+
+// wakeWord bumps the word and wakes whoever may sleep on it.
+func (w *wakeup) wakeWord() {
+	atomic.AddUint32(w.word, 1)
+	if w.exposed.Load() || w.sleepers.Load() > 0 {
+		futexWake(w.word)
+	}
+}
 
 // ring announces an event: bump, then wake sleepers and pollers. It is
 // called from inside the stream (possibly with its lock held): it must not
@@ -110,10 +130,7 @@ type pollKickHost interface {
 
 // wakeAll bumps the word and wakes every thread asleep on it, registered
 // or not (a connecting socket's sleepers are not: shim/settle.go).
-func (w *wakeup) wakeAll() {
-	atomic.AddUint32(w.word, 1)
-	futexWake(w.word)
-}
+func (w *wakeup) wakeAll() { w.wakeWord() }
 
 // wakeEverything wakes every thread asleep on the socket, registered or
 // not: on its word, in its epoll sets, and in poll while one attends it
@@ -150,8 +167,7 @@ func (w *wakeup) release(p *Process) {
 	if w.released.Swap(true) {
 		return
 	}
-	atomic.AddUint32(w.word, 1)
-	futexWake(w.word) // nobody may sleep on a word that changes hands
+	w.wakeWord() // nobody may sleep on a word that changes hands
 	p.words.put(w.word)
 }
 

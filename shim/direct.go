@@ -623,7 +623,7 @@ func (s *Socket) ringLocked() {
 	fd := -1
 	if len(s.fds) > 0 && s.sw.Load() == swNone && (st == sockAccelerated || st == sockConnecting) {
 		fd = s.fds[0]
-		s.tcpOpts.hold(fd) // rings go at once (tcpopts.go)
+		ds.conn.SetTCPOpts(s.tcpOptsLocked()) // its first ring on the socket holds them (tcpopts.go)
 	}
 	ds.conn.SetRing(fd)
 }

@@ -158,7 +158,7 @@ func (s *Socket) sendEarlyKernelLocked(bufs [][]byte) (n int64, ok bool) {
 		// puller waits for them (publishKernelEarly); the program's settings
 		// are kept as for a direct connection (tcpopts.go), and go back
 		// on the socket if it falls back.
-		s.tcpOpts.hold(s.fds[0])
+		s.tcpOptsLocked().Hold(s.fds[0])
 	}
 	m, err := unix.SendmsgBuffers(s.fds[0], iov, nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
 	switch {

@@ -51,7 +51,7 @@ func (p *Process) Ioctl(fd int, req uint) (val int, res int64) {
 func (p *Process) Getsockopt(fd, level, name int) (val int, res int64) {
 	s := p.lookup(fd)
 	if s != nil && level == unix.IPPROTO_TCP {
-		if v, ok := s.tcpOpts.get(name); ok {
+		if v, ok := s.tcpOptGet(name); ok {
 			return v, 0
 		}
 		return 0, Pass
@@ -70,7 +70,7 @@ func (p *Process) Getsockopt(fd, level, name int) (val int, res int64) {
 func (p *Process) Setsockopt(fd, level, name int, val []byte) int64 {
 	s := p.lookup(fd)
 	if s != nil && level == unix.IPPROTO_TCP {
-		if len(val) >= 4 && s.tcpOpts.set(name, int(int32(binary.NativeEndian.Uint32(val)))) {
+		if len(val) >= 4 && s.tcpOptSet(name, int(int32(binary.NativeEndian.Uint32(val)))) {
 			return 0
 		}
 		return Pass

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sdpshim/sdpshim/core/direct"
 	"github.com/sdpshim/sdpshim/core/rendezvous"
 	"github.com/sdpshim/sdpshim/core/wait"
 )
@@ -64,14 +65,14 @@ type Socket struct {
 	rdWait      *wait.Waiter  // spin policy of blocking reads
 	wrWait      *wait.Waiter  // and writes
 	attend      attendance
-	obs         atomic.Pointer[connObs] // accelerated: the connection's counters (observe.go)
-	sw          atomic.Uint32           // switch to kernel TCP at a fork (forkswitch.go): swNone...
-	reqSent     atomic.Bool             // this end wrote its switch REQ
-	watchUrgent atomic.Bool             // the switch watcher waits for a REQ's urgent byte (switchwatch.go)
-	watchArmed  atomic.Bool             // the core put the socket in the watcher's set (not a sleep: switchwatch.go)
-	swPre       []byte                  // the start of the peer's REQ a drain read (direct.Conn.Quiet); the switch run's
-	tcpOpts     tcpOpts                 // the program's TCP_NODELAY and TCP_CORK while direct (tcpopts.go)
-	swFork      atomic.Bool             // a fork waits for the switch: this end returns its unread bytes
+	obs         atomic.Pointer[connObs]        // accelerated: the connection's counters (observe.go)
+	sw          atomic.Uint32                  // switch to kernel TCP at a fork (forkswitch.go): swNone...
+	reqSent     atomic.Bool                    // this end wrote its switch REQ
+	watchUrgent atomic.Bool                    // the switch watcher waits for a REQ's urgent byte (switchwatch.go)
+	watchArmed  atomic.Bool                    // the core put the socket in the watcher's set (not a sleep: switchwatch.go)
+	swPre       []byte                         // the start of the peer's REQ a drain read (direct.Conn.Quiet); the switch run's
+	tcpOpts     atomic.Pointer[direct.TCPOpts] // the program's TCP_NODELAY and TCP_CORK, kept aside while rings may go (tcpopts.go)
+	swFork      atomic.Bool                    // a fork waits for the switch: this end returns its unread bytes
 
 	mu          sync.Mutex
 	fds         []int                        // +checklocks:mu; fds naming the socket
@@ -198,7 +199,7 @@ func (s *Socket) accelerateLocked(e *channelEnd, st dataStream) {
 func (s *Socket) fallBackLocked() {
 	if len(s.fds) > 0 {
 		s.p.unwatchSwitch(s, s.fds[0]) // a deferral's watch (deferred.go)
-		s.tcpOpts.release(s.fds[0])    // the program's TCP_NODELAY and TCP_CORK (a switched direct connection)
+		s.tcpOptsRelease(s.fds[0])     // the program's TCP_NODELAY and TCP_CORK (a switched direct connection)
 	}
 	if len(s.early) > 0 && len(s.fds) > 0 {
 		s.earlyToKernelLocked(s.fds[0])

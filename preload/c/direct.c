@@ -153,6 +153,9 @@ static void ring_peer(struct sdp_dconn *c, uint32_t armed)
 	if (bell == SDP_DBELL_WATCHER || !write_bell(c, bell)) {
 		int fd = __atomic_load_n(&c->ring_fd, __ATOMIC_SEQ_CST);
 		if (fd >= 0) {
+			struct sdp_tcpopts *o = __atomic_load_n(&c->opts, __ATOMIC_ACQUIRE);
+			if (o != NULL && __atomic_load_n(&o->state, __ATOMIC_ACQUIRE) == SDP_TCPOPTS_PROGRAM)
+				sdp_tcpopts_hold(o, fd); /* once: the ring goes at once */
 			if (bell != SDP_DBELL_WATCHER)
 				c->socket_rings++;
 			static const char zero;
@@ -160,6 +163,84 @@ static void ring_peer(struct sdp_dconn *c, uint32_t armed)
 		}
 	}
 	__atomic_fetch_sub(&c->ringers, 1, __ATOMIC_RELEASE);
+}
+
+/* ---- the program's TCP options (struct sdp_tcpopts) ------------------------- */
+
+static void opts_lock(struct sdp_tcpopts *o)
+{
+	for (unsigned int k = 0; __atomic_exchange_n(&o->lock, 1, __ATOMIC_ACQUIRE) != 0; k++)
+		if (k > 64)
+			sched_yield();
+}
+
+static void opts_unlock(struct sdp_tcpopts *o) { __atomic_store_n(&o->lock, 0, __ATOMIC_RELEASE); }
+
+/* getsockopt and setsockopt of an int at IPPROTO_TCP, as system calls: in
+ * the core's process the libc functions are the interposer's. */
+static int tcp_get(int fd, int name, int *v)
+{
+	socklen_t l = sizeof *v;
+	return syscall(SYS_getsockopt, fd, IPPROTO_TCP, name, v, &l) == 0 ? 0 : -1;
+}
+
+static void tcp_set(int fd, int name, int v) { (void)syscall(SYS_setsockopt, fd, IPPROTO_TCP, name, &v, sizeof v); }
+
+void sdp_tcpopts_hold(struct sdp_tcpopts *o, int fd)
+{
+	opts_lock(o);
+	int nd, ck;
+	if (__atomic_load_n(&o->state, __ATOMIC_RELAXED) == SDP_TCPOPTS_PROGRAM && tcp_get(fd, TCP_NODELAY, &nd) == 0 &&
+	    tcp_get(fd, TCP_CORK, &ck) == 0) {
+		o->nodelay = nd;
+		o->cork = ck;
+		if (ck != 0)
+			tcp_set(fd, TCP_CORK, 0);
+		if (nd == 0)
+			tcp_set(fd, TCP_NODELAY, 1);
+		__atomic_store_n(&o->state, SDP_TCPOPTS_HELD, __ATOMIC_RELEASE);
+	}
+	opts_unlock(o);
+}
+
+int sdp_tcpopts_get(struct sdp_tcpopts *o, int name, int *v)
+{
+	int r = 0;
+	opts_lock(o);
+	if (__atomic_load_n(&o->state, __ATOMIC_RELAXED) == SDP_TCPOPTS_HELD && (name == TCP_NODELAY || name == TCP_CORK)) {
+		*v = name == TCP_NODELAY ? o->nodelay : o->cork;
+		r = 1;
+	}
+	opts_unlock(o);
+	return r;
+}
+
+int sdp_tcpopts_set(struct sdp_tcpopts *o, int name, int v)
+{
+	int r = 0;
+	opts_lock(o);
+	if (__atomic_load_n(&o->state, __ATOMIC_RELAXED) == SDP_TCPOPTS_HELD && (name == TCP_NODELAY || name == TCP_CORK)) {
+		if (name == TCP_NODELAY)
+			o->nodelay = v != 0;
+		else
+			o->cork = v;
+		r = 1;
+	}
+	opts_unlock(o);
+	return r;
+}
+
+void sdp_tcpopts_release(struct sdp_tcpopts *o, int fd)
+{
+	opts_lock(o);
+	if (__atomic_load_n(&o->state, __ATOMIC_RELAXED) == SDP_TCPOPTS_HELD) {
+		if (o->nodelay == 0)
+			tcp_set(fd, TCP_NODELAY, 0);
+		if (o->cork != 0)
+			tcp_set(fd, TCP_CORK, o->cork);
+	}
+	__atomic_store_n(&o->state, SDP_TCPOPTS_GONE, __ATOMIC_RELEASE);
+	opts_unlock(o);
 }
 
 void sdp_dconn_set_ring(struct sdp_dconn *c, int fd)

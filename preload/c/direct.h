@@ -99,6 +99,35 @@ static inline void sdp_spin_step(uint32_t *k)
 		sdp_spin_yield(k);
 }
 
+/* The program's TCP_NODELAY and TCP_CORK while the kernel socket beside
+ * an area needs its own (shim/tcpopts.go): a ring (below) must go at
+ * once, and Nagle's algorithm would hold it for the peer's delayed ACK
+ * (40 ms), a cork for 200 ms. Held, the socket has TCP_NODELAY on and
+ * TCP_CORK off, the program's settings are kept here (its getsockopt
+ * reads them, its setsockopt writes them here), and they go back on the
+ * socket at release. Memory of the core's (a socket's), which a handle
+ * names (sdp_dconn.opts) so that its first ring on the socket holds them:
+ * a connection whose peer never needs a socket ring costs no system call
+ * for it. */
+struct sdp_tcpopts {
+	uint32_t lock;
+	uint32_t state; /* SDP_TCPOPTS_* */
+	int32_t nodelay, cork;
+};
+#define SDP_TCPOPTS_PROGRAM 0 /* the program's settings are on the socket */
+#define SDP_TCPOPTS_HELD 1    /* kept here */
+#define SDP_TCPOPTS_GONE 2    /* put back for good (the connection is plain): no hold again */
+/* Holds them (a no-op once held or gone). */
+void sdp_tcpopts_hold(struct sdp_tcpopts *o, int fd);
+/* 1 and *v while held (name TCP_NODELAY or TCP_CORK), else 0: the
+ * socket's own applies. */
+int sdp_tcpopts_get(struct sdp_tcpopts *o, int name, int *v);
+/* 1 when held (kept here, as the kernel stores it: a non-zero
+ * TCP_NODELAY is 1), else 0: for the socket. */
+int sdp_tcpopts_set(struct sdp_tcpopts *o, int name, int v);
+/* Puts them back on the socket fd, for good. */
+void sdp_tcpopts_release(struct sdp_tcpopts *o, int fd);
+
 /* Every block starts with this header; the payload follows. */
 struct sdp_dblk {
 	uint32_t stream; /* the area's stream id */
@@ -227,6 +256,8 @@ struct sdp_dconn {
 	uint32_t npush;     /* bytes a drain read that were no ring (the start of a switch record) */
 	uint8_t push[64];
 	struct sdp_dbells *bells; /* the peer process's bells this process holds, or NULL (set by the core) */
+	struct sdp_tcpopts *opts; /* the socket's options a socket ring holds first, or NULL (set by the core
+				   * before ring_fd; the core's memory while the ring may go: sdp_dconn_set_ring) */
 	uint32_t budget; /* polls before a sleep (adaptive, below) */
 	uint32_t poll_min, poll_max;
 	uint32_t granted, grant_every, wakes_seen; /* the wake grant (direct.c) */

@@ -117,6 +117,11 @@ func (p *Process) keepForFork() map[*Socket]struct{} {
 	for _, s := range socks {
 		s.mu.Lock()
 		f.socks[s] = slices.Clone(s.fds)
+		if len(s.fds) > 0 {
+			// Taken off here, in this process's memory: the child's
+			// copy of the handle rings without taking them (tcpopts.go).
+			s.tcpOptsLocked().Hold(s.fds[0])
+		}
 		s.mu.Unlock()
 		kept[s] = struct{}{}
 		if ds := s.direct(); ds != nil {

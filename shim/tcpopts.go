@@ -17,7 +17,9 @@ import (
 // connections never ring on their socket (the peer holds the sleepers'
 // bells), and taking them at the start cost each end three system calls
 // a connection. A deferred connection's early bytes on the kernel socket
-// (early.go) take them off at once.
+// (early.go) take them off at once, and so does a fork that keeps
+// connections (forkkeep.go), in this process's memory: a child's copy of
+// the handle rings without taking them.
 
 // tcpOptsLocked returns s's kept settings, made on first use.
 //

@@ -154,8 +154,11 @@ static void ring_peer(struct sdp_dconn *c, uint32_t armed)
 		int fd = __atomic_load_n(&c->ring_fd, __ATOMIC_SEQ_CST);
 		if (fd >= 0) {
 			struct sdp_tcpopts *o = __atomic_load_n(&c->opts, __ATOMIC_ACQUIRE);
-			if (o != NULL && __atomic_load_n(&o->state, __ATOMIC_ACQUIRE) == SDP_TCPOPTS_PROGRAM)
-				sdp_tcpopts_hold(o, fd); /* once: the ring goes at once */
+			/* Once: the ring goes at once. Not a fork child's copy: its
+			 * parent took them before the fork, in its own memory. */
+			if (o != NULL && !LOADR(&c->inherited) &&
+			    __atomic_load_n(&o->state, __ATOMIC_ACQUIRE) == SDP_TCPOPTS_PROGRAM)
+				sdp_tcpopts_hold(o, fd);
 			if (bell != SDP_DBELL_WATCHER)
 				c->socket_rings++;
 			static const char zero;

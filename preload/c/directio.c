@@ -159,9 +159,11 @@ int sdp_direct_inherited_sockopt(int fd, int set, int level, int name, const voi
 	case TCP_INFO:
 		return 1;
 	case TCP_NODELAY:
-		/* The kernel socket has it on while direct (its rings must not
-		 * wait): setting it on is what the program already has; off
-		 * goes through the switch, and a read says on. */
+		/* The kernel socket of a connection a fork kept has it on (its
+		 * rings must not wait: the parent took the program's settings
+		 * off before the fork, shim/tcpopts.go): setting it on is what
+		 * the program already has; off goes through the switch, and a
+		 * read says on. */
 		if (!set)
 			return 1;
 		int on = 0;

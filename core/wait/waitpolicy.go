@@ -99,10 +99,12 @@ func (p PollParams) Validate() error {
 		return &PollParamError{Field: field, Value: value, Want: want}
 	}
 	itoa, ftoa := strconv.Itoa, func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
-	budget := "an integer in [1, " + itoa(MaxPollBudget) + "]"
+	// Built only for an error: a connection makes two policies, each
+	// validated.
+	budget := func() string { return "an integer in [1, " + itoa(MaxPollBudget) + "]" }
 	switch {
 	case p.Min < 1 || p.Min > MaxPollBudget:
-		return bad("Min", itoa(p.Min), budget)
+		return bad("Min", itoa(p.Min), budget())
 	case p.Max < p.Min || p.Max > MaxPollBudget:
 		return bad("Max", itoa(p.Max), "an integer in [Min="+itoa(p.Min)+", "+itoa(MaxPollBudget)+"]")
 	case !(p.Alpha > 1) || math.IsInf(p.Alpha, 0):
@@ -114,7 +116,7 @@ func (p PollParams) Validate() error {
 	case p.Period < MinPollPeriod || p.Period > MaxPollPeriod:
 		return bad("Period", p.Period.String(), "a duration in ["+MinPollPeriod.String()+", "+MaxPollPeriod.String()+"]")
 	case p.Spin < 1 || p.Spin > MaxPollBudget:
-		return bad("Spin", itoa(p.Spin), budget+" (use mode event for no spin)")
+		return bad("Spin", itoa(p.Spin), budget()+" (use mode event for no spin)")
 	}
 	return nil
 }

@@ -110,7 +110,12 @@ func (p *Process) watchSwitchFD(s *Socket, fd int) {
 		events |= unix.EPOLLPRI
 	}
 	s.watchUrgent.Store(urgent)
-	if urgent || ds == nil || !ds.conn.WatchLater(w.epfd, w.idOf(s)) {
+	later := false // the first sleep adds it (direct.Conn.WatchLater)
+	if !urgent && ds != nil {
+		id, _ := w.register(s)
+		later = ds.conn.WatchLater(w.epfd, id)
+	}
+	if !later {
 		w.arm(s, fd, events)
 	}
 	if ds != nil && ds.conn.SwitchRequested() && s.getState() == sockAccelerated {
@@ -129,12 +134,6 @@ func (p *Process) watchSwitchFD(s *Socket, fd int) {
 // end's FIN. It reports false when the watcher cannot run.
 func (w *switchWatch) watchDeferred(p *Process, s *Socket, fd int) bool {
 	return w.epoll(p) >= 0 && w.arm(s, fd, unix.EPOLLIN|unix.EPOLLRDHUP)
-}
-
-// idOf returns s's id in the set, giving it one if it has none.
-func (w *switchWatch) idOf(s *Socket) int32 {
-	id, _ := w.register(s)
-	return id
 }
 
 // register returns s's id in the set and whether it had one.

@@ -1,6 +1,8 @@
 package shim
 
 import (
+	"golang.org/x/sys/unix"
+
 	"github.com/sdpshim/sdpshim/core/direct"
 )
 
@@ -33,10 +35,13 @@ func (s *Socket) tcpOptsLocked() *direct.TCPOpts {
 	return t
 }
 
+// keptOpt reports whether name is one of the options kept aside.
+func keptOpt(name int) bool { return name == unix.TCP_NODELAY || name == unix.TCP_CORK }
+
 // tcpOptGet answers getsockopt(IPPROTO_TCP, name) while the settings are
 // kept aside; false: the kernel answers.
 func (s *Socket) tcpOptGet(name int) (int, bool) {
-	if t := s.tcpOpts.Load(); t != nil {
+	if t := s.tcpOpts.Load(); t != nil && keptOpt(name) {
 		return t.Get(name)
 	}
 	return 0, false
@@ -46,7 +51,7 @@ func (s *Socket) tcpOptGet(name int) (int, bool) {
 // are kept aside; false: for the kernel.
 func (s *Socket) tcpOptSet(name, v int) bool {
 	t := s.tcpOpts.Load()
-	return t != nil && t.Set(name, v)
+	return t != nil && keptOpt(name) && t.Set(name, v)
 }
 
 // tcpOptsRelease puts the program's settings back on the socket fd.

@@ -72,22 +72,11 @@ func (w *wakeup) gen() uint32 { return atomic.LoadUint32(w.word) }
 // after the value too, and the sleep returns at once.
 func (w *wakeup) expose() { w.exposed.Store(true) }
 
-// wakeWord bumps the word and wakes whoever may sleep on it.
-func (w *wakeup) wakeWord() {
-	atomic.AddUint32(w.word, 1)
-	if w.exposed.Load() || w.sleepers.Load() > 0 {
-		futexWake(w.word)
-	}
-}
-
 // ring announces an event: bump, then wake sleepers and pollers. It is
 // called from inside the stream (possibly with its lock held): it must not
 // block or call back into the stream.
 func (w *wakeup) ring() {
-	atomic.AddUint32(w.word, 1)
-	if w.sleepers.Load() > 0 {
-		futexWake(w.word)
-	}
+	w.wakeAll()
 	if w.pollers.Load() > 0 {
 		if w.polls.Load() > 0 {
 			w.pollKick()
@@ -129,8 +118,14 @@ type pollKickHost interface {
 }
 
 // wakeAll bumps the word and wakes every thread asleep on it, registered
-// or not (a connecting socket's sleepers are not: shim/settle.go).
-func (w *wakeup) wakeAll() { w.wakeWord() }
+// or not (a connecting socket's sleepers are not: shim/settle.go); the
+// futex call only once one may be there (sleepers, expose).
+func (w *wakeup) wakeAll() {
+	atomic.AddUint32(w.word, 1)
+	if w.exposed.Load() || w.sleepers.Load() > 0 {
+		futexWake(w.word)
+	}
+}
 
 // wakeEverything wakes every thread asleep on the socket, registered or
 // not: on its word, in its epoll sets, and in poll while one attends it
@@ -167,7 +162,7 @@ func (w *wakeup) release(p *Process) {
 	if w.released.Swap(true) {
 		return
 	}
-	w.wakeWord() // nobody may sleep on a word that changes hands
+	w.wakeAll() // nobody may sleep on a word that changes hands
 	p.words.put(w.word)
 }
 

@@ -168,17 +168,6 @@ static void ring_peer(struct sdp_dconn *c, uint32_t armed)
 	__atomic_fetch_sub(&c->ringers, 1, __ATOMIC_RELEASE);
 }
 
-/* ---- the program's TCP options (struct sdp_tcpopts) ------------------------- */
-
-static void opts_lock(struct sdp_tcpopts *o)
-{
-	for (unsigned int k = 0; __atomic_exchange_n(&o->lock, 1, __ATOMIC_ACQUIRE) != 0; k++)
-		if (k > 64)
-			sched_yield();
-}
-
-static void opts_unlock(struct sdp_tcpopts *o) { __atomic_store_n(&o->lock, 0, __ATOMIC_RELEASE); }
-
 /* getsockopt and setsockopt of an int at IPPROTO_TCP, as system calls: in
  * the core's process the libc functions are the interposer's. */
 static int tcp_get(int fd, int name, int *v)
@@ -188,63 +177,6 @@ static int tcp_get(int fd, int name, int *v)
 }
 
 static void tcp_set(int fd, int name, int v) { (void)syscall(SYS_setsockopt, fd, IPPROTO_TCP, name, &v, sizeof v); }
-
-void sdp_tcpopts_hold(struct sdp_tcpopts *o, int fd)
-{
-	opts_lock(o);
-	int nd, ck;
-	if (__atomic_load_n(&o->state, __ATOMIC_RELAXED) == SDP_TCPOPTS_PROGRAM && tcp_get(fd, TCP_NODELAY, &nd) == 0 &&
-	    tcp_get(fd, TCP_CORK, &ck) == 0) {
-		o->nodelay = nd;
-		o->cork = ck;
-		if (ck != 0)
-			tcp_set(fd, TCP_CORK, 0);
-		if (nd == 0)
-			tcp_set(fd, TCP_NODELAY, 1);
-		__atomic_store_n(&o->state, SDP_TCPOPTS_HELD, __ATOMIC_RELEASE);
-	}
-	opts_unlock(o);
-}
-
-int sdp_tcpopts_get(struct sdp_tcpopts *o, int name, int *v)
-{
-	int r = 0;
-	opts_lock(o);
-	if (__atomic_load_n(&o->state, __ATOMIC_RELAXED) == SDP_TCPOPTS_HELD && (name == TCP_NODELAY || name == TCP_CORK)) {
-		*v = name == TCP_NODELAY ? o->nodelay : o->cork;
-		r = 1;
-	}
-	opts_unlock(o);
-	return r;
-}
-
-int sdp_tcpopts_set(struct sdp_tcpopts *o, int name, int v)
-{
-	int r = 0;
-	opts_lock(o);
-	if (__atomic_load_n(&o->state, __ATOMIC_RELAXED) == SDP_TCPOPTS_HELD && (name == TCP_NODELAY || name == TCP_CORK)) {
-		if (name == TCP_NODELAY)
-			o->nodelay = v != 0;
-		else
-			o->cork = v;
-		r = 1;
-	}
-	opts_unlock(o);
-	return r;
-}
-
-void sdp_tcpopts_release(struct sdp_tcpopts *o, int fd)
-{
-	opts_lock(o);
-	if (__atomic_load_n(&o->state, __ATOMIC_RELAXED) == SDP_TCPOPTS_HELD) {
-		if (o->nodelay == 0)
-			tcp_set(fd, TCP_NODELAY, 0);
-		if (o->cork != 0)
-			tcp_set(fd, TCP_CORK, o->cork);
-	}
-	__atomic_store_n(&o->state, SDP_TCPOPTS_GONE, __ATOMIC_RELEASE);
-	opts_unlock(o);
-}
 
 void sdp_dconn_set_ring(struct sdp_dconn *c, int fd)
 {
@@ -369,8 +301,7 @@ int sdp_dconn_drain(struct sdp_dconn *c, int fd)
 		if (got > 0) {
 			/* The peer's rings acknowledged now (their ACK would wait
 			 * for the delayed-ACK timer). */
-			int one = 1;
-			(void)syscall(SYS_setsockopt, fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
+			tcp_set(fd, TCP_QUICKACK, 1);
 		}
 	}
 	__atomic_store_n(&c->drain_lock, 0, __ATOMIC_RELEASE);
@@ -499,6 +430,69 @@ static inline void side_unlock(uint32_t *w)
 {
 	if (__atomic_exchange_n(w, 0, __ATOMIC_RELEASE) & LOCK_WAITERS)
 		futex_wake(w, 1);
+}
+
+/* ---- the program's TCP options (struct sdp_tcpopts): under a side lock ---- */
+
+void sdp_tcpopts_hold(struct sdp_tcpopts *o, int fd)
+{
+	if (side_lock(&o->lock) != 0)
+		return;
+	int nd, ck;
+	if (__atomic_load_n(&o->state, __ATOMIC_RELAXED) == SDP_TCPOPTS_PROGRAM && tcp_get(fd, TCP_NODELAY, &nd) == 0 &&
+	    tcp_get(fd, TCP_CORK, &ck) == 0) {
+		o->nodelay = nd;
+		o->cork = ck;
+		if (ck != 0)
+			tcp_set(fd, TCP_CORK, 0);
+		if (nd == 0)
+			tcp_set(fd, TCP_NODELAY, 1);
+		__atomic_store_n(&o->state, SDP_TCPOPTS_HELD, __ATOMIC_RELEASE);
+	}
+	side_unlock(&o->lock);
+}
+
+int sdp_tcpopts_get(struct sdp_tcpopts *o, int name, int *v)
+{
+	int r = 0;
+	if (side_lock(&o->lock) != 0)
+		return 0;
+	if (__atomic_load_n(&o->state, __ATOMIC_RELAXED) == SDP_TCPOPTS_HELD && (name == TCP_NODELAY || name == TCP_CORK)) {
+		*v = name == TCP_NODELAY ? o->nodelay : o->cork;
+		r = 1;
+	}
+	side_unlock(&o->lock);
+	return r;
+}
+
+int sdp_tcpopts_set(struct sdp_tcpopts *o, int name, int v)
+{
+	int r = 0;
+	if (side_lock(&o->lock) != 0)
+		return 0;
+	if (__atomic_load_n(&o->state, __ATOMIC_RELAXED) == SDP_TCPOPTS_HELD && (name == TCP_NODELAY || name == TCP_CORK)) {
+		if (name == TCP_NODELAY)
+			o->nodelay = v != 0;
+		else
+			o->cork = v;
+		r = 1;
+	}
+	side_unlock(&o->lock);
+	return r;
+}
+
+void sdp_tcpopts_release(struct sdp_tcpopts *o, int fd)
+{
+	if (side_lock(&o->lock) != 0)
+		return;
+	if (__atomic_load_n(&o->state, __ATOMIC_RELAXED) == SDP_TCPOPTS_HELD) {
+		if (o->nodelay == 0)
+			tcp_set(fd, TCP_NODELAY, 0);
+		if (o->cork != 0)
+			tcp_set(fd, TCP_CORK, o->cork);
+	}
+	__atomic_store_n(&o->state, SDP_TCPOPTS_GONE, __ATOMIC_RELEASE);
+	side_unlock(&o->lock);
 }
 
 static void budget_woken(struct sdp_dconn *c);

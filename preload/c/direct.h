@@ -110,7 +110,7 @@ static inline void sdp_spin_step(uint32_t *k)
  * a connection whose peer never needs a socket ring costs no system call
  * for it. */
 struct sdp_tcpopts {
-	uint32_t lock;
+	uint32_t lock; /* a side lock (direct.c): the core's calls against a ring's hold */
 	uint32_t state; /* SDP_TCPOPTS_* */
 	int32_t nodelay, cork;
 };

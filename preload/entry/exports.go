@@ -31,6 +31,7 @@ func sdpshim_core_init(host *C.struct_sdpshim_host, envp **C.char) C.int {
 	if host == nil || host.abi != C.SDPSHIM_CORE_ABI {
 		return C.int(shim.ReasonShimOff)
 	}
+	spareP()
 	p, reason := shim.Init(cHost{host}, goEnviron(envp))
 	if p == nil {
 		return C.int(reason)

@@ -41,6 +41,15 @@ type server struct {
 
 	intakeMu sync.Mutex
 	waiting  []waitingConn // +checklocks:intakeMu
+	// pulls are the whole PULLs the accept loop's intake took: it
+	// serves them itself once it let the lock go (servePulls).
+	pulls []takenPull // +checklocks:intakeMu
+}
+
+// takenPull is a connection whose whole PULL a look saw (seen).
+type takenPull struct {
+	w    waitingConn
+	seen []byte
 }
 
 // waitingConn is an accepted rendezvous connection whose request has not
@@ -149,7 +158,8 @@ func (s *server) acceptLoop() {
 		if err != nil && !s.closing.Load() {
 			time.Sleep(10 * time.Millisecond)
 		}
-		s.intake()
+		s.intakeAs(true)
+		s.servePulls()
 	}
 	s.intakeMu.Lock()
 	for _, w := range s.waiting {
@@ -176,7 +186,12 @@ func pending(fd int) bool {
 // intake serves what the rendezvous socket holds now: the requests that
 // arrived on waiting connections, then its backlog. Claim calls it when
 // it found no offer.
-func (s *server) intake() {
+func (s *server) intake() { s.intakeAs(false) }
+
+// intakeAs is intake; loop: the accept loop's, which serves the whole
+// PULLs it takes itself afterwards (servePulls) rather than on a
+// goroutine of their own.
+func (s *server) intakeAs(loop bool) {
 	// The accept loop holds the lock while it reads a request, often the
 	// very offer a Claim comes for: the Claim's thread waits for it
 	// without parking (wait.LockYielding).
@@ -185,14 +200,37 @@ func (s *server) intake() {
 	waiting := s.waiting
 	s.waiting = nil
 	for _, w := range waiting {
-		s.take(w)
+		s.take(w, loop)
 	}
-	s.acceptAllLocked()
+	s.acceptAllLocked(loop)
+}
+
+// servePulls serves the PULLs the accept loop's intake took, on the
+// accept loop's goroutine, outside the intake's lock: a goroutine of
+// their own woke a thread for each (the runtime's spinning M), on the
+// critical path of every deferred connection. The loop accepts nothing
+// meanwhile; a PULL's handler makes its offer on the PULL's own
+// connection or to the puller's server, which is never this one's
+// intake (a process pulls from itself through its own OfferHere).
+func (s *server) servePulls() {
+	s.intakeMu.Lock()
+	pulls := s.pulls
+	s.pulls = nil
+	s.intakeMu.Unlock()
+	for i, q := range pulls {
+		if i < len(pulls)-1 {
+			// More than one came at once: the last one waits for no
+			// other's serve.
+			go s.serve(q.w.fd, q.w.cred, q.w.peer, q.seen)
+			continue
+		}
+		s.serve(q.w.fd, q.w.cred, q.w.peer, q.seen)
+	}
 }
 
 // acceptAllLocked accepts until the backlog is empty and takes each
 // connection. s.intakeMu held.
-func (s *server) acceptAllLocked() {
+func (s *server) acceptAllLocked(loop bool) {
 	s.n.inflight(1) // before a connection leaves the backlog (held.go)
 	defer s.n.inflight(-1)
 	for !s.closing.Load() {
@@ -250,19 +288,27 @@ func (s *server) acceptAllLocked() {
 		}
 		s.conns.Add(1)
 		s.n.inflight(1) // until served
-		s.take(waitingConn{fd: fd, cred: cred, peer: peer, until: time.Now().Add(s.n.cfg.ReadTimeout)})
+		s.take(waitingConn{fd: fd, cred: cred, peer: peer, until: time.Now().Add(s.n.cfg.ReadTimeout)}, loop)
 	}
 }
 
 // take serves a connection whose whole offer is queued on this goroutine
 // (the usual case: the connector sends it right after its connect),
-// other requests on a goroutine of their own, and keeps it waiting while
-// its request has not arrived, until ReadTimeout. s.intakeMu held.
-func (s *server) take(w waitingConn) {
+// a whole PULL after the intake when loop (the accept loop's:
+// servePulls), other requests on a goroutine of their own, and keeps it
+// waiting while its request has not arrived, until ReadTimeout.
+// s.intakeMu held.
+func (s *server) take(w waitingConn, loop bool) {
 	var buf [peekLen]byte
 	switch what, seen := queued(w.fd, &buf); what {
 	case queuedOffer, queuedEnd:
 		s.serve(w.fd, w.cred, w.peer, seen) // an end: closed at once
+	case queuedPull:
+		if loop {
+			s.pulls = append(s.pulls, takenPull{w: w, seen: append([]byte(nil), seen...)})
+		} else {
+			go s.serve(w.fd, w.cred, w.peer, seen)
+		}
 	case queuedOther:
 		go s.serve(w.fd, w.cred, w.peer, nil)
 	default:
@@ -288,17 +334,19 @@ func (s *server) served(peer peerKey) {
 const (
 	queuedNothing = iota // nothing yet
 	queuedOffer          // a whole offer (or committed offer)
+	queuedPull           // a whole PULL
 	queuedOther          // another request, a large one, or part of one (a sender sends its frame in one call)
 	queuedEnd            // the connection's end before a byte (a liveness probe) or an error
 )
 
 // queued looks at fd's queued bytes without taking them. Only a whole
-// small offer is served on the intake's goroutine, so that serving it
+// small offer is served under the intake's lock, so that serving it
 // cannot wait on the peer (a peer that sends half a frame and stops
-// would hold the intake until ReadTimeout), nor a pull, whose handler
-// makes an offer itself, maybe to this very process, whose intake would
-// then be the one waiting.
-// It returns what it saw, seen: the whole offer when queuedOffer.
+// would hold the intake until ReadTimeout); a whole pull is served after
+// the lock is let go (servePulls), since its handler makes an offer
+// itself, maybe to this very process, whose intake then takes it.
+// It returns what it saw, seen: the whole offer or pull when queuedOffer
+// or queuedPull.
 func queued(fd int, buf *[peekLen]byte) (what int, seen []byte) {
 	b, ok, eof := peekFrame(fd, buf)
 	switch {
@@ -311,8 +359,11 @@ func queued(fd int, buf *[peekLen]byte) (what int, seen []byte) {
 	}
 	want := 4 + int(binary.LittleEndian.Uint32(b[:4]))
 	k := kind(b[4+5])
-	if (k == kindOffer || k == kindOfferCommitted) && want <= len(b) {
+	switch {
+	case (k == kindOffer || k == kindOfferCommitted) && want <= len(b):
 		return queuedOffer, b
+	case k == kindPull && want <= len(b):
+		return queuedPull, b
 	}
 	return queuedOther, nil
 }

@@ -120,11 +120,21 @@ func (c *Channel) orderLocked(list []*Stream) {
 
 // shareLocked reports whether s, holding held blocks of the receiver,
 // must wait for its share (stream-level preemption), and counts a pause
-// when it starts.
+// when it starts. held is the transport's view, which learns of freed
+// blocks only when it reads the receiver's status: a stream of small
+// messages that the receiver reads as they come (a ping-pong beside a
+// bulk stream) would look like it holds every block it sent since, and
+// pause for its share behind the bulk stream. So a count over the share
+// is read again from a refreshed view before it pauses anything.
 //
 // +checklocks:s.mu
 func (c *Channel) shareLocked(s *Stream, held int) bool {
-	over := c.turn > 0 && c.waiting > 1 && held >= max(1, c.counter.Blocks()/c.waiting)
+	share := max(1, c.counter.Blocks()/max(c.waiting, 1))
+	over := c.turn > 0 && c.waiting > 1 && held >= share
+	if over && c.counter.Refresh() == nil {
+		held, _ = c.counter.Held(s.id)
+		over = held >= share
+	}
 	if over && !s.sharePaused {
 		s.sched.pauses.Add(1)
 	}

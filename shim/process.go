@@ -138,6 +138,7 @@ func (p *Process) rendezvousNode() (*rendezvous.Node, error) {
 		Handler:      p.handleOffer,
 		OnDrop:       p.onDrop,
 		OnPull:       p.handlePull,
+		PullHere:     p.cfg.Channel == config.ChannelDirect, // handlePull: OfferHere
 		OfferTimeout: offerTimeout,
 	}
 	if p.plainHost() != nil {

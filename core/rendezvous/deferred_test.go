@@ -285,8 +285,17 @@ func itoa(i int) string { return strconv.Itoa(i) }
 // connection; the puller files and claims it from there (its server
 // serves nothing: no connection reaches it) and the verdict comes back
 // on the same connection. A second OfferHere on one PULL is refused.
+// With Config.PullHere the connector's accept loop runs the handler
+// itself (servePulls), without it a goroutine of its own does.
 func TestDeferredPullOfferHere(t *testing.T) {
+	for _, here := range []bool{false, true} {
+		t.Run(map[bool]string{false: "goroutine", true: "loop"}[here], func(t *testing.T) { testPullOfferHere(t, here) })
+	}
+}
+
+func testPullOfferHere(t *testing.T, here bool) {
 	conn, puller, _ := deferPair(t, nil)
+	conn.cfg.PullHere = here
 	answers := make(chan *Answer, 1)
 	conn.cfg.OnPull = func(req PullRequest) error {
 		a, err := req.OfferHere(req.Tuple, Payload{Data: []byte("here")})

@@ -47,6 +47,13 @@ type Config struct {
 	// OnPull, if set, answers PULLs for the connections this process
 	// deferred (Defer; pull.go); without it every PULL is refused.
 	OnPull PullHandler
+	// PullHere says that OnPull makes its offer on the PULL's own
+	// connection only (PullRequest.OfferHere) and waits on no rendezvous
+	// server: the accept loop then serves a PULL itself (servePulls).
+	// An OnPull that offers to the puller's server must leave it false:
+	// that server may be this one, or one whose accept loop serves a PULL
+	// of this process's meanwhile.
+	PullHere bool
 	// OfferTimeout bounds an Offer whose context has no deadline.
 	OfferTimeout time.Duration
 	// PendingTimeout is how long an accepted offer waits for its Claim.

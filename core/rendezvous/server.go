@@ -209,9 +209,10 @@ func (s *server) intakeAs(loop bool) {
 // accept loop's goroutine, outside the intake's lock: a goroutine of
 // their own woke a thread for each (the runtime's spinning M), on the
 // critical path of every deferred connection. The loop accepts nothing
-// meanwhile; a PULL's handler makes its offer on the PULL's own
-// connection or to the puller's server, which is never this one's
-// intake (a process pulls from itself through its own OfferHere).
+// meanwhile, so only a handler that offers on the PULL's own connection
+// is run here (Config.PullHere): one that offered to the puller's
+// server would wait for that server's loop, which may be this one (a
+// process that pulls from itself) or one serving a PULL from here.
 func (s *server) servePulls() {
 	s.intakeMu.Lock()
 	pulls := s.pulls
@@ -304,7 +305,7 @@ func (s *server) take(w waitingConn, loop bool) {
 	case queuedOffer, queuedEnd:
 		s.serve(w.fd, w.cred, w.peer, seen) // an end: closed at once
 	case queuedPull:
-		if loop {
+		if loop && s.n.cfg.PullHere {
 			s.pulls = append(s.pulls, takenPull{w: w, seen: append([]byte(nil), seen...)})
 		} else {
 			go s.serve(w.fd, w.cred, w.peer, seen)
@@ -342,9 +343,11 @@ const (
 // queued looks at fd's queued bytes without taking them. Only a whole
 // small offer is served under the intake's lock, so that serving it
 // cannot wait on the peer (a peer that sends half a frame and stops
-// would hold the intake until ReadTimeout); a whole pull is served after
-// the lock is let go (servePulls), since its handler makes an offer
-// itself, maybe to this very process, whose intake then takes it.
+// would hold the intake until ReadTimeout). A pull's handler makes an
+// offer itself, maybe to this very process: a whole pull is served after
+// the lock is let go, by the accept loop when the handler offers on the
+// PULL's own connection (servePulls, Config.PullHere), else on a
+// goroutine of its own.
 // It returns what it saw, seen: the whole offer or pull when queuedOffer
 // or queuedPull.
 func queued(fd int, buf *[peekLen]byte) (what int, seen []byte) {

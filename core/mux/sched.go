@@ -129,11 +129,14 @@ func (c *Channel) orderLocked(list []*Stream) {
 //
 // +checklocks:s.mu
 func (c *Channel) shareLocked(s *Stream, held int) bool {
-	share := max(1, c.counter.Blocks()/max(c.waiting, 1))
-	over := c.turn > 0 && c.waiting > 1 && held >= share
-	if over && c.counter.Refresh() == nil {
-		held, _ = c.counter.Held(s.id)
-		over = held >= share
+	over := false
+	if c.turn > 0 && c.waiting > 1 {
+		share := max(1, c.counter.Blocks()/c.waiting)
+		if over = held >= share; over {
+			if n, err := c.heldRefreshed(s); err == nil {
+				over = n >= share
+			}
+		}
 	}
 	if over && !s.sharePaused {
 		s.sched.pauses.Add(1)

@@ -96,9 +96,18 @@ func (s *Stream) rcvFullLocked() bool {
 	if n, _ := c.counter.Held(s.id); n < limit {
 		return false
 	}
-	if c.counter.Refresh() != nil {
-		return false // the error reaches the caller through the stream
+	n, err := c.heldRefreshed(s)
+	return err == nil && n >= limit // an error reaches the caller through the stream
+}
+
+// heldRefreshed returns the blocks of s the transport holds, in its view
+// refreshed now: a count from the view as it was, which learns of freed
+// blocks only when it reads the receiver's status, may be stale where it
+// reached a limit.
+func (c *Channel) heldRefreshed(s *Stream) (int, error) {
+	if err := c.counter.Refresh(); err != nil {
+		return 0, err
 	}
 	n, _ := c.counter.Held(s.id)
-	return n >= limit
+	return n, nil
 }

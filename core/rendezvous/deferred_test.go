@@ -285,11 +285,94 @@ func itoa(i int) string { return strconv.Itoa(i) }
 // connection; the puller files and claims it from there (its server
 // serves nothing: no connection reaches it) and the verdict comes back
 // on the same connection. A second OfferHere on one PULL is refused.
-// With Config.PullHere the connector's accept loop runs the handler
-// itself (servePulls), without it a goroutine of its own does.
+// Both with Config.PullHere (the accept loop serves the PULL) and
+// without (a goroutine does: TestPullsOnLoop).
 func TestDeferredPullOfferHere(t *testing.T) {
 	for _, here := range []bool{false, true} {
 		t.Run(map[bool]string{false: "goroutine", true: "loop"}[here], func(t *testing.T) { testPullOfferHere(t, here) })
+	}
+}
+
+// With Config.PullHere the connector's accept loop serves a PULL itself
+// (servePulls): a second PULL that comes while the first one's handler
+// runs is not taken until that handler returns. Without it each PULL is
+// served on a goroutine of its own, and the second handler runs beside
+// the first.
+func TestPullsOnLoop(t *testing.T) {
+	for _, here := range []bool{false, true} {
+		t.Run(map[bool]string{false: "goroutine", true: "loop"}[here], func(t *testing.T) {
+			conn, puller, _ := deferPair(t, nil)
+			conn.cfg.PullHere = here
+			entered := make(chan uint16, 2)
+			release := make(chan struct{})
+			answers := make(chan *Answer, 2)
+			conn.cfg.OnPull = func(req PullRequest) error {
+				entered <- req.Tuple.Client.Port()
+				if req.Tuple.Client.Port() == 41021 {
+					<-release
+				}
+				a, err := req.OfferHere(req.Tuple, Payload{Data: []byte("here")})
+				if err == nil {
+					answers <- a
+				}
+				return err
+			}
+			var recs []Record
+			var tuples []Tuple
+			for _, port := range []string{"41021", "41022"} {
+				tuple := Tuple{Client: ap("127.0.0.1:" + port), Server: ap("127.0.0.1:8080")}
+				_, rec := deferFound(t, conn, puller, tuple)
+				recs, tuples = append(recs, rec), append(tuples, tuple)
+			}
+			pulled := make(chan error, 2)
+			pull := func(i int) {
+				m, err := puller.Pull(recs[i], tuples[i].Server, tuples[i].Client, time.Now().Add(PullWait))
+				if err == nil {
+					m.Prepared.(*prepared).release()
+				}
+				pulled <- err
+			}
+			go pull(0)
+			if p := <-entered; p != 41021 {
+				t.Fatalf("first handler for port %d", p)
+			}
+			go pull(1)
+			// The loop's case waits a while for a handler that must not
+			// come; the goroutine's returns as soon as its handler runs.
+			wait := 300 * time.Millisecond
+			if !here {
+				wait = guard
+			}
+			select {
+			case p := <-entered:
+				if here {
+					close(release)
+					t.Fatalf("handler for port %d entered while the loop served the first PULL", p)
+				}
+			case <-time.After(wait):
+				if !here {
+					close(release)
+					t.Fatal("the second PULL's handler did not run beside the first")
+				}
+			}
+			close(release)
+			if here {
+				if p := <-entered; p != 41022 {
+					t.Fatalf("second handler for port %d", p)
+				}
+			}
+			for range 2 {
+				if err := <-pulled; err != nil {
+					t.Fatal(err)
+				}
+				a := <-answers
+				if v := a.WaitVerdict(guard); v != VerdictAccepted {
+					t.Errorf("verdict %s, want accepted", v)
+				}
+				a.Payload.CloseFiles()
+				a.Close()
+			}
+		})
 	}
 }
 

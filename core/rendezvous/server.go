@@ -41,8 +41,8 @@ type server struct {
 
 	intakeMu sync.Mutex
 	waiting  []waitingConn // +checklocks:intakeMu
-	// pulls are the whole PULLs the accept loop's intake took: it
-	// serves them itself once it let the lock go (servePulls).
+	// pulls are the whole PULLs an intake took (Config.PullHere), served
+	// once it let the lock go (servePulls).
 	pulls []takenPull // +checklocks:intakeMu
 }
 
@@ -158,8 +158,7 @@ func (s *server) acceptLoop() {
 		if err != nil && !s.closing.Load() {
 			time.Sleep(10 * time.Millisecond)
 		}
-		s.intakeAs(true)
-		s.servePulls()
+		s.servePulls(s.takeAll(), true)
 	}
 	s.intakeMu.Lock()
 	for _, w := range s.waiting {
@@ -185,13 +184,14 @@ func pending(fd int) bool {
 
 // intake serves what the rendezvous socket holds now: the requests that
 // arrived on waiting connections, then its backlog. Claim calls it when
-// it found no offer.
-func (s *server) intake() { s.intakeAs(false) }
+// it found no offer; a PULL it takes goes on a goroutine of its own (the
+// program's thread serves no other connection's PULL).
+func (s *server) intake() { s.servePulls(s.takeAll(), false) }
 
-// intakeAs is intake; loop: the accept loop's, which serves the whole
-// PULLs it takes itself afterwards (servePulls) rather than on a
-// goroutine of their own.
-func (s *server) intakeAs(loop bool) {
+// takeAll takes the requests of the waiting connections and the backlog
+// under the intake's lock, and returns the whole PULLs among them, which
+// its caller serves once the lock is let go (servePulls).
+func (s *server) takeAll() []takenPull {
 	// The accept loop holds the lock while it reads a request, often the
 	// very offer a Claim comes for: the Claim's thread waits for it
 	// without parking (wait.LockYielding).
@@ -200,38 +200,36 @@ func (s *server) intakeAs(loop bool) {
 	waiting := s.waiting
 	s.waiting = nil
 	for _, w := range waiting {
-		s.take(w, loop)
+		s.take(w)
 	}
-	s.acceptAllLocked(loop)
-}
-
-// servePulls serves the PULLs the accept loop's intake took, on the
-// accept loop's goroutine, outside the intake's lock: a goroutine of
-// their own woke a thread for each (the runtime's spinning M), on the
-// critical path of every deferred connection. The loop accepts nothing
-// meanwhile, so only a handler that offers on the PULL's own connection
-// is run here (Config.PullHere): one that offered to the puller's
-// server would wait for that server's loop, which may be this one (a
-// process that pulls from itself) or one serving a PULL from here.
-func (s *server) servePulls() {
-	s.intakeMu.Lock()
+	s.acceptAllLocked()
 	pulls := s.pulls
 	s.pulls = nil
-	s.intakeMu.Unlock()
+	return pulls
+}
+
+// servePulls serves the PULLs an intake took, outside its lock; onLoop:
+// the last one on this goroutine, the accept loop's (the others on
+// goroutines of their own, so that none waits for more than one other's
+// serve). A goroutine per PULL woke a thread (the runtime's spinning M)
+// on the critical path of every deferred connection. The loop accepts
+// nothing while it serves, so only a handler that offers on the PULL's
+// own connection is run there (Config.PullHere): one that offered to the
+// puller's server would wait for that server's loop, which may be this
+// one (a process that pulls from itself) or one serving a PULL from here.
+func (s *server) servePulls(pulls []takenPull, onLoop bool) {
 	for i, q := range pulls {
-		if i < len(pulls)-1 {
-			// More than one came at once: the last one waits for no
-			// other's serve.
+		if onLoop && i == len(pulls)-1 {
+			s.serve(q.w.fd, q.w.cred, q.w.peer, q.seen)
+		} else {
 			go s.serve(q.w.fd, q.w.cred, q.w.peer, q.seen)
-			continue
 		}
-		s.serve(q.w.fd, q.w.cred, q.w.peer, q.seen)
 	}
 }
 
 // acceptAllLocked accepts until the backlog is empty and takes each
 // connection. s.intakeMu held.
-func (s *server) acceptAllLocked(loop bool) {
+func (s *server) acceptAllLocked() {
 	s.n.inflight(1) // before a connection leaves the backlog (held.go)
 	defer s.n.inflight(-1)
 	for !s.closing.Load() {
@@ -289,23 +287,22 @@ func (s *server) acceptAllLocked(loop bool) {
 		}
 		s.conns.Add(1)
 		s.n.inflight(1) // until served
-		s.take(waitingConn{fd: fd, cred: cred, peer: peer, until: time.Now().Add(s.n.cfg.ReadTimeout)}, loop)
+		s.take(waitingConn{fd: fd, cred: cred, peer: peer, until: time.Now().Add(s.n.cfg.ReadTimeout)})
 	}
 }
 
 // take serves a connection whose whole offer is queued on this goroutine
 // (the usual case: the connector sends it right after its connect),
-// a whole PULL after the intake when loop (the accept loop's:
-// servePulls), other requests on a goroutine of their own, and keeps it
-// waiting while its request has not arrived, until ReadTimeout.
-// s.intakeMu held.
-func (s *server) take(w waitingConn, loop bool) {
+// a whole PULL after the intake (s.pulls, Config.PullHere), other
+// requests on a goroutine of their own, and keeps it waiting while its
+// request has not arrived, until ReadTimeout. s.intakeMu held.
+func (s *server) take(w waitingConn) {
 	var buf [peekLen]byte
 	switch what, seen := queued(w.fd, &buf); what {
 	case queuedOffer, queuedEnd:
 		s.serve(w.fd, w.cred, w.peer, seen) // an end: closed at once
 	case queuedPull:
-		if loop && s.n.cfg.PullHere {
+		if s.n.cfg.PullHere {
 			s.pulls = append(s.pulls, takenPull{w: w, seen: append([]byte(nil), seen...)})
 		} else {
 			go s.serve(w.fd, w.cred, w.peer, seen)
@@ -345,9 +342,8 @@ const (
 // cannot wait on the peer (a peer that sends half a frame and stops
 // would hold the intake until ReadTimeout). A pull's handler makes an
 // offer itself, maybe to this very process: a whole pull is served after
-// the lock is let go, by the accept loop when the handler offers on the
-// PULL's own connection (servePulls, Config.PullHere), else on a
-// goroutine of its own.
+// the lock is let go (servePulls) when the handler offers on the PULL's
+// own connection (Config.PullHere), else on a goroutine of its own.
 // It returns what it saw, seen: the whole offer or pull when queuedOffer
 // or queuedPull.
 func queued(fd int, buf *[peekLen]byte) (what int, seen []byte) {

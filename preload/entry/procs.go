@@ -16,11 +16,8 @@ import (
 // the reaper) that runs while a program thread holds a P that way leaves
 // no P idle, so sysmon takes that P back at its next tick and starts
 // its 20 us ticks again; with one P spare, the P stays with the thread
-// and sysmon slows down. Measured on the 2-core VM (docs/direct.md,
-// "What is not done yet": a pre-fork server's setup): the connector's
-// context switches a connection 12.1-12.8 against 8.0 with the spare P,
-// its CPU 672-720 us against 608; nginx's CPU per request within the
-// spread either way.
+// and sysmon slows down. docs/direct.md ("What is not done yet", a
+// pre-fork server's setup) has what it saved, and what it did not cost.
 func spareP() {
 	if _, set := os.LookupEnv("GOMAXPROCS"); set {
 		return

@@ -52,7 +52,7 @@ func TestEnvBad(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		`sdpshim: SDPSHIM_BLOCKS="3x": expected a power of two from 2 to 4096`,
+		`sdpshim: SDPSHIM_BLOCKS="3x": expected auto or a power of two from 2 to 4096`,
 		`sdpshim: SDPSHIM_POLL_BETA="1": expected a number above 0 and below 1`,
 		`sdpshim: SDPSHIM_BLOKS="8": not a known variable (did you mean SDPSHIM_BLOCKS?)`,
 		"sdpshim: with this environment " + config.Consequence,

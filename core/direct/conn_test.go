@@ -610,3 +610,65 @@ func TestCapacityAfterSmallMessages(t *testing.T) {
 		t.Fatalf("a large send beside one unread small message took %d bytes (%v): want every free block's, %d", n, err, (blocks-1)*(size-HeaderSize))
 	}
 }
+
+// TestReach: a blocking send keeps within the reach (64 blocks' bytes) of
+// a reader that reads on, and takes the whole ring from a reader that
+// does not, as a kernel socket's buffer does; a nonblocking send has the
+// whole ring at once (preload/c/direct.c, "The reach").
+func TestReach(t *testing.T) {
+	const blocks, size = 256, 16 << 10
+	payload := size - HeaderSize
+	reach, ring := 64*payload, blocks*payload
+	big := make([]byte, ring)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	t.Run("reader reads on", func(t *testing.T) {
+		a, b := pair(t, blocks, size)
+		if n, _, err := a.Send(big, true); n != reach || err != nil {
+			t.Fatalf("first blocking send: %d %v, want the reach's %d", n, err, reach)
+		}
+		got := make([]byte, payload)
+		if n, _, err := b.Recv(got, false, false); n != payload || err != nil || !bytes.Equal(got, big[:payload]) {
+			t.Fatalf("recv: %d %v", n, err)
+		}
+		// The reader took a block: the send stays within the reach.
+		if n, _, err := a.Send(big[reach:], true); n != payload || err != nil {
+			t.Fatalf("send after a read: %d %v, want one block's %d", n, err, payload)
+		}
+	})
+	t.Run("reader does not read", func(t *testing.T) {
+		a, b := pair(t, blocks, size)
+		done := 0
+		for done < ring {
+			n, _, err := a.Send(big[done:], true)
+			if n <= 0 || err != nil {
+				t.Fatalf("blocking send after %d of %d bytes: %d %v", done, ring, n, err)
+			}
+			done += n
+		}
+		got := make([]byte, ring)
+		for off := 0; off < ring; {
+			n, _, err := b.Recv(got[off:], false, false)
+			if n <= 0 || err != nil {
+				t.Fatalf("recv after %d of %d bytes: %d %v", off, ring, n, err)
+			}
+			off += n
+		}
+		if !bytes.Equal(got, big) {
+			t.Fatal("the ring's bytes differ from the sent")
+		}
+	})
+	t.Run("nonblocking", func(t *testing.T) {
+		a, _ := pair(t, blocks, size)
+		if n, _, err := a.Send(big, false); n != ring || err != nil {
+			t.Fatalf("nonblocking send: %d %v, want the whole ring's %d", n, err, ring)
+		}
+	})
+	t.Run("no reach on a ring of 64", func(t *testing.T) {
+		a, _ := pair(t, 64, size)
+		if n, _, err := a.Send(big[:reach], true); n != reach || err != nil {
+			t.Fatalf("blocking send: %d %v, want %d", n, err, reach)
+		}
+	})
+}

@@ -114,6 +114,8 @@ int sdp_dconn_open(struct sdp_dconn *c, void *mem, size_t size, int side)
 	c->poll_max = 4096;
 	c->budget = c->poll_min;
 	c->grant_every = 1;
+	if (n > SDP_DREACH_BLOCKS)
+		c->reach = SDP_DREACH_BLOCKS * (s - HDR);
 	return 0;
 }
 
@@ -1043,7 +1045,10 @@ static uint32_t link_of(const struct sdp_dconn *c, const uint8_t *status, uint32
 	return 0;
 }
 
-static long send_locked(struct sdp_dconn *c, struct iocur *k)
+/* Fills free blocks from k (and appends a small rest to the block filled
+ * last) while the receiver's window and the reach (below; 0: none) let
+ * it: the bytes published. Under the sender's lock. */
+static long send_locked(struct sdp_dconn *c, struct iocur *k, uint32_t reach)
 {
 	struct sdp_ddir *d = &c->a->dir[c->side];
 	uint8_t *status = status_of(c, c->side);
@@ -1056,11 +1061,14 @@ static long send_locked(struct sdp_dconn *c, struct iocur *k)
 		return -EPIPE; /* nothing after the FIN (set under this lock) */
 	/* Appends only while a block is free: a full ring is a full send
 	 * buffer, where the kernel refuses small writes too. */
-	if (seq > 0 && k->left < room && (win == 0 || held < win) && LOAD(&status[idx & (c->n - 1)]) == SDP_DBLK_EMPTY)
+	if (seq > 0 && k->left < room && (win == 0 || held < win) && (reach == 0 || held < reach) &&
+	    LOAD(&status[idx & (c->n - 1)]) == SDP_DBLK_EMPTY)
 		done = append_locked(c, k, tail, win > 0 ? win - held : SIZE_MAX);
 	while (k->left > 0) {
 		if (win > 0 && held + done >= win)
 			break; /* the receiver's buffer is full */
+		if (reach > 0 && held + done >= reach)
+			break; /* the reach (below): whole blocks up to it */
 		uint8_t st = LOAD(&status[idx & (c->n - 1)]);
 		if (st == SDP_DBLK_RETAINED) { /* the receiver holds it: skip, not block */
 			idx++;
@@ -1093,6 +1101,34 @@ static long send_locked(struct sdp_dconn *c, struct iocur *k)
 		__atomic_fetch_add(&d->tx_bytes, done, __ATOMIC_RELAXED);
 	}
 	return (long)done;
+}
+
+/* The reach. A direction holds what the kernel's largest send buffer
+ * holds (shim/config/ring.go: 4 MiB at its usual size), so that what a
+ * program writes ahead of a reader that does not read yet fits as it does
+ * on kernel TCP: two ends that each write a few MB before reading the
+ * other's finish there, and waited for each other for ever on a smaller
+ * ring. A sender that used the whole ring against a reader that does read
+ * on would keep that reader copying out of megabytes the caches no longer
+ * hold, and touch (make resident) every page of the ring: a bulk stream's
+ * copies ran a fifth slower that way. So a blocking send keeps within the
+ * reach, SDP_DREACH_BLOCKS blocks' bytes of its reader (the ring's whole
+ * size before it followed tcp_wmem); at the reach it polls, as a wait
+ * does, for the reader to take some. A reader that reads on comes within
+ * the poll, and the sender goes on within the reach; one that does not
+ * gets the rest of the ring from this call on, as a kernel socket's
+ * buffer takes what a reader leaves unread. A nonblocking send (an event
+ * loop's) has the whole ring, as poll and epoll say: it never polls. The
+ * reach is this process's own choice; the peer sees only the blocks. A
+ * peer that writes garbage into rx_bytes can only make the sender take
+ * the whole ring at once. */
+
+/* 1 when the bytes this side sent and its reader has not taken are
+ * fewer than the reach (or the reach is off). */
+static int within_reach(const struct sdp_dconn *c)
+{
+	const struct sdp_ddir *d = &c->a->dir[c->side];
+	return c->reach == 0 || LOADR(&d->tx_bytes) - LOAD(&d->rx_bytes) < c->reach;
 }
 
 /* 1 when a send would find a free block: the first block from the cursor
@@ -1141,11 +1177,12 @@ long sdp_dconn_sendv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size
 	if (bulk && __atomic_load_n(&c->sndtimeo, __ATOMIC_RELAXED) == 0 && sdp_tenant_enter(c) > 0)
 		__atomic_fetch_add(&c->pauses, 1, __ATOMIC_RELAXED);
 	int timed = bulk && preempt_point(c);
+	uint32_t reach = (flags & SDP_D_NONBLOCK) ? 0 : c->reach;
 	for (int round = 0;; round++) {
 		if (side_lock(&d->tx_lock) != 0)
 			return violation(c);
 		int64_t t0 = timed ? sdp_now_ns() : 0;
-		r = send_locked(c, &k);
+		r = send_locked(c, &k, reach);
 		if (timed && r > 0) {
 			__atomic_fetch_add(&c->copy_ns, sdp_now_ns() - t0, __ATOMIC_RELAXED);
 			__atomic_fetch_add(&c->copy_bytes, r, __ATOMIC_RELAXED);
@@ -1159,6 +1196,14 @@ long sdp_dconn_sendv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size
 			return r;
 		if ((r = send_blocked(c)) != 0)
 			return r;
+		if (reach > 0 && !within_reach(c) && send_room(c)) {
+			/* Only the reach stopped it: a reader that reads on
+			 * comes within the poll, else the whole ring (above). */
+			if (!POLL_UNTIL(c, within_reach(c) || send_blocked(c), 0))
+				reach = 0;
+			round = -1;
+			continue;
+		}
 		if (flags & SDP_D_NONBLOCK) {
 			/* As the kernel's SOCK_NOSPACE: counted (EPOLLET's
 			 * writable edge), and, for an edge-triggered epoll

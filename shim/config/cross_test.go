@@ -14,13 +14,14 @@ func TestCrossChecks(t *testing.T) {
 		on   string
 		text string
 	}{
-		{[]string{"SDPSHIM_CREDITS=64"}, "", ""},
-		{[]string{"SDPSHIM_CREDITS=65"}, "SDPSHIM_CREDITS", "at most SDPSHIM_BLOCKS (64)"},
+		{[]string{"SDPSHIM_CREDITS=256"}, "", ""},
+		{[]string{"SDPSHIM_CREDITS=257"}, "SDPSHIM_CREDITS", "at most SDPSHIM_BLOCKS (256)"},
+		{[]string{"SDPSHIM_CHANNEL=shared", "SDPSHIM_CREDITS=65"}, "SDPSHIM_CREDITS", "at most SDPSHIM_BLOCKS (64)"},
 		{[]string{"SDPSHIM_BLOCKS=8", "SDPSHIM_CREDITS=9"}, "SDPSHIM_CREDITS", "at most SDPSHIM_BLOCKS (8)"},
 		{[]string{"SDPSHIM_BLOCKS=2"}, "", ""}, // auto credits follow the blocks
 		{[]string{"SDPSHIM_BLOCKS=bad", "SDPSHIM_CREDITS=65"}, "SDPSHIM_BLOCKS", ""},
-		{[]string{"SDPSHIM_VWINDOW=1M"}, "", ""},
-		{[]string{"SDPSHIM_VWINDOW=1025K"}, "SDPSHIM_VWINDOW", "(1048576)"},
+		{[]string{"SDPSHIM_VWINDOW=4M"}, "", ""},
+		{[]string{"SDPSHIM_VWINDOW=4097K"}, "SDPSHIM_VWINDOW", "(4194304)"},
 		{[]string{"SDPSHIM_BLOCKS=4", "SDPSHIM_VWINDOW=64K"}, "", ""},
 		{[]string{"SDPSHIM_BLOCKS=2", "SDPSHIM_VWINDOW=64K"}, "SDPSHIM_VWINDOW", "(32768)"},
 		{[]string{"SDPSHIM_POLL_MIN=4096"}, "", ""},
@@ -32,10 +33,10 @@ func TestCrossChecks(t *testing.T) {
 		{[]string{"SDPSHIM_BLOCKS=4096", "SDPSHIM_BLOCK_SIZE=1M", "SDPSHIM_PREEMPT=8K"}, "SDPSHIM_BLOCK_SIZE", ""},
 		{[]string{"SDPSHIM_PREEMPT=16K"}, "", ""},
 		{[]string{"SDPSHIM_PREEMPT=8K"}, "SDPSHIM_PREEMPT", "from SDPSHIM_BLOCK_SIZE (16384)"},
-		{[]string{"SDPSHIM_PREEMPT=2M"}, "SDPSHIM_PREEMPT", "(1048576)"},
+		{[]string{"SDPSHIM_PREEMPT=8M"}, "SDPSHIM_PREEMPT", "(4194304)"},
 		{[]string{"SDPSHIM_BLOCK_SIZE=4K", "SDPSHIM_PREEMPT=8K"}, "", ""},
 	} {
-		_, err := load(tc.env, testUID)
+		_, err := load(tc.env, testUID, testSendBuf)
 		if tc.on == "" {
 			if err != nil {
 				t.Errorf("%q: %v", tc.env, err)

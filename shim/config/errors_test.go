@@ -7,8 +7,8 @@ import (
 )
 
 func TestErrorMessage(t *testing.T) {
-	_, err := load([]string{"SDPSHIM_BLOCKS=3x"}, testUID)
-	want := `sdpshim: SDPSHIM_BLOCKS="3x": expected a power of two from 2 to 4096; the shim is disabled, the program runs on plain TCP`
+	_, err := load([]string{"SDPSHIM_BLOCKS=3x"}, testUID, testSendBuf)
+	want := `sdpshim: SDPSHIM_BLOCKS="3x": expected auto or a power of two from 2 to 4096; the shim is disabled, the program runs on plain TCP`
 	if err == nil || err.Error() != want {
 		t.Errorf("got  %v\nwant %s", err, want)
 	}
@@ -25,7 +25,7 @@ func TestErrorEveryProblemOneLine(t *testing.T) {
 		"SDPSHIM_FLOW=" + long,
 		"SDPSHIM_X\ty=1",
 		"SDPSHIM_ALLOW_UIDS=1,x",
-	}, testUID)
+	}, testUID, testSendBuf)
 	var e *Error
 	if !errors.As(err, &e) {
 		t.Fatalf("want *Error, got %v", err)

@@ -21,7 +21,7 @@ func FuzzLoad(f *testing.F) {
 			knobs[int(k2)%len(knobs)].Name + "=" + v2,
 			name + "=" + value,
 		}
-		c, err := load(environ, testUID)
+		c, err := load(environ, testUID, testSendBuf)
 		if err != nil {
 			var e *Error
 			if !errors.As(err, &e) || len(e.Problems) == 0 {

@@ -58,9 +58,15 @@ var knobs = []Knob{
 		},
 	},
 	{
-		Name: "SDPSHIM_BLOCKS", Default: "64", Expected: "a power of two from 2 to 4096",
-		Meaning: "blocks per channel direction",
+		Name: "SDPSHIM_BLOCKS", Default: "auto",
+		DefaultText: "auto (the direct path: enough to hold the kernel's largest TCP send buffer, net.ipv4.tcp_wmem, from 64 to 1024: 256 at its usual 4 MiB; the channel modes: 64)",
+		Expected:    "auto or a power of two from 2 to 4096",
+		Meaning:     "blocks per direction of a connection's area (of the channel, in the channel modes): how far a writer may get ahead of its reader",
 		set: func(c *Config, v string, _ *loader) error {
+			if strings.EqualFold(v, "auto") {
+				c.Blocks = 0 // resolved once the channel mode is known
+				return nil
+			}
 			n, err := parseInt(v, minBlocks, maxBlocks)
 			if err == nil && !isPowerOfTwo(n) {
 				err = errBad

@@ -11,10 +11,14 @@ import (
 // testUID is the uid tests load as, unless they say otherwise.
 const testUID = 1000
 
+// testSendBuf is the kernel's largest TCP send buffer tests load with:
+// tcp_wmem's usual 4 MiB, so that SDPSHIM_BLOCKS=auto gives 256.
+const testSendBuf = 4 << 20
+
 // mustLoad loads environ as testUID and fails the test on error.
 func mustLoad(t *testing.T, environ ...string) Config {
 	t.Helper()
-	c, err := load(environ, testUID)
+	c, err := load(environ, testUID, testSendBuf)
 	if err != nil {
 		t.Fatalf("load(%q): %v", environ, err)
 	}
@@ -70,14 +74,14 @@ var knobCases = map[string][]struct {
 		{"nic-assist", bad{}}},
 	"SDPSHIM_TRANSPORT": {{"", TransportStatusByte}, {"slidingwindow", TransportSlidingWindow},
 		{"sliding", bad{}}},
-	"SDPSHIM_BLOCKS": {{"", 64}, {"2", 2}, {"4096", 4096}, {"128", 128}, {"1", bad{}},
+	"SDPSHIM_BLOCKS": {{"", 256}, {"auto", 256}, {"2", 2}, {"4096", 4096}, {"128", 128}, {"1", bad{}},
 		{"8192", bad{}}, {"3", bad{}}, {"3x", bad{}}, {"-64", bad{}}, {"0x40", bad{}}},
 	"SDPSHIM_BLOCK_SIZE": {{"", 16384}, {"256", 256}, {"1M", 1 << 20}, {"1MiB", 1 << 20},
 		{"64k", 65536}, {"4 KiB", 4096}, {"192", bad{}}, {"1025K", bad{}}, {"300", bad{}},
 		{"1G", bad{}}, {"K", bad{}}, {"16KB", bad{}}, {"99999999999999999999K", bad{}}},
-	"SDPSHIM_CREDITS": {{"", 16}, {"auto", 16}, {"1", 1}, {"64", 64}, {"0", bad{}},
+	"SDPSHIM_CREDITS": {{"", 64}, {"auto", 64}, {"1", 1}, {"64", 64}, {"0", bad{}},
 		{"4097", bad{}}, {"many", bad{}}},
-	"SDPSHIM_VWINDOW": {{"", 262144}, {"AUTO", 262144}, {"256", 256}, {"1M", 1 << 20},
+	"SDPSHIM_VWINDOW": {{"", 1 << 20}, {"AUTO", 1 << 20}, {"256", 256}, {"1M", 1 << 20},
 		{"255", bad{}}, {"2G", bad{}}, {"wide", bad{}}},
 	"SDPSHIM_POLL": {{"", PollAdaptive}, {"busy", PollBusy}, {"event", PollEvent},
 		{"hybrid", PollHybrid}, {"napi", bad{}}},
@@ -132,7 +136,7 @@ func TestKnobValues(t *testing.T) {
 			continue
 		}
 		for _, tc := range cases {
-			c, err := load([]string{k.Name + "=" + tc.value}, testUID)
+			c, err := load([]string{k.Name + "=" + tc.value}, testUID, testSendBuf)
 			if _, isBad := tc.want.(bad); isBad {
 				e, ok := err.(*Error)
 				if !ok || len(e.Problems) != 1 || e.Problems[0].Name != k.Name {
@@ -172,8 +176,8 @@ func TestDefaultLiteralsLoad(t *testing.T) {
 // TestDefaults pins the documented defaults of the fields.
 func TestDefaults(t *testing.T) {
 	c := mustLoad(t)
-	if !c.Enabled || c.Flow != FlowPacked || c.Blocks != 64 || c.BlockSize != 16384 ||
-		c.ChannelBytes() != 1<<20 || c.LogLevel != LogOff || !c.Stats || !c.Preempt {
+	if !c.Enabled || c.Flow != FlowPacked || c.Blocks != 256 || c.BlockSize != 16384 ||
+		c.ChannelBytes() != 4<<20 || c.LogLevel != LogOff || !c.Stats || !c.Preempt {
 		t.Errorf("defaults: %+v", c)
 	}
 	if !c.Eligible(netip.MustParseAddr("192.0.2.1"), 80) || !c.Eligible(netip.MustParseAddr("2001:db8::1"), 443) {

@@ -21,8 +21,11 @@ const privatePrefix = "SDPSHIM__"
 // the error is an *Error listing every problem, and the Config is still
 // complete: each bad variable has its default and Enabled is whatever
 // SDPSHIM_ENABLE said; pass both to Fallback before using it.
+//
+// The one thing it reads besides environ is the kernel's largest TCP send
+// buffer (net.ipv4.tcp_wmem), which SDPSHIM_BLOCKS=auto follows.
 func Load(environ []string) (Config, error) {
-	return load(environ, os.Geteuid())
+	return load(environ, os.Geteuid(), kernelSendBuf())
 }
 
 // FromEnviron is Load(os.Environ()).
@@ -30,18 +33,21 @@ func FromEnviron() (Config, error) { return Load(os.Environ()) }
 
 // loader is the context knob parsers may consult.
 type loader struct {
-	uid    int                         // effective uid of the process
-	lookup func(string) (string, bool) // any variable in the environment
-	given  map[string]string           // knobs set (non-empty), trimmed
+	uid     int                         // effective uid of the process
+	sendBuf int                         // the kernel's largest TCP send buffer, bytes (autoBlocks)
+	lookup  func(string) (string, bool) // any variable in the environment
+	given   map[string]string           // knobs set (non-empty), trimmed
 }
 
-// load is Load with the uid passed in, for tests.
-func load(environ []string, uid int) (Config, error) {
+// load is Load with the uid and the kernel's largest TCP send buffer
+// (bytes) passed in, for tests.
+func load(environ []string, uid, sendBuf int) (Config, error) {
 	env, names := parseEnviron(environ)
 	l := &loader{
-		uid:    uid,
-		lookup: func(name string) (string, bool) { v, ok := env[name]; return v, ok },
-		given:  map[string]string{},
+		uid:     uid,
+		sendBuf: sendBuf,
+		lookup:  func(name string) (string, bool) { v, ok := env[name]; return v, ok },
+		given:   map[string]string{},
 	}
 	var c Config
 	var problems []Problem
@@ -61,7 +67,7 @@ func load(environ []string, uid int) (Config, error) {
 			bad[k.Name] = true
 		}
 	}
-	resolve(&c)
+	resolve(&c, l)
 	problems = append(problems, crossCheck(c, l.given, bad)...)
 	for _, name := range names {
 		if _, known := LookupKnob(name); !known {
@@ -105,7 +111,13 @@ func knobProblem(k Knob, v string, err error) Problem {
 }
 
 // resolve computes the "auto" values once every knob is parsed.
-func resolve(c *Config) {
+func resolve(c *Config, l *loader) {
+	if c.Blocks == 0 {
+		c.Blocks = defaultBlocks
+		if c.Channel == ChannelDirect {
+			c.Blocks = autoBlocks(l.sendBuf, c.BlockSize)
+		}
+	}
 	if c.Credits == 0 {
 		c.Credits = max(1, c.Blocks/4)
 	}

@@ -42,7 +42,7 @@ func TestOpenBadSilentLog(t *testing.T) {
 	if rt.Config.Enabled {
 		t.Error("a bad configuration left the shim enabled")
 	}
-	want := `sdpshim: SDPSHIM_BLOCKS="3x": expected a power of two from 2 to 4096; ` + Consequence + "\n" +
+	want := `sdpshim: SDPSHIM_BLOCKS="3x": expected auto or a power of two from 2 to 4096; ` + Consequence + "\n" +
 		`sdpshim: SDPSHIM_LOG_LEVEL="loud": expected off, panic, fatal, error, warn, info, debug or trace; ` + Consequence + "\n"
 	if stderr.String() != want || rt.Reason+"\n" != want {
 		t.Errorf("stderr:\n%s\nReason:\n%s\nwant:\n%s", stderr.String(), rt.Reason, want)

@@ -22,7 +22,7 @@ func TestDefaultRunDir(t *testing.T) {
 		{1000, nil, "/tmp/sdpshim-1000"},
 		{1000, []string{"XDG_RUNTIME_DIR=/run/user/1000", "SDPSHIM_RUNDIR=/srv/s"}, "/srv/s"},
 	} {
-		c, err := load(tc.environ, tc.uid)
+		c, err := load(tc.environ, tc.uid, testSendBuf)
 		if err != nil || c.RunDir != tc.want {
 			t.Errorf("uid %d %q: RunDir %q (%v), want %q", tc.uid, tc.environ, c.RunDir, err, tc.want)
 		}

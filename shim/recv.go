@@ -11,6 +11,17 @@ import (
 
 // Recv is the recv hook (read, recv, recvfrom, __read_chk, ...): up to
 // len(buf) bytes into the caller's buffer.
+// RecvDiscard is a receive with MSG_TRUNC, as TCP has it: up to n bytes
+// are taken (with MSG_PEEK, looked at) and dropped, and their count
+// returned; the caller's buffer is neither written nor needed, so NULL
+// skips bytes. At most gatherMax a call (a receive may return less than
+// it asked for; with MSG_WAITALL too).
+func (p *Process) RecvDiscard(fd, n, flags int, w *Wait) int64 {
+	bp := scratchPool.Get().(*[]byte)
+	defer scratchPool.Put(bp)
+	return p.Recv(fd, (*bp)[:min(n, len(*bp))], flags&^unix.MSG_TRUNC, w)
+}
+
 func (p *Process) Recv(fd int, buf []byte, flags int, w *Wait) int64 {
 	s := p.lookup(fd)
 	if s == nil {
@@ -40,7 +51,7 @@ func (p *Process) RecvMsg(fd int, bufs [][]byte, flags int, w *Wait) int64 {
 }
 
 // recv implements every receive call of an accelerated socket with the
-// kernel's semantics: MSG_PEEK, MSG_WAITALL, MSG_DONTWAIT, O_NONBLOCK,
+// kernel's semantics (MSG_TRUNC: RecvDiscard): MSG_PEEK, MSG_WAITALL, MSG_DONTWAIT, O_NONBLOCK,
 // SO_RCVTIMEO, EOF after the peer's FIN (0), ECONNRESET once after a reset
 // or the peer's death (then EOF), 0 after shutdown(SHUT_RD) once drained.
 func (s *Socket) recv(st dataStream, bufs [][]byte, flags int, w *Wait) int64 {

@@ -164,10 +164,13 @@ func (s *Socket) writeErr(err error) int64 {
 	return negErrno(e)
 }
 
-// gatherMax bounds the iovecs gathered into one write.
+// gatherMax bounds the iovecs gathered into one write, and the bytes one
+// MSG_TRUNC receive drops (RecvDiscard).
 const gatherMax = 64 << 10
 
-var gatherPool = sync.Pool{New: func() any { b := make([]byte, gatherMax); return &b }}
+// scratchPool holds gatherMax-byte buffers of the core's own: a write
+// gathers iovecs into one, a MSG_TRUNC receive drops bytes into one.
+var scratchPool = sync.Pool{New: func() any { b := make([]byte, gatherMax); return &b }}
 
 // writeFrom writes bufs past the first skip bytes, without waiting. It
 // returns the bytes moved and, when none were, why. Several small iovecs
@@ -180,7 +183,7 @@ func writeFrom(st dataStream, bufs [][]byte, skip int) (int, error) {
 			total += len(b)
 		}
 		if total-skip <= gatherMax {
-			bp := gatherPool.Get().(*[]byte)
+			bp := scratchPool.Get().(*[]byte)
 			g := (*bp)[:0]
 			for _, b := range bufs {
 				if skip >= len(b) {
@@ -191,7 +194,7 @@ func writeFrom(st dataStream, bufs [][]byte, skip int) (int, error) {
 				skip = 0
 			}
 			n, err := st.Write(g)
-			gatherPool.Put(bp)
+			scratchPool.Put(bp)
 			return n, err
 		}
 	}

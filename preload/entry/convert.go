@@ -59,6 +59,27 @@ func iovecs(msg *C.struct_msghdr, store [][]byte) ([][]byte, bool) {
 	return store, true
 }
 
+// iovLen returns the bytes a msghdr's iovecs hold, without looking at
+// their memory (at most maxIO); false for a NULL iovec array with a
+// non-zero count.
+func iovLen(msg *C.struct_msghdr) (int, bool) {
+	if msg == nil {
+		return 0, false
+	}
+	n := int(msg.msg_iovlen)
+	if n == 0 {
+		return 0, true
+	}
+	if msg.msg_iov == nil || n > uioMaxIOV {
+		return 0, false
+	}
+	total := 0
+	for _, v := range unsafe.Slice(msg.msg_iov, n) {
+		total = min(total+clampLen(v.iov_len), maxIO)
+	}
+	return total, true
+}
+
 // pollfds views a C pollfd array.
 func pollfds(p *C.struct_pollfd, n C.nfds_t) []unix.PollFd {
 	if p == nil || n == 0 {

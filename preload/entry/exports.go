@@ -72,10 +72,13 @@ func sdpshim_core_connect(fd C.int, addr *C.struct_sockaddr, n C.socklen_t, w *C
 
 //export sdpshim_core_recv
 func sdpshim_core_recv(fd C.int, buf unsafe.Pointer, n C.size_t, flags C.int, w *C.struct_sdpshim_wait) C.ssize_t {
+	var gw shim.Wait
+	if flags&unix.MSG_TRUNC != 0 { // the buffer is not the call's (NULL skips bytes)
+		return C.ssize_t(waitResult(proc.RecvDiscard(int(fd), clampLen(n), int(flags), &gw), &gw, w))
+	}
 	if buf == nil && n > 0 {
 		return -C.EFAULT
 	}
-	var gw shim.Wait
 	return C.ssize_t(waitResult(proc.Recv(int(fd), bytesAt(buf, n), int(flags), &gw), &gw, w))
 }
 
@@ -90,13 +93,22 @@ func sdpshim_core_send(fd C.int, buf unsafe.Pointer, n C.size_t, flags C.int, w 
 
 //export sdpshim_core_recvmsg
 func sdpshim_core_recvmsg(fd C.int, msg *C.struct_msghdr, flags C.int, w *C.struct_sdpshim_wait) C.ssize_t {
-	var store [8][]byte
-	bufs, ok := iovecs(msg, store[:0])
-	if !ok {
-		return -C.EFAULT
-	}
 	var gw shim.Wait
-	r := waitResult(proc.RecvMsg(int(fd), bufs, int(flags), &gw), &gw, w)
+	var r int64
+	if flags&unix.MSG_TRUNC != 0 { // the iovecs' memory is not the call's
+		n, ok := iovLen(msg)
+		if !ok {
+			return -C.EFAULT
+		}
+		r = waitResult(proc.RecvDiscard(int(fd), n, int(flags), &gw), &gw, w)
+	} else {
+		var store [8][]byte
+		bufs, ok := iovecs(msg, store[:0])
+		if !ok {
+			return -C.EFAULT
+		}
+		r = waitResult(proc.RecvMsg(int(fd), bufs, int(flags), &gw), &gw, w)
+	}
 	if r >= 0 {
 		msg.msg_flags, msg.msg_controllen, msg.msg_namelen = 0, 0, 0
 	}

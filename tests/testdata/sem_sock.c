@@ -1,7 +1,7 @@
 /*
  * sem_sock - socket call semantics on TCP connections: nonblocking
  * connect, accept4 flags, O_NONBLOCK by fcntl and FIONBIO, FIONREAD,
- * SIOCINQ, SIOCOUTQ, MSG_PEEK, MSG_WAITALL, MSG_DONTWAIT, MSG_NOSIGNAL,
+ * SIOCINQ, SIOCOUTQ, MSG_PEEK, MSG_TRUNC, MSG_WAITALL, MSG_DONTWAIT, MSG_NOSIGNAL,
  * shutdown, close with unread data, SO_LINGER, TCP_NODELAY, TCP_CORK,
  * getsockname/getpeername, SO_RCVTIMEO/SO_SNDTIMEO, and dup, dup2, dup3,
  * F_DUPFD, F_DUPFD_CLOEXEC (every copy is the same stream, which closes
@@ -232,6 +232,16 @@ static void recv_flags(void)
 	readable(s);
 	say("peek.waitall %s", rc(recv(s, b, 10, MSG_PEEK)));
 	say("read.after.peek %s", rc(recv(s, b, 10, 0)));
+	/* MSG_TRUNC (TCP): bytes taken and dropped; the buffer is neither
+	 * written nor needed (NULL skips them); with MSG_PEEK, counted. */
+	put(c, 10, 't');
+	readable(s);
+	memset(b, 'z', 8);
+	say("trunc.peek %s", rc(recv(s, NULL, 3, MSG_PEEK | MSG_TRUNC)));
+	say("trunc %s", rc(recv(s, b, 4, MSG_TRUNC)));
+	say("trunc.untouched %d", b[0] == 'z');
+	say("trunc.null %s", rc(recv(s, NULL, 4, MSG_TRUNC)));
+	say("trunc.rest %s", rc(recv(s, b, 10, 0)));
 	/* Options: the kernel's answers. */
 	int one = 1, v = 0;
 	socklen_t vl = sizeof v;

@@ -11,17 +11,6 @@ import (
 
 // Recv is the recv hook (read, recv, recvfrom, __read_chk, ...): up to
 // len(buf) bytes into the caller's buffer.
-// RecvDiscard is a receive with MSG_TRUNC, as TCP has it: up to n bytes
-// are taken (with MSG_PEEK, looked at) and dropped, and their count
-// returned; the caller's buffer is neither written nor needed, so NULL
-// skips bytes. At most gatherMax a call (a receive may return less than
-// it asked for; with MSG_WAITALL too).
-func (p *Process) RecvDiscard(fd, n, flags int, w *Wait) int64 {
-	bp := scratchPool.Get().(*[]byte)
-	defer scratchPool.Put(bp)
-	return p.Recv(fd, (*bp)[:min(n, len(*bp))], flags&^unix.MSG_TRUNC, w)
-}
-
 func (p *Process) Recv(fd int, buf []byte, flags int, w *Wait) int64 {
 	s := p.lookup(fd)
 	if s == nil {
@@ -33,6 +22,17 @@ func (p *Process) Recv(fd int, buf []byte, flags int, w *Wait) int64 {
 	}
 	bufs := [1][]byte{buf}
 	return s.countReceived(s.recv(st, bufs[:], flags, w), flags, w)
+}
+
+// RecvDiscard is a receive with MSG_TRUNC, as TCP has it: up to n bytes
+// are taken (with MSG_PEEK, looked at) and dropped, and their count
+// returned; the caller's buffer is neither written nor needed, so NULL
+// skips bytes. At most gatherMax a call (a receive may return less than
+// it asked for; with MSG_WAITALL too).
+func (p *Process) RecvDiscard(fd, n, flags int, w *Wait) int64 {
+	bp := scratchPool.Get().(*[]byte)
+	defer scratchPool.Put(bp)
+	return p.Recv(fd, (*bp)[:min(n, len(*bp))], flags&^unix.MSG_TRUNC, w)
 }
 
 // RecvMsg is the recvmsg hook (recvmsg, readv, recvmmsg): bufs are the

@@ -2,12 +2,12 @@ package tests
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sdpshim/sdpshim/shim/config"
 )
 
 // Both ends write before they read (testdata/both_write.py): each sends
@@ -20,14 +20,7 @@ import (
 func TestBothWriteBeforeReading(t *testing.T) {
 	a := build(t)
 	python := need(t, "python3")
-	size := 3_000_000
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_wmem"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 3 {
-			if n, err := strconv.Atoi(f[2]); err == nil && n > 0 {
-				size = min(size, n*3/4)
-			}
-		}
-	}
+	size := min(3_000_000, config.KernelSendBuf()*3/4)
 	script := filepath.Join("testdata", "both_write.py")
 	for _, m := range []mode{{"kernel", false, false}, bothShimmed} {
 		t.Run(m.name, func(t *testing.T) {

@@ -665,10 +665,4 @@ func TestReach(t *testing.T) {
 			t.Fatalf("nonblocking send: %d %v, want the whole ring's %d", n, err, ring)
 		}
 	})
-	t.Run("no reach on a ring of 64", func(t *testing.T) {
-		a, _ := pair(t, 64, size)
-		if n, _, err := a.Send(big[:reach], true); n != reach || err != nil {
-			t.Fatalf("blocking send: %d %v, want %d", n, err, reach)
-		}
-	})
 }

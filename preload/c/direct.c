@@ -114,8 +114,6 @@ int sdp_dconn_open(struct sdp_dconn *c, void *mem, size_t size, int side)
 	c->poll_max = 4096;
 	c->budget = c->poll_min;
 	c->grant_every = 1;
-	if (n > SDP_DREACH_BLOCKS)
-		c->reach = SDP_DREACH_BLOCKS * (s - HDR);
 	return 0;
 }
 
@@ -1122,13 +1120,20 @@ static long send_locked(struct sdp_dconn *c, struct iocur *k, uint32_t reach)
  * reach is this process's own choice; the peer sees only the blocks. A
  * peer that writes garbage into rx_bytes can only make the sender take
  * the whole ring at once. */
+#define SDP_DREACH_BLOCKS 64
+
+/* The reach of c in bytes; 0 when the ring holds no more than it. */
+static uint32_t reach_of(const struct sdp_dconn *c)
+{
+	return c->n > SDP_DREACH_BLOCKS ? SDP_DREACH_BLOCKS * (c->s - HDR) : 0;
+}
 
 /* 1 when the bytes this side sent and its reader has not taken are
- * fewer than the reach (or the reach is off). */
-static int within_reach(const struct sdp_dconn *c)
+ * fewer than reach. */
+static int within_reach(const struct sdp_dconn *c, uint32_t reach)
 {
 	const struct sdp_ddir *d = &c->a->dir[c->side];
-	return c->reach == 0 || LOADR(&d->tx_bytes) - LOAD(&d->rx_bytes) < c->reach;
+	return LOADR(&d->tx_bytes) - LOAD(&d->rx_bytes) < reach;
 }
 
 /* 1 when a send would find a free block: the first block from the cursor
@@ -1177,7 +1182,7 @@ long sdp_dconn_sendv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size
 	if (bulk && __atomic_load_n(&c->sndtimeo, __ATOMIC_RELAXED) == 0 && sdp_tenant_enter(c) > 0)
 		__atomic_fetch_add(&c->pauses, 1, __ATOMIC_RELAXED);
 	int timed = bulk && preempt_point(c);
-	uint32_t reach = (flags & SDP_D_NONBLOCK) ? 0 : c->reach;
+	uint32_t reach = (flags & SDP_D_NONBLOCK) ? 0 : reach_of(c);
 	for (int round = 0;; round++) {
 		if (side_lock(&d->tx_lock) != 0)
 			return violation(c);
@@ -1196,10 +1201,10 @@ long sdp_dconn_sendv(struct sdp_dconn *c, const struct iovec *iov, int cnt, size
 			return r;
 		if ((r = send_blocked(c)) != 0)
 			return r;
-		if (reach > 0 && !within_reach(c) && send_room(c)) {
+		if (reach > 0 && !within_reach(c, reach) && send_room(c)) {
 			/* Only the reach stopped it: a reader that reads on
 			 * comes within the poll, else the whole ring (above). */
-			if (!POLL_UNTIL(c, within_reach(c) || send_blocked(c), 0))
+			if (!POLL_UNTIL(c, within_reach(c, reach) || send_blocked(c), 0))
 				reach = 0;
 			round = -1;
 			continue;

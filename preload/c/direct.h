@@ -312,14 +312,7 @@ struct sdp_dconn {
 	uint32_t trim_mark;   /* tx_seq at the last look */
 	uint32_t trim_looked; /* 1: trim_mark holds a look */
 	uint64_t trimmed;     /* bytes of pages given back */
-
-	/* The reach (direct.c, send): bytes a blocking sender keeps ahead of
-	 * a reader that reads on, SDP_DREACH_BLOCKS blocks' payload; 0: the
-	 * whole ring (it holds no more). */
-	uint32_t reach;
 };
-
-#define SDP_DREACH_BLOCKS 64
 
 /* sdp_dconn.slow bits. */
 #define SDP_DSLOW_RECV 1

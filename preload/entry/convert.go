@@ -31,21 +31,32 @@ func bytesAt(p unsafe.Pointer, n C.size_t) []byte {
 	return unsafe.Slice((*byte)(p), clampLen(n))
 }
 
-// iovecs views a msghdr's iovecs as slices, appended to store; false for
-// a NULL iovec array with a non-zero count.
-func iovecs(msg *C.struct_msghdr, store [][]byte) ([][]byte, bool) {
+// iovArray returns a msghdr's iovec array; false for a NULL msghdr, or a
+// NULL array with a non-zero count, or more than uioMaxIOV of them.
+func iovArray(msg *C.struct_msghdr) ([]C.struct_iovec, bool) {
 	if msg == nil {
 		return nil, false
 	}
 	n := int(msg.msg_iovlen)
 	if n == 0 {
-		return store, true
+		return nil, true
 	}
 	if msg.msg_iov == nil || n > uioMaxIOV {
 		return nil, false
 	}
+	return unsafe.Slice(msg.msg_iov, n), true
+}
+
+// iovecs views a msghdr's iovecs as slices, appended to store (at most
+// maxIO bytes in all); false for a bad array (iovArray) or a NULL iovec
+// with a non-zero length.
+func iovecs(msg *C.struct_msghdr, store [][]byte) ([][]byte, bool) {
+	vs, ok := iovArray(msg)
+	if !ok {
+		return nil, false
+	}
 	total := 0
-	for _, v := range unsafe.Slice(msg.msg_iov, n) {
+	for _, v := range vs {
 		if v.iov_base == nil && v.iov_len > 0 {
 			return nil, false
 		}
@@ -60,24 +71,14 @@ func iovecs(msg *C.struct_msghdr, store [][]byte) ([][]byte, bool) {
 }
 
 // iovLen returns the bytes a msghdr's iovecs hold, without looking at
-// their memory (at most maxIO); false for a NULL iovec array with a
-// non-zero count.
+// their memory (at most maxIO); false for a bad array (iovArray).
 func iovLen(msg *C.struct_msghdr) (int, bool) {
-	if msg == nil {
-		return 0, false
-	}
-	n := int(msg.msg_iovlen)
-	if n == 0 {
-		return 0, true
-	}
-	if msg.msg_iov == nil || n > uioMaxIOV {
-		return 0, false
-	}
+	vs, ok := iovArray(msg)
 	total := 0
-	for _, v := range unsafe.Slice(msg.msg_iov, n) {
+	for _, v := range vs {
 		total = min(total+clampLen(v.iov_len), maxIO)
 	}
-	return total, true
+	return total, ok
 }
 
 // pollfds views a C pollfd array.

@@ -25,7 +25,7 @@ const privatePrefix = "SDPSHIM__"
 // The one thing it reads besides environ is the kernel's largest TCP send
 // buffer (net.ipv4.tcp_wmem), which SDPSHIM_BLOCKS=auto follows.
 func Load(environ []string) (Config, error) {
-	return load(environ, os.Geteuid(), kernelSendBuf())
+	return load(environ, os.Geteuid(), KernelSendBuf())
 }
 
 // FromEnviron is Load(os.Environ()).

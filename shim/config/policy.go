@@ -51,7 +51,7 @@ func Open(environ []string) Runtime {
 
 // open is Open with the uid and stderr passed in, for tests.
 func open(environ []string, uid int, stderr io.Writer) Runtime {
-	c, err := load(environ, uid, kernelSendBuf())
+	c, err := load(environ, uid, KernelSendBuf())
 	c, reason := Fallback(c, err)
 	log, file, err := openLog(c, stderr)
 	if err != nil {

@@ -23,10 +23,10 @@ import (
 // socket's buffer grows and shrinks. The channel modes, which share one
 // ring among many streams (and on RDMA register it), keep defaultBlocks.
 const (
-	defaultBlocks  = 64      // the channel modes' ring, and the least auto gives
-	maxAutoBlocks  = 1024    // the most auto gives: 16 MiB of 16 KiB blocks
-	kernelSendBufs = 4 << 20 // tcp_wmem's largest when it cannot be read
-	tcpWmemPath    = "/proc/sys/net/ipv4/tcp_wmem"
+	defaultBlocks = 64      // the channel modes' ring, and the least auto gives
+	maxAutoBlocks = 1024    // the most auto gives: 16 MiB of 16 KiB blocks
+	usualSendBuf  = 4 << 20 // tcp_wmem's largest when it cannot be read
+	tcpWmemPath   = "/proc/sys/net/ipv4/tcp_wmem"
 )
 
 // autoBlocks returns the blocks of blockSize payload bytes that hold
@@ -39,27 +39,27 @@ func autoBlocks(sendBuf, blockSize int) int {
 	return n
 }
 
-// kernelSendBuf returns the kernel's largest TCP send buffer in bytes
+// KernelSendBuf returns the kernel's largest TCP send buffer in bytes
 // (the third value of net.ipv4.tcp_wmem, in this network namespace), or
-// kernelSendBufs when it cannot be read.
-func kernelSendBuf() int {
+// usualSendBuf when it cannot be read.
+func KernelSendBuf() int {
 	b, err := os.ReadFile(tcpWmemPath)
 	if err != nil {
-		return kernelSendBufs
+		return usualSendBuf
 	}
 	return parseWmem(b)
 }
 
 // parseWmem reads tcp_wmem's text ("min default max"): its max, or
-// kernelSendBufs when the text is not three positive numbers.
+// usualSendBuf when the text is not three positive numbers.
 func parseWmem(b []byte) int {
 	f := bytes.Fields(b)
 	if len(f) != 3 {
-		return kernelSendBufs
+		return usualSendBuf
 	}
 	n, err := strconv.Atoi(string(f[2]))
 	if err != nil || n <= 0 {
-		return kernelSendBufs
+		return usualSendBuf
 	}
 	return n
 }

@@ -48,18 +48,18 @@ func TestParseWmem(t *testing.T) {
 	}{
 		{"4096\t16384\t4194304\n", 4 << 20},
 		{"4096 87380 16777216", 16 << 20},
-		{"", kernelSendBufs},
-		{"4096 16384", kernelSendBufs},
-		{"4096 16384 lots", kernelSendBufs},
-		{"4096 16384 -1", kernelSendBufs},
-		{"4096 16384 0", kernelSendBufs},
-		{"1 2 3 4", kernelSendBufs},
+		{"", usualSendBuf},
+		{"4096 16384", usualSendBuf},
+		{"4096 16384 lots", usualSendBuf},
+		{"4096 16384 -1", usualSendBuf},
+		{"4096 16384 0", usualSendBuf},
+		{"1 2 3 4", usualSendBuf},
 	} {
 		if got := parseWmem([]byte(tc.text)); got != tc.want {
 			t.Errorf("parseWmem(%q) = %d, want %d", tc.text, got, tc.want)
 		}
 	}
-	if n := kernelSendBuf(); n <= 0 {
-		t.Errorf("kernelSendBuf() = %d", n)
+	if n := KernelSendBuf(); n <= 0 {
+		t.Errorf("KernelSendBuf() = %d", n)
 	}
 }
